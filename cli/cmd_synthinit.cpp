@@ -1,0 +1,38 @@
+// psi synthinit: print or hash a SynthInit v1 tensor, to check an implementation by hand.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "engine/sha256.h"
+#include "engine/synthinit.h"
+
+namespace {
+
+struct Opts {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::uint64_t seed = 0;
+  int head = 4;
+};
+
+psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of a SynthInit v1 tensor",
+                        [](CLI::App& sub) {
+  auto o = std::make_shared<Opts>();
+  sub.add_option("name", o->name, "tensor name, e.g. transformer_blocks.0.attn1.to_q.weight")->required();
+  sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required();
+  sub.add_option("--seed", o->seed, "global seed G");
+  sub.add_option("--head", o->head, "how many leading values to print");
+  return [o] {
+    auto spec = psi::synthinit::classify(o->name, o->shape);
+    auto t = psi::synthinit::make(o->name, o->shape, o->seed);
+    std::printf("%s %s role=%s offset=%g e=%d\n", o->name.c_str(), psi::shape_str(o->shape).c_str(),
+                std::string(psi::synthinit::role_name(spec.role)).c_str(), double(spec.offset), spec.e);
+    for (int i = 0; i < o->head && i < t.numel(); ++i)
+      std::printf("  [%d] 0x%04x %.17g\n", i, t.data[i].bits, double(t.data[i].to_float()));
+    std::printf("sha256 %s\n", psi::sha256_hex(t).c_str());
+    return 0;
+  };
+});
+
+}  // namespace

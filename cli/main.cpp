@@ -1,0 +1,56 @@
+// psi: the command-line front end. Exit codes are psi::Exit's (0 ok or bitwise equal,
+// 1 differs, 2 bad input, 3 run failed, 130 interrupted).
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "cli/command.h"
+#include "engine/error.h"
+#include "psi_version.h"
+
+namespace psi::cli {
+
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+}  // namespace psi::cli
+
+int main(int argc, char** argv) {
+  using namespace psi;
+  CLI::App app{"psi: numerical-fidelity and transport-verification harness for PSI (LTX-2.x AV transformer)"};
+  app.set_version_flag("--version", std::string("psi ") + PSI_VERSION + " (" + PSI_GIT_REVISION + ")");
+  app.require_subcommand(1);
+  auto& cmds = cli::registry();
+  std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  std::map<CLI::App*, cli::Runner> runners;
+  for (auto& c : cmds) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    runners[sub] = c.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "psi: error: " << e.what() << "\n";
+    return int(Exit::bad_input);
+  }
+  try {
+    for (auto& [sub, run] : runners) {
+      if (sub->parsed()) return run();
+    }
+  } catch (const Error& e) {
+    std::cerr << "psi: error: " << e.what() << "\n";
+    return int(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "psi: internal error: " << e.what() << "\n";
+    return int(Exit::run_failed);
+  }
+  return int(Exit::bad_input);
+}

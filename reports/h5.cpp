@@ -1,0 +1,382 @@
+#include "reports/h5.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "engine/error.h"
+
+namespace fs = std::filesystem;
+
+namespace psi::h5 {
+
+namespace {
+
+Error h5_error(const std::string& what) { return Error(what, Exit::bad_input); }
+
+std::string temp_suffix() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ".tmp.%d.%08x", int(::getpid()), unsigned(rd()));
+  return buf;
+}
+
+Handle open_object(hid_t file, const std::string& path, const std::string& where) {
+  hid_t id = H5Oopen(file, path.c_str(), H5P_DEFAULT);
+  if (id < 0) throw h5_error(where + ": no such object");
+  return Handle(id, H5Oclose);
+}
+
+std::optional<std::string> read_string_attr(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  Handle a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  Handle t(H5Aget_type(a.get()), H5Tclose);
+  if (H5Tget_class(t.get()) != H5T_STRING) return std::nullopt;
+  Handle space(H5Aget_space(a.get()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) return std::nullopt;
+  if (H5Tis_variable_str(t.get()) > 0) {
+    Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mt.get(), H5T_VARIABLE);
+    H5Tset_cset(mt.get(), H5Tget_cset(t.get()));
+    char* s = nullptr;
+    if (H5Aread(a.get(), mt.get(), &s) < 0) return std::nullopt;
+    std::string out = s ? s : "";
+    H5free_memory(s);
+    return out;
+  }
+  std::size_t n = H5Tget_size(t.get());
+  std::string out(n, '\0');
+  if (H5Aread(a.get(), t.get(), out.data()) < 0) return std::nullopt;
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+ElemKind classify_type(hid_t t, const std::string& dtype_attr) {
+  H5T_class_t c = H5Tget_class(t);
+  std::size_t size = H5Tget_size(t);
+  if (c == H5T_INTEGER) {
+    bool is_signed = H5Tget_sign(t) == H5T_SGN_2;
+    if (size == 2 && !is_signed) return dtype_attr == "bfloat16" ? ElemKind::bf16 : ElemKind::u16;
+    if (size == 1 && !is_signed) return ElemKind::u8;
+    if (size == 8 && is_signed) return ElemKind::i64;
+  } else if (c == H5T_FLOAT) {
+    if (size == 4) return ElemKind::f32;
+    if (size == 8) return ElemKind::f64;
+  }
+  return ElemKind::other;
+}
+
+void write_attr(hid_t obj, const std::string& name, const AttrValue& v) {
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  if (auto* s = std::get_if<std::string>(&v)) {
+    Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(t.get(), H5T_VARIABLE);
+    H5Tset_cset(t.get(), H5T_CSET_UTF8);
+    Handle a(H5Acreate2(obj, name.c_str(), t.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    const char* p = s->c_str();
+    if (!a || H5Awrite(a.get(), t.get(), &p) < 0) throw Error("hdf5: cannot write attribute " + name, Exit::run_failed);
+  } else if (auto* i = std::get_if<std::int64_t>(&v)) {
+    Handle a(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (!a || H5Awrite(a.get(), H5T_NATIVE_INT64, i) < 0) throw Error("hdf5: cannot write attribute " + name, Exit::run_failed);
+  } else {
+    double d = std::get<double>(v);
+    Handle a(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (!a || H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &d) < 0) throw Error("hdf5: cannot write attribute " + name, Exit::run_failed);
+  }
+}
+
+}  // namespace
+
+void quiet_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+std::string_view kind_name(ElemKind k) {
+  switch (k) {
+    case ElemKind::bf16: return "bfloat16";
+    case ElemKind::f32: return "float32";
+    case ElemKind::f64: return "float64";
+    case ElemKind::u8: return "uint8";
+    case ElemKind::u16: return "uint16";
+    case ElemKind::i64: return "int64";
+    case ElemKind::other: return "other";
+  }
+  return "other";
+}
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = o.id_;
+    close_ = o.close_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  if (id_ >= 0 && close_) close_(id_);
+}
+
+File File::open_read(const fs::path& p) {
+  quiet_errors();
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) throw h5_error(p.string() + ": no such file");
+  if (H5Fis_hdf5(p.c_str()) <= 0) throw h5_error(p.string() + ": not an HDF5 file");
+  File f;
+  f.final_path_ = p;
+  f.file_ = Handle(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.file_) throw h5_error(p.string() + ": cannot open as HDF5 (corrupt or truncated?)");
+  return f;
+}
+
+File File::create(const fs::path& final_path) {
+  quiet_errors();
+  File f;
+  f.final_path_ = final_path;
+  f.temp_path_ = final_path;
+  f.temp_path_ += temp_suffix();
+  if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
+  f.file_ = Handle(H5Fcreate(f.temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.file_) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
+  f.writable_ = true;
+  return f;
+}
+
+File::File(File&& o) noexcept
+    : file_(std::move(o.file_)), final_path_(std::move(o.final_path_)),
+      temp_path_(std::move(o.temp_path_)), writable_(o.writable_) {
+  o.writable_ = false;
+  o.temp_path_.clear();
+}
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    this->~File();
+    new (this) File(std::move(o));
+  }
+  return *this;
+}
+
+File::~File() {
+  if (writable_ && !temp_path_.empty()) {
+    file_ = Handle();
+    std::error_code ec;
+    fs::remove(temp_path_, ec);
+  }
+}
+
+void File::commit() {
+  if (!writable_) throw Error(final_path_.string() + ": commit on a read-only file", Exit::run_failed);
+  if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
+    throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
+  file_ = Handle();
+  std::error_code ec;
+  fs::rename(temp_path_, final_path_, ec);
+  if (ec) throw Error(final_path_.string() + ": cannot rename from " + temp_path_.string() + ": " + ec.message(), Exit::run_failed);
+  temp_path_.clear();
+  writable_ = false;
+}
+
+std::string File::where(const std::string& object) const { return final_path_.string() + ":" + object; }
+
+bool File::exists(const std::string& path) const {
+  if (path == "/" || path.empty()) return true;
+  // Check each prefix: H5Lexists fails on a missing intermediate group.
+  std::size_t pos = 0;
+  while ((pos = path.find('/', pos + 1)) != std::string::npos) {
+    if (H5Lexists(file_.get(), path.substr(0, pos).c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return H5Lexists(file_.get(), path.c_str(), H5P_DEFAULT) > 0;
+}
+
+DatasetInfo File::info(const std::string& dataset) const {
+  if (!exists(dataset)) throw h5_error(where(dataset) + ": no such dataset");
+  Handle d(H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d) throw h5_error(where(dataset) + ": not a dataset");
+  DatasetInfo out;
+  out.path = dataset;
+  out.dtype_attr = read_string_attr(d.get(), "dtype").value_or("");
+  Handle t(H5Dget_type(d.get()), H5Tclose);
+  out.kind = classify_type(t.get(), out.dtype_attr);
+  Handle space(H5Dget_space(d.get()), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw h5_error(where(dataset) + ": unreadable dataspace");
+  std::vector<hsize_t> dims(rank);
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  for (hsize_t x : dims) out.shape.push_back(std::int64_t(x));
+  return out;
+}
+
+std::vector<DatasetInfo> File::list_datasets(const std::string& under) const {
+  std::vector<std::string> names;
+  auto cb = [](hid_t, const char* name, const H5O_info_t* info, void* op) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(op)->push_back(name);
+    return 0;
+  };
+  Handle root = open_object(file_.get(), under, where(under));
+  if (H5Ovisit2(root.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &names, H5O_INFO_BASIC) < 0)
+    throw h5_error(where(under) + ": cannot list datasets");
+  std::vector<DatasetInfo> out;
+  std::string prefix = under == "/" ? "/" : under + "/";
+  for (auto& n : names) out.push_back(info(prefix + n));
+  return out;
+}
+
+template <class T>
+std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& shape,
+                             ElemKind want) const {
+  DatasetInfo di = info(dataset);
+  if (di.kind != want)
+    throw h5_error(where(dataset) + ": expected " + std::string(kind_name(want)) + ", found " +
+                   std::string(kind_name(di.kind)) +
+                   (di.kind == ElemKind::u16 ? " (uint16 without dtype='bfloat16')" : ""));
+  shape = di.shape;
+  std::vector<T> out(std::size_t(psi::numel(shape)));
+  if (out.empty()) return out;
+  Handle d(H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw h5_error(where(dataset) + ": read failed (truncated or corrupt file?)");
+  return out;
+}
+
+Bf16Tensor File::read_bf16(const std::string& dataset) const {
+  Shape shape;
+  auto raw = read_as<std::uint16_t>(dataset, H5T_NATIVE_UINT16, shape, ElemKind::bf16);
+  Bf16Tensor t(shape);
+  for (std::size_t i = 0; i < raw.size(); ++i) t.data[i] = Bf16::from_bits(raw[i]);
+  return t;
+}
+
+F32Tensor File::read_f32(const std::string& dataset) const {
+  Shape shape;
+  auto v = read_as<float>(dataset, H5T_NATIVE_FLOAT, shape, ElemKind::f32);
+  return F32Tensor(shape, std::move(v));
+}
+
+F64Tensor File::read_f64(const std::string& dataset) const {
+  Shape shape;
+  auto v = read_as<double>(dataset, H5T_NATIVE_DOUBLE, shape, ElemKind::f64);
+  return F64Tensor(shape, std::move(v));
+}
+
+std::vector<std::uint8_t> File::read_u8(const std::string& dataset) const {
+  Shape shape;
+  return read_as<std::uint8_t>(dataset, H5T_NATIVE_UINT8, shape, ElemKind::u8);
+}
+
+std::string File::read_text(const std::string& dataset) const {
+  auto b = read_u8(dataset);
+  return std::string(b.begin(), b.end());
+}
+
+std::optional<AttrValue> File::attr(const std::string& object, const std::string& name) const {
+  if (!exists(object)) return std::nullopt;
+  Handle o = open_object(file_.get(), object, where(object));
+  if (H5Aexists(o.get(), name.c_str()) <= 0) return std::nullopt;
+  if (auto s = read_string_attr(o.get(), name.c_str())) return AttrValue(*s);
+  Handle a(H5Aopen(o.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle t(H5Aget_type(a.get()), H5Tclose);
+  Handle space(H5Aget_space(a.get()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) return std::nullopt;
+  if (H5Tget_class(t.get()) == H5T_INTEGER) {
+    std::int64_t v = 0;
+    if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return std::nullopt;
+    return AttrValue(v);
+  }
+  if (H5Tget_class(t.get()) == H5T_FLOAT) {
+    double v = 0;
+    if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return std::nullopt;
+    return AttrValue(v);
+  }
+  return std::nullopt;
+}
+
+std::string File::attr_string(const std::string& object, const std::string& name) const {
+  auto v = attr(object, name);
+  if (!v || !std::holds_alternative<std::string>(*v))
+    throw h5_error(where(object) + ": missing string attribute '" + name + "'");
+  return std::get<std::string>(*v);
+}
+
+Attrs File::attrs(const std::string& object) const {
+  Attrs out;
+  Handle o = open_object(file_.get(), object, where(object));
+  std::vector<std::string> names;
+  auto cb = [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
+    static_cast<std::vector<std::string>*>(op)->push_back(name);
+    return 0;
+  };
+  hsize_t idx = 0;
+  H5Aiterate2(o.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, cb, &names);
+  for (auto& n : names)
+    if (auto v = attr(object, n)) out[n] = *v;
+  return out;
+}
+
+void File::ensure_group(const std::string& group) {
+  if (group.empty() || group == "/") return;
+  std::size_t pos = 0;
+  while (true) {
+    pos = group.find('/', pos + 1);
+    std::string prefix = group.substr(0, pos);
+    if (!prefix.empty() && prefix != "/" && H5Lexists(file_.get(), prefix.c_str(), H5P_DEFAULT) <= 0) {
+      Handle g(H5Gcreate2(file_.get(), prefix.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      if (!g) throw Error(where(prefix) + ": cannot create group", Exit::run_failed);
+    }
+    if (pos == std::string::npos) break;
+  }
+}
+
+void File::write_raw(const std::string& dataset, hid_t mem_type, hid_t file_type, const Shape& shape,
+                     const void* data, const Attrs& a) {
+  if (!writable_) throw Error(where(dataset) + ": file is read-only", Exit::run_failed);
+  auto slash = dataset.rfind('/');
+  if (slash != std::string::npos && slash > 0) ensure_group(dataset.substr(0, slash));
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
+  Handle d(H5Dcreate2(file_.get(), dataset.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                      H5P_DEFAULT),
+           H5Dclose);
+  if (!d) throw Error(where(dataset) + ": cannot create dataset (exists already?)", Exit::run_failed);
+  if (psi::numel(shape) > 0 && H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw Error(where(dataset) + ": write failed", Exit::run_failed);
+  for (auto& [k, v] : a) write_attr(d.get(), k, v);
+}
+
+void File::write_bf16(const std::string& dataset, const Bf16Tensor& t, const Attrs& a) {
+  Attrs all = a;
+  all["dtype"] = std::string("bfloat16");
+  write_raw(dataset, H5T_NATIVE_UINT16, H5T_STD_U16LE, t.shape, t.ptr(), all);
+}
+
+void File::write_f32(const std::string& dataset, const F32Tensor& t, const Attrs& a) {
+  Attrs all = a;
+  all["dtype"] = std::string("float32");
+  write_raw(dataset, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, t.shape, t.ptr(), all);
+}
+
+void File::write_f64(const std::string& dataset, const F64Tensor& t, const Attrs& a) {
+  Attrs all = a;
+  all["dtype"] = std::string("float64");
+  write_raw(dataset, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, t.shape, t.ptr(), all);
+}
+
+void File::write_text(const std::string& dataset, const std::string& text, const Attrs& a) {
+  Attrs all = a;
+  all["dtype"] = std::string("utf8");
+  write_raw(dataset, H5T_NATIVE_UINT8, H5T_STD_U8LE, Shape{std::int64_t(text.size())}, text.data(), all);
+}
+
+void File::set_attr(const std::string& object, const std::string& name, const AttrValue& v) {
+  if (!writable_) throw Error(where(object) + ": file is read-only", Exit::run_failed);
+  ensure_group(object);
+  Handle o = open_object(file_.get(), object, where(object));
+  write_attr(o.get(), name, v);
+}
+
+void File::set_attrs(const std::string& object, const Attrs& a) {
+  for (auto& [k, v] : a) set_attr(object, k, v);
+}
+
+}  // namespace psi::h5

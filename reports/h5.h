@@ -1,0 +1,111 @@
+#pragma once
+// A thin RAII layer over the HDF5 C API: open/create files, read and write tensors and
+// attributes with errors that name the file and the dataset. BF16 is stored as psi and the
+// recordings store it: a uint16 dataset of raw bits with attribute dtype='bfloat16'.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace psi::h5 {
+
+// An owned hid_t, closed with the right H5*close function.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer c) : id_(id), close_(c) {}
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& o) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle();
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer close_ = nullptr;
+};
+
+using AttrValue = std::variant<std::string, std::int64_t, double>;
+using Attrs = std::map<std::string, AttrValue>;
+
+enum class ElemKind { bf16, f32, f64, u8, u16, i64, other };
+
+struct DatasetInfo {
+  std::string path;  // "/group/name"
+  Shape shape;
+  ElemKind kind = ElemKind::other;
+  std::string dtype_attr;  // the 'dtype' attribute if any ("bfloat16", "float32", ...)
+};
+
+std::string_view kind_name(ElemKind k);
+
+class File {
+ public:
+  // Opens an existing file read-only; a missing file or one that is not HDF5 throws a
+  // one-line psi::Error naming it.
+  static File open_read(const std::filesystem::path& p);
+  // Creates a file under a temporary name beside `final_path`; commit() closes it and renames
+  // it into place. A File destroyed without commit() removes the temporary file.
+  static File create(const std::filesystem::path& final_path);
+
+  File(File&&) noexcept;
+  File& operator=(File&&) noexcept;
+  ~File();
+
+  const std::filesystem::path& path() const { return final_path_; }
+  const std::filesystem::path& temp_path() const { return temp_path_; }
+  hid_t id() const { return file_.get(); }
+
+  bool exists(const std::string& path) const;  // a link at `path` (group or dataset)
+  std::vector<DatasetInfo> list_datasets(const std::string& under = "/") const;
+  DatasetInfo info(const std::string& dataset) const;
+
+  Bf16Tensor read_bf16(const std::string& dataset) const;  // uint16 storage + dtype=bfloat16
+  F32Tensor read_f32(const std::string& dataset) const;
+  F64Tensor read_f64(const std::string& dataset) const;
+  std::vector<std::uint8_t> read_u8(const std::string& dataset) const;
+  std::string read_text(const std::string& dataset) const;  // a uint8 dataset holding UTF-8
+
+  std::optional<AttrValue> attr(const std::string& object, const std::string& name) const;
+  std::string attr_string(const std::string& object, const std::string& name) const;  // throws if absent
+  Attrs attrs(const std::string& object) const;
+
+  void write_bf16(const std::string& dataset, const Bf16Tensor& t, const Attrs& a = {});
+  void write_f32(const std::string& dataset, const F32Tensor& t, const Attrs& a = {});
+  void write_f64(const std::string& dataset, const F64Tensor& t, const Attrs& a = {});
+  void write_text(const std::string& dataset, const std::string& text, const Attrs& a = {});
+  void set_attr(const std::string& object, const std::string& name, const AttrValue& v);
+  void set_attrs(const std::string& object, const Attrs& a);
+  void ensure_group(const std::string& group);
+
+  void commit();  // flush, close, rename temp -> final
+
+ private:
+  File() = default;
+  void write_raw(const std::string& dataset, hid_t mem_type, hid_t file_type, const Shape& shape,
+                 const void* data, const Attrs& a);
+  template <class T>
+  std::vector<T> read_as(const std::string& dataset, hid_t mem_type, Shape& shape,
+                         ElemKind want) const;
+  std::string where(const std::string& object) const;
+
+  Handle file_;
+  std::filesystem::path final_path_;
+  std::filesystem::path temp_path_;
+  bool writable_ = false;
+};
+
+// Silences HDF5's own error stack printing for the process: psi reports errors itself.
+void quiet_errors();
+
+}  // namespace psi::h5
