@@ -1,0 +1,56 @@
+#pragma once
+// Everything the oracle knows about one output element: operands' source, the exact value,
+// its conditioning, the correctly rounded BF16 and, for each candidate BF16, its distance
+// from it and the float32 orders that produce it.
+#include <gmpxx.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/bf16.h"
+#include "oracle/operands.h"
+
+namespace psi::oracle {
+
+struct Candidate {
+  std::string name;
+  Bf16 value;
+};
+
+struct Explanation {
+  OperandSource source;
+  std::int64_t row = 0, col = 0, K = 0;
+  std::optional<Bf16> bias;
+  mpq_class exact;
+  std::string fraction;  // reduced p/2^q
+  std::string decimal;   // 25 significant digits
+  std::optional<double> condition;  // sum|x_k w_k| / |exact|; empty = infinite (exact is 0)
+  Bf16 correct;
+  struct Judged {
+    std::string name;
+    Bf16 value;
+    std::int64_t ulps = 0;
+    double signed_ulps = 0;
+    std::vector<std::string> orders;  // the float32 orders whose result is this value
+  };
+  std::vector<Judged> candidates;
+  std::vector<Bf16> order_values;  // every float32 order's result, aligned with f32_orders()
+};
+
+// The exact value comes from the GMP path and is cross-checked against the fast exact path
+// (a disagreement is an internal error, Exit::run_failed).
+Explanation explain(const LinearProblem& p, std::int64_t row, std::int64_t col,
+                    const std::vector<Candidate>& candidates);
+
+std::string to_text(const Explanation& e);
+nlohmann::json to_json(const Explanation& e);
+
+std::string bf16_hex(Bf16 v);        // "0x3f80"
+std::string bf16_value(Bf16 v);      // 9 significant digits: identifies any BF16, e.g. "1.0078125"
+std::string dyadic_fraction(const mpq_class& v);  // "p/2^q" (or "p/d" if d is not a power of 2)
+std::string decimal25(const mpq_class& v);        // "-1.234...e-02" with 25 significant digits
+
+}  // namespace psi::oracle

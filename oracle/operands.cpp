@@ -1,0 +1,182 @@
+#include "oracle/operands.h"
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+#include "engine/synthinit.h"
+#include "oracle/fixed_dot.h"
+
+namespace psi::oracle {
+
+namespace {
+
+std::string where(const h5::File& f, const std::string& object) { return f.path().string() + ":" + object; }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Shape leading(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
+
+// x [..., K] with K >= 1.
+void set_x(const h5::File& f, const std::string& path, LinearProblem& p) {
+  p.x = f.read_bf16(path);
+  if (p.x.shape.empty() || p.x.shape.back() <= 0)
+    throw Error(where(f, path) + ": x must be [..., K] with K >= 1, found " + shape_str(p.x.shape));
+  p.x_shape = p.x.shape;
+  p.K = p.x.shape.back();
+  p.rows = p.x.numel() / p.K;
+  p.x.shape = {p.rows, p.K};
+}
+
+void check_w(const std::string& what, const Shape& ws, const LinearProblem& p) {
+  if (ws.size() != 2 || ws[1] != p.K)
+    throw Error(what + ": W " + shape_str(ws) + " does not fit x " + shape_str(p.x_shape) +
+                ": W must be stored [out, in] with in = K = " + std::to_string(p.K));
+}
+
+void check_b(const std::string& what, const Shape& bs, const LinearProblem& p) {
+  if (bs.size() != 1 || bs[0] != p.N)
+    throw Error(what + ": bias " + shape_str(bs) + " does not fit W's out dimension " + std::to_string(p.N));
+}
+
+Bf16Tensor regenerate(const h5::File& f, const std::string& json_path, const nlohmann::json& entry,
+                      std::int64_t seed) {
+  const std::string name = entry.at("name").get<std::string>();
+  const Shape shape = entry.at("shape").get<Shape>();
+  Bf16Tensor t = synthinit::make(name, shape, std::uint64_t(seed));
+  const std::string want = entry.at("sha256").get<std::string>();
+  const std::string got = sha256_hex(t);
+  if (got != want)
+    throw Error(where(f, json_path) + ": SynthInit " + name + " (seed " + std::to_string(seed) +
+                ") has SHA-256 " + got + " but weights_json records " + want);
+  return t;
+}
+
+}  // namespace
+
+std::string dataset_path(const std::string& name) { return name.starts_with("/") ? name : "/" + name; }
+
+LinearProblem load_datasets(const h5::File& f, const std::string& x, const std::string& w, const std::string& b) {
+  LinearProblem p;
+  p.source.file = f.path().string();
+  p.source.x = dataset_path(x);
+  p.source.w = dataset_path(w);
+  set_x(f, p.source.x, p);
+  p.w = f.read_bf16(p.source.w);
+  check_w(where(f, p.source.w), p.w.shape, p);
+  p.N = p.w.shape[0];
+  if (!b.empty()) {
+    p.source.b = dataset_path(b);
+    p.b = f.read_bf16(p.source.b);
+    check_b(where(f, p.source.b), p.b->shape, p);
+  }
+  return p;
+}
+
+LinearProblem load_probe(const h5::File& f, const std::string& probe) {
+  LinearProblem p;
+  const std::string group = dataset_path(probe);
+  p.source.file = f.path().string();
+  p.source.probe = group.substr(1);
+  if (!f.exists(group)) throw Error(where(f, group) + ": no such probe group");
+  const std::string json_path = group + "/weights_json";
+  if (!f.exists(json_path))
+    throw Error(where(f, group) + ": not a projection probe (no weights_json dataset)");
+  nlohmann::json entries;
+  try {
+    entries = nlohmann::json::parse(f.read_text(json_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where(f, json_path) + ": not valid JSON (" + e.what() + ")");
+  }
+  const nlohmann::json* we = nullptr;
+  const nlohmann::json* be = nullptr;
+  try {
+    for (const auto& e : entries) {
+      const std::string name = e.at("name").get<std::string>();
+      const bool is_w = ends_with(name, ".weight") && e.at("shape").size() == 2;
+      const bool is_b = ends_with(name, ".bias");
+      if ((is_w && we) || (is_b && be))
+        throw Error(where(f, json_path) + ": more than one " + (is_w ? "2-D .weight" : ".bias") +
+                    " entry; this probe is not a single projection");
+      if (is_w) we = &e;
+      if (is_b) be = &e;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where(f, json_path) + ": malformed weights_json (" + e.what() + ")");
+  }
+  if (!we) throw Error(where(f, json_path) + ": no 2-D .weight entry");
+
+  auto seed = f.attr("/", "synthinit_global_seed");
+  if (seed && !std::holds_alternative<std::int64_t>(*seed))
+    throw Error(where(f, "/") + ": attribute synthinit_global_seed is not an integer");
+  p.source.seed = seed ? std::get<std::int64_t>(*seed) : 0;
+
+  p.source.x = group + "/x";
+  if (!f.exists(p.source.x)) throw Error(where(f, group) + ": probe has no input dataset x");
+  set_x(f, p.source.x, p);
+  try {
+    p.source.w = (*we).at("name").get<std::string>();
+    p.source.w_synthinit = true;
+    p.w = regenerate(f, json_path, *we, p.source.seed);
+    check_w(where(f, json_path) + " " + p.source.w, p.w.shape, p);
+    p.N = p.w.shape[0];
+    if (be) {
+      p.source.b = (*be).at("name").get<std::string>();
+      p.source.b_synthinit = true;
+      p.b = regenerate(f, json_path, *be, p.source.seed);
+      check_b(where(f, json_path) + " " + p.source.b, p.b->shape, p);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where(f, json_path) + ": malformed weights_json entry (" + e.what() + ")");
+  }
+  return p;
+}
+
+Bf16Tensor load_output(const h5::File& f, const std::string& dataset, const LinearProblem& p) {
+  const std::string path = dataset_path(dataset);
+  Bf16Tensor y = f.read_bf16(path);
+  if (y.shape.empty() || y.shape.back() != p.N || y.numel() != p.rows * p.N)
+    throw Error(where(f, path) + ": output " + shape_str(y.shape) + " does not fit x " +
+                shape_str(p.x_shape) + " and W's out dimension " + std::to_string(p.N));
+  y.shape = {p.rows, p.N};
+  return y;
+}
+
+OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, const std::string& requested) {
+  const std::string group = "/" + p.source.probe;
+  if (!requested.empty()) {
+    std::string path = requested.find('/') == std::string::npos ? group + "/" + requested : dataset_path(requested);
+    return {path, "given by --output"};
+  }
+  Shape want = leading(p.x_shape);
+  want.push_back(p.N);
+  std::vector<std::string> candidates;
+  for (const auto& d : f.list_datasets(group)) {
+    const bool direct = d.path.rfind('/') == group.size();
+    if (direct && d.path != p.source.x && d.kind == h5::ElemKind::bf16 && d.shape == want)
+      candidates.push_back(d.path);
+  }
+  if (candidates.empty())
+    throw Error(where(f, group) + ": no BF16 dataset of shape " + shape_str(want) + " besides x to certify");
+  if (candidates.size() == 1) return {candidates[0], "the only BF16 dataset of shape " + shape_str(want) + " besides x"};
+
+  const Bf16Tensor exact_row0 = correctly_rounded_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, 1, 1);
+  std::vector<std::string> qualified;
+  std::string tally;
+  for (const auto& c : candidates) {
+    Bf16Tensor y = load_output(f, c, p);
+    std::int64_t close = 0;
+    for (std::int64_t j = 0; j < p.N; ++j)
+      close += bf16_ulp_distance(y.data[std::size_t(j)], exact_row0.data[std::size_t(j)]) <= 1;
+    tally += (tally.empty() ? "" : ", ") + c + " " + std::to_string(close) + "/" + std::to_string(p.N);
+    if (close * 100 >= p.N * 99) qualified.push_back(c);
+  }
+  if (qualified.size() != 1)
+    throw Error(where(f, group) + ": cannot tell which dataset is the projection output (row 0 within 1 ULP: " +
+                tally + "); name it with --output");
+  return {qualified[0], "row 0 within 1 ULP of the exact projection: " + tally};
+}
+
+}  // namespace psi::oracle

@@ -1,0 +1,67 @@
+#pragma once
+// The operands of one projection y = x W^T + b, loaded either from datasets of an HDF5 file
+// (x [..., K], W stored [out, in], b [out], all BF16 as uint16 + dtype='bfloat16') or from a
+// recorded probe group, whose weight and bias are regenerated with SynthInit from the group's
+// weights_json and checked against its SHA-256 values.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "engine/tensor.h"
+#include "reports/h5.h"
+
+namespace psi::oracle {
+
+struct OperandSource {
+  std::string file;
+  std::string probe;   // the probe group, empty when the operands are plain datasets
+  std::string x, w, b; // dataset paths, or for SynthInit tensors their names; b empty = no bias
+  bool w_synthinit = false, b_synthinit = false;
+  std::int64_t seed = 0;  // SynthInit global seed (probe mode)
+};
+
+struct LinearProblem {
+  OperandSource source;
+  Shape x_shape;  // as stored: [..., K]
+  Bf16Tensor x;   // viewed as [rows, K]
+  Bf16Tensor w;   // [N, K]
+  std::optional<Bf16Tensor> b;  // [N]
+  std::int64_t rows = 0, K = 0, N = 0;
+
+  std::span<const Bf16> x_row(std::int64_t r) const {
+    return std::span<const Bf16>(x.data).subspan(std::size_t(r * K), std::size_t(K));
+  }
+  std::span<const Bf16> w_row(std::int64_t c) const {
+    return std::span<const Bf16>(w.data).subspan(std::size_t(c * K), std::size_t(K));
+  }
+  std::optional<Bf16> bias(std::int64_t c) const {
+    return b ? std::optional<Bf16>(b->data[std::size_t(c)]) : std::nullopt;
+  }
+  std::span<const Bf16> bias_span() const { return b ? std::span<const Bf16>(b->data) : std::span<const Bf16>(); }
+};
+
+// `b` may be empty (no bias). Dataset names may omit the leading '/'.
+LinearProblem load_datasets(const h5::File& f, const std::string& x, const std::string& w, const std::string& b);
+
+LinearProblem load_probe(const h5::File& f, const std::string& probe);
+
+// A recorded output [..., N] whose leading dimensions hold `p.rows` rows.
+Bf16Tensor load_output(const h5::File& f, const std::string& dataset, const LinearProblem& p);
+
+struct OutputChoice {
+  std::string dataset;
+  std::string reason;
+};
+
+// The probe's recorded projection output. `requested` (non-empty) names it; otherwise the
+// candidates are the group's direct BF16 datasets other than x whose shape is x's leading
+// dimensions followed by N. One candidate is taken as is; among several, the direct projection
+// is the one whose first row lies within 1 BF16 ULP of the correctly rounded exact projection
+// in at least 99% of its elements (an activation applied after the projection does not), and
+// exactly one may qualify.
+OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, const std::string& requested);
+
+std::string dataset_path(const std::string& name);  // "x" -> "/x"
+
+}  // namespace psi::oracle
