@@ -1,0 +1,53 @@
+// psi compare A.h5 B.h5: dataset-by-dataset bitwise / ULP / relative-L2 comparison (B is the
+// reference). Exit 0 all compared datasets bitwise equal, 1 something differs, 2 bad input.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "engine/error.h"
+#include "reports/compare.h"
+
+namespace {
+
+struct Opts {
+  std::string a, b;
+  std::string only;
+  std::vector<std::string> maps;
+  bool strict = false;
+  bool json = false;
+};
+
+psi::cli::Registrar reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
+                        [](CLI::App& sub) {
+  auto o = std::make_shared<Opts>();
+  sub.add_option("A", o->a, "first file (psi output, a recording, or any HDF5 file)")->required();
+  sub.add_option("B", o->b, "second file, the reference of the relative L2 error")->required();
+  sub.add_option("--only", o->only,
+                 "compare only datasets whose path (e.g. /block_small/math/attn1) contains a match of "
+                 "this ECMAScript regular expression; anchor with ^ and $");
+  sub.add_option("--map", o->maps,
+                 "FROM=TO: pair A's datasets whose path starts with FROM with B's at TO + the rest "
+                 "(repeatable; the first matching FROM wins)")
+      ->allow_extra_args(false);
+  sub.add_flag("--strict", o->strict, "datasets present in only one file count as differences (exit 1)");
+  sub.add_flag("--json", o->json, "machine-readable output");
+  return [o] {
+    psi::reports::CompareOptions opt;
+    opt.only = o->only;
+    opt.strict = o->strict;
+    for (const auto& m : o->maps) {
+      auto eq = m.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw psi::Error("--map '" + m + "' is not FROM=TO (e.g. --map /block_small/flash/=/block_small/math/)");
+      opt.map.push_back({m.substr(0, eq), m.substr(eq + 1)});
+    }
+    auto report = psi::reports::compare_files(o->a, o->b, opt);
+    std::cout << (o->json ? psi::reports::format_json(report) : psi::reports::format_table(report));
+    std::cout.flush();
+    for (const auto& e : report.errors()) std::cerr << "psi: error: " << e << "\n";
+    return report.exit_code();
+  };
+});
+
+}  // namespace

@@ -1,0 +1,536 @@
+#include "reports/compare.h"
+
+#include <algorithm>
+#include <bit>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/bf16.h"
+#include "engine/error.h"
+#include "reports/schema.h"
+
+namespace psi::reports {
+
+namespace {
+
+// ---- element types -------------------------------------------------------------------------
+// What the comparison needs of an element type: its bits (equality is bitwise), and for
+// floating types its value and the ULP distance.
+
+// Ordered-integer position of an IEEE value from its magnitude bits and sign: adjacent
+// representable values are one apart, +0 and -0 share 0. The distance of two positions is
+// returned as an unsigned magnitude so that opposite signs cannot overflow.
+std::uint64_t ordered_distance(std::uint64_t mag_a, bool neg_a, std::uint64_t mag_b, bool neg_b) {
+  if (neg_a == neg_b) return mag_a > mag_b ? mag_a - mag_b : mag_b - mag_a;
+  return mag_a + mag_b;
+}
+
+template <class T>
+struct Elem;
+
+template <>
+struct Elem<Bf16> {
+  static constexpr bool floating = true;
+  static std::uint64_t bits(Bf16 v) { return v.bits; }
+  static double value(Bf16 v) { return double(v.to_float()); }
+  static std::uint64_t ulp(Bf16 a, Bf16 b) {
+    if (a.is_nan() || b.is_nan()) return kUlpNaN;
+    return std::uint64_t(bf16_ulp_distance(a, b));
+  }
+  static std::string format(Bf16 v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g (0x%04x)", double(v.to_float()), unsigned(v.bits));
+    return buf;
+  }
+};
+
+template <>
+struct Elem<float> {
+  static constexpr bool floating = true;
+  static std::uint64_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+  static double value(float v) { return double(v); }
+  static std::uint64_t ulp(float a, float b) {
+    if (std::isnan(a) || std::isnan(b)) return kUlpNaN;
+    std::uint32_t ua = std::bit_cast<std::uint32_t>(a), ub = std::bit_cast<std::uint32_t>(b);
+    return ordered_distance(ua & 0x7fffffffu, ua >> 31, ub & 0x7fffffffu, ub >> 31);
+  }
+  static std::string format(float v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g (0x%08" PRIx32 ")", double(v), std::bit_cast<std::uint32_t>(v));
+    return buf;
+  }
+};
+
+template <>
+struct Elem<double> {
+  static constexpr bool floating = true;
+  static std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
+  static double value(double v) { return v; }
+  static std::uint64_t ulp(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return kUlpNaN;
+    std::uint64_t ua = std::bit_cast<std::uint64_t>(a), ub = std::bit_cast<std::uint64_t>(b);
+    constexpr std::uint64_t mag = 0x7fffffffffffffffull;
+    return ordered_distance(ua & mag, ua >> 63, ub & mag, ub >> 63);
+  }
+  static std::string format(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g (0x%016" PRIx64 ")", v, std::bit_cast<std::uint64_t>(v));
+    return buf;
+  }
+};
+
+template <class I>
+struct IntElem {
+  static constexpr bool floating = false;
+  static std::uint64_t bits(I v) { return std::uint64_t(v); }
+  static double value(I v) { return double(v); }
+  static std::uint64_t ulp(I, I) { return 0; }
+  static std::string format(I v) { return std::to_string(v); }
+};
+template <>
+struct Elem<std::uint8_t> : IntElem<std::uint8_t> {};
+template <>
+struct Elem<std::uint16_t> : IntElem<std::uint16_t> {};
+template <>
+struct Elem<std::int64_t> : IntElem<std::int64_t> {};
+
+// ---- loading -------------------------------------------------------------------------------
+
+// Integer datasets h5::File has no typed reader for (uint16 without dtype='bfloat16', int64).
+template <class T>
+std::vector<T> read_native(const h5::File& f, const std::string& path, hid_t mem_type, std::int64_t n) {
+  std::vector<T> out(static_cast<std::size_t>(n));
+  if (n == 0) return out;
+  h5::Handle d(H5Dopen2(f.id(), path.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d || H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw Error(f.path().string() + ":" + path + ": read failed (truncated or corrupt file?)");
+  return out;
+}
+
+template <class T>
+std::vector<T> load(const h5::File& f, const h5::DatasetInfo& di) {
+  if constexpr (std::is_same_v<T, Bf16>) return f.read_bf16(di.path).data;
+  else if constexpr (std::is_same_v<T, float>) return f.read_f32(di.path).data;
+  else if constexpr (std::is_same_v<T, double>) return f.read_f64(di.path).data;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return f.read_u8(di.path);
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return read_native<T>(f, di.path, H5T_NATIVE_UINT16, numel(di.shape));
+  else return read_native<T>(f, di.path, H5T_NATIVE_INT64, numel(di.shape));
+}
+
+// ---- stored regions ------------------------------------------------------------------------
+
+// One side of a comparison: where its stored elements sit in the full tensor.
+struct Side {
+  h5::DatasetInfo info;
+  Shape full;
+  StoredRegion region;
+  Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
+};
+
+std::string string_attr(const h5::File& f, const std::string& ds, const char* name) {
+  auto v = f.attr(ds, name);
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
+}
+
+Side describe(const h5::File& f, const h5::DatasetInfo& di) {
+  const std::string where = f.path().string() + ":" + di.path;
+  Side s;
+  s.info = di;
+  std::string fs = string_attr(f, di.path, attr::full_shape);
+  s.full = fs.empty() ? di.shape : parse_shape_json(fs, where);
+  s.region = parse_stored(string_attr(f, di.path, attr::stored), where);
+  if (s.region.kind == StoredRegion::Kind::none) return s;
+  if (s.region.kind == StoredRegion::Kind::rows &&
+      (s.region.axis >= int(s.full.size()) || s.region.last >= s.full[s.region.axis]))
+    throw Error(where + ": stored='" + stored_name(s.region) + "' lies outside full_shape " + shape_str(s.full));
+  if (stored_shape(s.full, s.region) != di.shape)
+    throw Error(where + ": stored shape " + shape_str(di.shape) + " does not match stored='" +
+                stored_name(s.region) + "' of full_shape " + shape_str(s.full));
+  s.lo.assign(s.full.size(), 0);
+  s.hi = s.full;
+  if (s.region.kind == StoredRegion::Kind::rows) {
+    s.lo[s.region.axis] = s.region.first;
+    s.hi[s.region.axis] = s.region.last + 1;
+  }
+  return s;
+}
+
+std::string kind_label(const h5::DatasetInfo& di) {
+  std::string k(h5::kind_name(di.kind));
+  if (di.kind == h5::ElemKind::u16) k += " (no dtype='bfloat16' attribute)";
+  return k;
+}
+
+// "rows 0..255 of axis 1" when the box cuts one axis, else the box in slice notation.
+std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full) {
+  std::vector<std::size_t> cut;
+  for (std::size_t i = 0; i < full.size(); ++i)
+    if (lo[i] != 0 || hi[i] != full[i]) cut.push_back(i);
+  if (cut.size() == 1)
+    return "rows " + std::to_string(lo[cut[0]]) + ".." + std::to_string(hi[cut[0]] - 1) + " of axis " +
+           std::to_string(cut[0]);
+  std::string out = "[";
+  for (std::size_t i = 0; i < full.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(lo[i]) + ":" + std::to_string(hi[i]);
+  return out + "]";
+}
+
+// ---- the element loop ----------------------------------------------------------------------
+
+std::vector<std::int64_t> strides_of(const Shape& s) {
+  std::vector<std::int64_t> st(s.size(), 1);
+  for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+// Compares the elements of box [lo, hi) (full-tensor coordinates) in row-major order; the
+// float64 sums of the relative L2 run in that same order.
+template <class T>
+void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& b, const Side& sb,
+                 const Shape& lo, const Shape& hi, DatasetComparison& out) {
+  using E = Elem<T>;
+  const std::size_t rank = lo.size();
+  const auto st_a = strides_of(sa.info.shape), st_b = strides_of(sb.info.shape), st_full = strides_of(sa.full);
+  const std::int64_t inner = hi[rank - 1] - lo[rank - 1];
+  double sq_diff = 0, sq_ref = 0;
+  std::uint64_t max_ulp = 0;
+  Shape idx = lo;
+  while (true) {
+    std::int64_t off_a = 0, off_b = 0;
+    for (std::size_t i = 0; i < rank; ++i) {
+      off_a += (idx[i] - sa.lo[i]) * st_a[i];
+      off_b += (idx[i] - sb.lo[i]) * st_b[i];
+    }
+    for (std::int64_t j = 0; j < inner; ++j) {
+      const T x = a[off_a + j], y = b[off_b + j];
+      if constexpr (E::floating) {
+        double vy = E::value(y);
+        sq_ref += vy * vy;
+      }
+      if (E::bits(x) == E::bits(y)) continue;
+      ++out.differing;
+      if constexpr (E::floating) {
+        double d = E::value(x) - E::value(y);
+        sq_diff += d * d;
+        max_ulp = std::max(max_ulp, E::ulp(x, y));
+      }
+      if (!out.first) {
+        FirstDifference fd;
+        fd.index = idx;
+        fd.index[rank - 1] += j;
+        for (std::size_t i = 0; i < rank; ++i) fd.flat_index += fd.index[i] * st_full[i];
+        fd.a_value = E::format(x);
+        fd.b_value = E::format(y);
+        out.first = fd;
+      }
+    }
+    out.compared += inner;
+    // Odometer over all but the contiguous last axis.
+    std::size_t k = rank - 1;
+    bool done = true;
+    while (k > 0) {
+      --k;
+      if (++idx[k] < hi[k]) {
+        done = false;
+        break;
+      }
+      idx[k] = lo[k];
+    }
+    if (done) break;
+  }
+  if constexpr (E::floating) {
+    out.max_ulp = max_ulp;
+    out.rel_l2 = sq_diff == 0 ? 0.0 : std::sqrt(sq_diff) / std::sqrt(sq_ref);
+  }
+}
+
+template <class T>
+void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, const Side& sb,
+                      const Shape& lo, const Shape& hi, DatasetComparison& out) {
+  compare_box(load<T>(fa, sa.info), sa, load<T>(fb, sb.info), sb, lo, hi, out);
+}
+
+std::string file_format(const h5::File& f) {
+  for (const char* name : {"schema", "format"}) {
+    std::string v = string_attr(f, "/", name);
+    if (!v.empty()) return v;
+  }
+  return "plain HDF5";
+}
+
+std::string dataset_label(const DatasetComparison& d) {
+  if (d.path_a.empty()) return d.path_b;
+  if (d.path_b.empty() || d.path_b == d.path_a) return d.path_a;
+  return d.path_a + " => " + d.path_b;
+}
+
+std::string index_str(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+bool bad_input(CompareStatus s) {
+  return s == CompareStatus::shape_mismatch || s == CompareStatus::dtype_mismatch ||
+         s == CompareStatus::unsupported;
+}
+
+}  // namespace
+
+std::string_view status_name(CompareStatus s) {
+  switch (s) {
+    case CompareStatus::equal: return "equal";
+    case CompareStatus::differs: return "differs";
+    case CompareStatus::not_stored: return "not_stored";
+    case CompareStatus::only_a: return "only_a";
+    case CompareStatus::only_b: return "only_b";
+    case CompareStatus::shape_mismatch: return "shape_mismatch";
+    case CompareStatus::dtype_mismatch: return "dtype_mismatch";
+    case CompareStatus::unsupported: return "unsupported";
+  }
+  return "unsupported";
+}
+
+DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
+                                   const std::string& path_b) {
+  DatasetComparison out;
+  out.path_a = path_a;
+  out.path_b = path_b;
+  const h5::DatasetInfo ia = a.info(path_a), ib = b.info(path_b);
+  out.dtype = std::string(h5::kind_name(ia.kind));
+  if (ia.kind == h5::ElemKind::other || ib.kind == h5::ElemKind::other) {
+    out.status = CompareStatus::unsupported;
+    out.note = "element type not supported (psi compares bfloat16, float32, float64, uint8, uint16, int64)";
+    return out;
+  }
+  if (ia.kind != ib.kind) {
+    out.status = CompareStatus::dtype_mismatch;
+    out.note = "dtype " + kind_label(ia) + " in A vs " + kind_label(ib) + " in B";
+    return out;
+  }
+  Side sa, sb;
+  try {
+    sa = describe(a, ia);
+    sb = describe(b, ib);
+  } catch (const Error& e) {
+    out.status = CompareStatus::unsupported;
+    out.note = e.what();
+    return out;
+  }
+  out.full_shape = sa.full;
+  if (sa.full != sb.full) {
+    out.status = CompareStatus::shape_mismatch;
+    out.note = "shape " + shape_str(sa.full) + " in A vs " + shape_str(sb.full) + " in B";
+    return out;
+  }
+  auto none = StoredRegion::Kind::none;
+  if (sa.region.kind == none || sb.region.kind == none) {
+    out.status = CompareStatus::not_stored;
+    out.note = sa.region.kind == none && sb.region.kind == none ? "stored='none' in A and B"
+               : sa.region.kind == none                         ? "stored='none' in A"
+                                                                : "stored='none' in B";
+    return out;
+  }
+  // Scalars are compared as one-element vectors.
+  if (sa.full.empty()) {
+    for (Side* s : {&sa, &sb}) {
+      s->full = s->info.shape = s->hi = Shape{1};
+      s->lo = Shape{0};
+    }
+  }
+  Shape lo(sa.full.size()), hi(sa.full.size());
+  bool empty = false;
+  for (std::size_t i = 0; i < lo.size(); ++i) {
+    lo[i] = std::max(sa.lo[i], sb.lo[i]);
+    hi[i] = std::min(sa.hi[i], sb.hi[i]);
+    empty = empty || hi[i] <= lo[i];
+  }
+  const bool partial = sa.region.kind != StoredRegion::Kind::full || sb.region.kind != StoredRegion::Kind::full;
+  const std::string regions = "A stores " + stored_name(sa.region) + ", B stores " + stored_name(sb.region);
+  if (empty) {
+    out.status = CompareStatus::not_stored;
+    out.note = numel(sa.full) == 0 ? "empty tensor" : "no element stored in both (" + regions + ")";
+    return out;
+  }
+  if (partial && (lo != Shape(lo.size(), 0) || hi != sa.full))
+    out.note = "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
+  switch (ia.kind) {
+    case h5::ElemKind::bf16: load_and_compare<Bf16>(a, sa, b, sb, lo, hi, out); break;
+    case h5::ElemKind::f32: load_and_compare<float>(a, sa, b, sb, lo, hi, out); break;
+    case h5::ElemKind::f64: load_and_compare<double>(a, sa, b, sb, lo, hi, out); break;
+    case h5::ElemKind::u8: load_and_compare<std::uint8_t>(a, sa, b, sb, lo, hi, out); break;
+    case h5::ElemKind::u16: load_and_compare<std::uint16_t>(a, sa, b, sb, lo, hi, out); break;
+    case h5::ElemKind::i64: load_and_compare<std::int64_t>(a, sa, b, sb, lo, hi, out); break;
+    case h5::ElemKind::other: break;
+  }
+  out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
+  return out;
+}
+
+CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
+                            const CompareOptions& opt) {
+  const h5::File fa = h5::File::open_read(a), fb = h5::File::open_read(b);
+  CompareReport r;
+  r.file_a = a.string();
+  r.file_b = b.string();
+  r.format_a = file_format(fa);
+  r.format_b = file_format(fb);
+  r.strict = opt.strict;
+  std::optional<std::regex> only;
+  if (!opt.only.empty()) {
+    try {
+      only.emplace(opt.only, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw Error("--only '" + opt.only + "' is not a valid regular expression: " + e.what());
+    }
+  }
+  auto selected = [&](const std::string& p) { return !only || std::regex_search(p, *only); };
+  auto mapped = [&](const std::string& p) {
+    for (const auto& m : opt.map)
+      if (p.starts_with(m.from)) return m.to + p.substr(m.from.size());
+    return p;
+  };
+  std::set<std::string> in_b, targets;
+  const auto list_b = fb.list_datasets();
+  for (const auto& d : list_b) in_b.insert(d.path);
+  for (const auto& d : fa.list_datasets()) {
+    const std::string pb = mapped(d.path);
+    targets.insert(pb);
+    if (!selected(d.path)) continue;
+    if (in_b.count(pb)) {
+      r.datasets.push_back(compare_datasets(fa, d.path, fb, pb));
+    } else {
+      DatasetComparison only_a;
+      only_a.path_a = d.path;
+      only_a.status = CompareStatus::only_a;
+      only_a.dtype = std::string(h5::kind_name(d.kind));
+      only_a.full_shape = d.shape;
+      if (pb != d.path) only_a.note = "mapped to " + pb + ", which B lacks";
+      r.datasets.push_back(only_a);
+    }
+  }
+  for (const auto& d : list_b) {
+    if (targets.count(d.path) || !selected(d.path)) continue;
+    DatasetComparison only_b;
+    only_b.path_b = d.path;
+    only_b.status = CompareStatus::only_b;
+    only_b.dtype = std::string(h5::kind_name(d.kind));
+    only_b.full_shape = d.shape;
+    r.datasets.push_back(only_b);
+  }
+  return r;
+}
+
+std::int64_t CompareReport::count(CompareStatus s) const {
+  return std::count_if(datasets.begin(), datasets.end(), [s](const auto& d) { return d.status == s; });
+}
+
+int CompareReport::exit_code() const {
+  for (const auto& d : datasets)
+    if (bad_input(d.status)) return int(Exit::bad_input);
+  if (count(CompareStatus::differs) > 0) return int(Exit::differs);
+  if (strict && count(CompareStatus::only_a) + count(CompareStatus::only_b) > 0) return int(Exit::differs);
+  return int(Exit::ok);
+}
+
+std::vector<std::string> CompareReport::errors() const {
+  std::vector<std::string> out;
+  for (const auto& d : datasets)
+    if (bad_input(d.status))
+      out.push_back(file_a + ":" + d.path_a + " vs " + file_b + ":" + d.path_b + ": " +
+                    std::string(status_name(d.status)) + ": " + d.note);
+  return out;
+}
+
+std::string format_table(const CompareReport& r) {
+  std::string out = "A: " + r.file_a + " (" + r.format_a + ")\n";
+  out += "B: " + r.file_b + " (" + r.format_b + "), the reference of rel_l2\n";
+  std::size_t width = 7;
+  for (const auto& d : r.datasets) width = std::max(width, dataset_label(d).size());
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-14s %21s %8s %10s  %-*s  %s\n", "status", "differing/total", "max_ulp",
+                "rel_l2", int(width), "dataset", "first difference / note");
+  out += buf;
+  for (const auto& d : r.datasets) {
+    std::string counts = "-", ulp = "-", rel = "-";
+    if (d.status == CompareStatus::equal || d.status == CompareStatus::differs) {
+      counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
+      if (d.max_ulp) ulp = *d.max_ulp == kUlpNaN ? "nan" : std::to_string(*d.max_ulp);
+      if (d.rel_l2) {
+        std::snprintf(buf, sizeof buf, "%.3e", *d.rel_l2);
+        rel = *d.rel_l2 == 0 ? "0" : buf;
+      }
+    }
+    std::string detail;
+    if (d.first)
+      detail = "@" + std::to_string(d.first->flat_index) + " " + index_str(d.first->index) +
+               ": A=" + d.first->a_value + " B=" + d.first->b_value;
+    if (!d.note.empty()) detail += (detail.empty() ? "" : "; ") + d.note;
+    std::snprintf(buf, sizeof buf, "%-14s %21s %8s %10s  ", std::string(status_name(d.status)).c_str(),
+                  counts.c_str(), ulp.c_str(), rel.c_str());
+    std::string label = dataset_label(d);
+    label.resize(std::max(label.size(), width), ' ');
+    out += buf + label + "  " + detail;
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += "\n";
+  }
+  const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
+  const auto n_bad = r.count(CompareStatus::shape_mismatch) + r.count(CompareStatus::dtype_mismatch) +
+                     r.count(CompareStatus::unsupported);
+  std::snprintf(buf, sizeof buf,
+                "summary: %" PRId64 " compared (%" PRId64 " bitwise equal, %" PRId64 " differ), %" PRId64
+                " not stored, %" PRId64 " only in A, %" PRId64 " only in B, %" PRId64 " bad -> exit %d\n",
+                n_equal + n_diff, n_equal, n_diff, r.count(CompareStatus::not_stored),
+                r.count(CompareStatus::only_a), r.count(CompareStatus::only_b), n_bad, r.exit_code());
+  return out + buf;
+}
+
+std::string format_json(const CompareReport& r) {
+  using nlohmann::json;
+  json j;
+  j["file_a"] = r.file_a;
+  j["file_b"] = r.file_b;
+  j["format_a"] = r.format_a;
+  j["format_b"] = r.format_b;
+  j["strict"] = r.strict;
+  j["datasets"] = json::array();
+  for (const auto& d : r.datasets) {
+    json e;
+    e["path_a"] = d.path_a.empty() ? json(nullptr) : json(d.path_a);
+    e["path_b"] = d.path_b.empty() ? json(nullptr) : json(d.path_b);
+    e["status"] = status_name(d.status);
+    e["dtype"] = d.dtype;
+    e["full_shape"] = d.full_shape;
+    e["compared"] = d.compared;
+    e["differing"] = d.differing;
+    e["max_ulp"] = !d.max_ulp ? json(nullptr) : *d.max_ulp == kUlpNaN ? json("nan") : json(*d.max_ulp);
+    // JSON has no NaN or Inf: a non-finite relative error is written as a string.
+    e["rel_l2"] = !d.rel_l2                     ? json(nullptr)
+                  : std::isfinite(*d.rel_l2)    ? json(*d.rel_l2)
+                  : std::isnan(*d.rel_l2)       ? json("nan")
+                                                : json("inf");
+    if (d.first)
+      e["first_difference"] = {{"flat_index", d.first->flat_index},
+                               {"index", d.first->index},
+                               {"a", d.first->a_value},
+                               {"b", d.first->b_value}};
+    e["note"] = d.note;
+    j["datasets"].push_back(e);
+  }
+  j["summary"] = {{"equal", r.count(CompareStatus::equal)},
+                  {"differs", r.count(CompareStatus::differs)},
+                  {"not_stored", r.count(CompareStatus::not_stored)},
+                  {"only_a", r.count(CompareStatus::only_a)},
+                  {"only_b", r.count(CompareStatus::only_b)},
+                  {"bad", r.count(CompareStatus::shape_mismatch) + r.count(CompareStatus::dtype_mismatch) +
+                              r.count(CompareStatus::unsupported)}};
+  j["exit_code"] = r.exit_code();
+  return j.dump(2) + "\n";
+}
+
+}  // namespace psi::reports

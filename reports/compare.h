@@ -1,0 +1,98 @@
+#pragma once
+// `psi compare`: dataset-by-dataset comparison of two HDF5 files (psi-h5/1 files, the
+// official recordings, or plain files a user made with h5py). BF16 is recognised by the
+// attribute dtype='bfloat16' on a uint16 dataset whichever program wrote it; datasets that
+// store only some rows (attribute `stored`) are compared on the rows both files hold.
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "reports/h5.h"
+
+namespace psi::reports {
+
+// A dataset of A whose path starts with `from` is paired with B's dataset at `to` + the rest.
+struct PathMap {
+  std::string from;
+  std::string to;
+};
+
+struct CompareOptions {
+  // ECMAScript regular expression searched anywhere in the dataset path ("/group/name"; anchor
+  // with ^ and $); empty: every dataset. It is matched against A's path (B's for datasets only
+  // in B).
+  std::string only;
+  std::vector<PathMap> map;  // first matching prefix wins
+  bool strict = false;       // datasets present in only one file count as differences
+};
+
+enum class CompareStatus {
+  equal,           // every compared element bitwise equal
+  differs,         // some element differs
+  not_stored,      // one side (or both) stores no element of it (stored='none' / no common rows)
+  only_a,          // present in A only
+  only_b,          // present in B only
+  shape_mismatch,  // bad input
+  dtype_mismatch,  // bad input
+  unsupported,     // bad input: an element type psi cannot compare, or inconsistent attributes
+};
+
+std::string_view status_name(CompareStatus s);
+
+// Marks a maximum ULP distance that involves a NaN.
+inline constexpr std::uint64_t kUlpNaN = std::numeric_limits<std::uint64_t>::max();
+
+struct FirstDifference {
+  std::int64_t flat_index = 0;  // row-major index in the full tensor
+  Shape index;                  // the same as a multi-index of the full tensor
+  std::string a_value;          // formatted value (with raw bits for floating types)
+  std::string b_value;
+};
+
+struct DatasetComparison {
+  std::string path_a;  // empty for only_b
+  std::string path_b;  // empty for only_a
+  CompareStatus status = CompareStatus::equal;
+  std::string dtype;   // "bfloat16", "float32", "float64", "uint8", ...
+  Shape full_shape;
+  std::int64_t compared = 0;  // elements compared
+  std::int64_t differing = 0;  // elements whose bits differ
+  std::optional<std::uint64_t> max_ulp;  // floating types; kUlpNaN when a NaN is involved
+  std::optional<double> rel_l2;          // ||a-b|| / ||b|| in float64 (B is the reference)
+  std::optional<FirstDifference> first;
+  std::string note;  // which rows were compared, why nothing was, or the bad-input reason
+};
+
+struct CompareReport {
+  std::string file_a, file_b;
+  std::string format_a, format_b;  // root schema / format attribute, or "plain HDF5"
+  bool strict = false;
+  std::vector<DatasetComparison> datasets;
+
+  std::int64_t count(CompareStatus s) const;
+  // 0: everything compared is bitwise equal; 1: something differs (or, with strict, a dataset
+  // is in one file only); 2: a shared dataset has a shape or dtype mismatch or cannot be read.
+  int exit_code() const;
+  // One line per bad-input dataset, naming both files and datasets.
+  std::vector<std::string> errors() const;
+};
+
+// Opens both files (a missing or non-HDF5 file throws a psi::Error naming it) and compares
+// every dataset they share.
+CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
+                            const CompareOptions& opt = {});
+
+// Compares one dataset of `a` with one of `b` (possibly the same file, other paths).
+DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
+                                   const std::string& path_b);
+
+// A table, one line per dataset, then a summary line.
+std::string format_table(const CompareReport& r);
+// The same as JSON.
+std::string format_json(const CompareReport& r);
+
+}  // namespace psi::reports

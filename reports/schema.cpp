@@ -1,0 +1,167 @@
+#include "reports/schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+
+namespace psi::reports {
+
+namespace {
+
+double as_double(Bf16 v) { return double(v.to_float()); }
+double as_double(float v) { return double(v); }
+double as_double(double v) { return v; }
+
+template <class T>
+TensorStats stats_of(const Tensor<T>& t) {
+  TensorStats s;
+  s.sha256_full = sha256_hex(t);
+  for (const T& e : t.data) {
+    double x = as_double(e);
+    if (!std::isfinite(x)) {
+      ++s.nonfinite_count;
+      continue;
+    }
+    s.sum_f64 += x;
+    s.sumsq_f64 += x * x;
+    s.absmax = std::max(s.absmax, std::fabs(x));
+  }
+  return s;
+}
+
+// Parses a decimal integer that must fill `text` exactly.
+std::optional<std::int64_t> parse_int(std::string_view text) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+// Quotes an argument for a POSIX shell when it holds anything but plain characters.
+std::string shell_quote(const std::string& a) {
+  bool plain = !a.empty();
+  for (char c : a)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("-_./=:,+@%").find(c) != std::string_view::npos))
+      plain = false;
+  if (plain) return a;
+  std::string out = "'";
+  for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+TensorStats tensor_stats(const Bf16Tensor& t) { return stats_of(t); }
+TensorStats tensor_stats(const F32Tensor& t) { return stats_of(t); }
+TensorStats tensor_stats(const F64Tensor& t) { return stats_of(t); }
+
+StoredRegion parse_stored(std::string_view stored, const std::string& where) {
+  StoredRegion r;
+  if (stored.empty() || stored == "full") return r;
+  if (stored == "none") {
+    r.kind = StoredRegion::Kind::none;
+    return r;
+  }
+  // rows_<first>_to_<last>_of_axis_<k>
+  auto bad = [&] {
+    return Error(where + ": unknown stored='" + std::string(stored) +
+                 "' (expected full, none or rows_<first>_to_<last>_of_axis_<k>)");
+  };
+  constexpr std::string_view p0 = "rows_", p1 = "_to_", p2 = "_of_axis_";
+  if (!stored.starts_with(p0)) throw bad();
+  std::string_view rest = stored.substr(p0.size());
+  auto i1 = rest.find(p1);
+  if (i1 == std::string_view::npos) throw bad();
+  auto i2 = rest.find(p2, i1 + p1.size());
+  if (i2 == std::string_view::npos) throw bad();
+  auto first = parse_int(rest.substr(0, i1));
+  auto last = parse_int(rest.substr(i1 + p1.size(), i2 - i1 - p1.size()));
+  auto axis = parse_int(rest.substr(i2 + p2.size()));
+  if (!first || !last || !axis || *first < 0 || *last < *first || *axis < 0) throw bad();
+  r.kind = StoredRegion::Kind::rows;
+  r.first = *first;
+  r.last = *last;
+  r.axis = int(*axis);
+  return r;
+}
+
+std::string stored_name(const StoredRegion& r) {
+  switch (r.kind) {
+    case StoredRegion::Kind::full: return "full";
+    case StoredRegion::Kind::none: return "none";
+    case StoredRegion::Kind::rows:
+      return "rows_" + std::to_string(r.first) + "_to_" + std::to_string(r.last) + "_of_axis_" +
+             std::to_string(r.axis);
+  }
+  return "full";
+}
+
+Shape stored_shape(const Shape& full, const StoredRegion& r) {
+  switch (r.kind) {
+    case StoredRegion::Kind::full: return full;
+    case StoredRegion::Kind::none: return Shape{0};
+    case StoredRegion::Kind::rows: {
+      Shape s = full;
+      if (r.axis < int(s.size())) s[r.axis] = r.last - r.first + 1;
+      return s;
+    }
+  }
+  return full;
+}
+
+std::string shape_json(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Shape parse_shape_json(std::string_view json, const std::string& where) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  Shape s;
+  bool ok = j.is_array();
+  if (ok)
+    for (auto& e : j) {
+      if (!e.is_number_integer() || e.get<std::int64_t>() < 0) {
+        ok = false;
+        break;
+      }
+      s.push_back(e.get<std::int64_t>());
+    }
+  if (!ok) throw Error(where + ": full_shape '" + std::string(json) + "' is not a JSON list of sizes");
+  return s;
+}
+
+std::string utc_now_iso8601() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string current_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  std::size_t start = 0;
+  while (start < raw.size()) {
+    std::size_t end = raw.find('\0', start);
+    if (end == std::string::npos) end = raw.size();
+    if (!out.empty()) out += ' ';
+    out += shell_quote(raw.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace psi::reports

@@ -1,0 +1,425 @@
+// psi compare, library level: bitwise equality, differing counts, first difference, ULP
+// distances, relative L2, stored-row slices, dtype/shape mismatches and the recordings.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "reports/compare.h"
+#include "reports/h5.h"
+#include "reports/state_file.h"
+
+namespace fs = std::filesystem;
+using namespace psi;
+using namespace psi::reports;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("psi_test_compare_" + std::string(info->name()) + "_" +
+                                        std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~TempDir() { fs::remove_all(dir_); }
+  fs::path operator/(const std::string& name) const { return dir_ / name; }
+
+ private:
+  fs::path dir_;
+};
+
+const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+
+Bf16Tensor ramp_bf16(Shape s) {
+  Bf16Tensor t(std::move(s));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data[i] = bf16_rne(float(i % 97) * 0.0625f - 2.5f);
+  return t;
+}
+
+F32Tensor ramp_f32(Shape s) {
+  F32Tensor t(std::move(s));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data[i] = float(i) / 3.0f - 1.0f;
+  return t;
+}
+
+F64Tensor ramp_f64(Shape s) {
+  F64Tensor t(std::move(s));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data[i] = std::sin(double(i));
+  return t;
+}
+
+struct Contents {
+  Bf16Tensor b = ramp_bf16({2, 3, 5});
+  F32Tensor f = ramp_f32({4, 4});
+  F64Tensor d = ramp_f64({9});
+  std::string text = R"({"weights": [1, 2, 3]})";
+};
+
+void write_psi(const fs::path& p, const Contents& c) {
+  StateWriter w(p, RunInfo{});
+  w.write("g/bf", c.b, {"modified", "[2, 3, 5]", "", {}});
+  w.write("g/f32", c.f, {"modified", "[4, 4]", "", {}});
+  w.write("g/f64", c.d, {"dense", "[9]", "", {}});
+  w.write_text("g/weights_json", c.text);
+  w.commit();
+}
+
+const DatasetComparison& row(const CompareReport& r, const std::string& path) {
+  for (const auto& d : r.datasets)
+    if (d.path_a == path || (d.path_a.empty() && d.path_b == path)) return d;
+  throw std::runtime_error("no row for " + path);
+}
+
+// ||a-b|| / ||b|| when a and b differ in element k only.
+double single_rel_l2(double ak, double bk, const std::vector<double>& b) {
+  double ref = 0;
+  for (double v : b) ref += v * v;
+  return std::fabs(ak - bk) / std::sqrt(ref);
+}
+
+}  // namespace
+
+TEST(Compare, IdenticalFilesAreBitwiseEqual) {
+  TempDir dir;
+  Contents c;
+  write_psi(dir / "a.h5", c);
+  write_psi(dir / "b.h5", c);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  ASSERT_EQ(r.datasets.size(), 4u);
+  for (const auto& d : r.datasets) {
+    EXPECT_EQ(d.status, CompareStatus::equal) << d.path_a;
+    EXPECT_EQ(d.differing, 0);
+    EXPECT_FALSE(d.first);
+  }
+  EXPECT_EQ(row(r, "/g/bf").compared, 30);
+  EXPECT_EQ(row(r, "/g/bf").max_ulp, 0u);
+  EXPECT_EQ(row(r, "/g/bf").rel_l2, 0.0);
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.format_a, "psi-h5/1");
+}
+
+TEST(Compare, OneFlippedBitPerDtype) {
+  TempDir dir;
+  Contents a, b;
+  // bf16: flat 17 = [1, 0, 2]; mantissa bit 2 -> 4 BF16 steps (same sign, same binade or next).
+  b.b.data[17].bits ^= 0x0004;
+  // float32: flat 6 = [1, 2]; mantissa bit 0 -> 1 float32 ULP.
+  b.f.data[6] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(b.f.data[6]) ^ 1u);
+  // float64: flat 4; mantissa bit 3 -> 8 float64 ULPs.
+  b.d.data[4] = std::bit_cast<double>(std::bit_cast<std::uint64_t>(b.d.data[4]) ^ 8u);
+  b.text[3] = 'W';
+  write_psi(dir / "a.h5", a);
+  write_psi(dir / "b.h5", b);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(r.exit_code(), 1);
+
+  const auto& bf = row(r, "/g/bf");
+  EXPECT_EQ(bf.status, CompareStatus::differs);
+  EXPECT_EQ(bf.differing, 1);
+  EXPECT_EQ(bf.compared, 30);
+  ASSERT_TRUE(bf.first);
+  EXPECT_EQ(bf.first->flat_index, 17);
+  EXPECT_EQ(bf.first->index, (Shape{1, 0, 2}));
+  EXPECT_EQ(bf.max_ulp, 4u);
+  std::vector<double> ref_b;
+  for (auto v : b.b.data) ref_b.push_back(v.to_float());
+  EXPECT_EQ(*bf.rel_l2, single_rel_l2(a.b.data[17].to_float(), b.b.data[17].to_float(), ref_b));
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "(0x%04x)", unsigned(a.b.data[17].bits));
+  EXPECT_NE(bf.first->a_value.find(hex), std::string::npos) << bf.first->a_value;
+
+  const auto& f = row(r, "/g/f32");
+  EXPECT_EQ(f.differing, 1);
+  EXPECT_EQ(f.first->flat_index, 6);
+  EXPECT_EQ(f.first->index, (Shape{1, 2}));
+  EXPECT_EQ(f.max_ulp, 1u);
+
+  const auto& d = row(r, "/g/f64");
+  EXPECT_EQ(d.differing, 1);
+  EXPECT_EQ(d.first->flat_index, 4);
+  EXPECT_EQ(d.max_ulp, 8u);
+  std::vector<double> ref_d(b.d.data.begin(), b.d.data.end());
+  EXPECT_EQ(*d.rel_l2, single_rel_l2(a.d.data[4], b.d.data[4], ref_d));
+
+  const auto& t = row(r, "/g/weights_json");  // bytewise
+  EXPECT_EQ(t.status, CompareStatus::differs);
+  EXPECT_EQ(t.dtype, "uint8");
+  EXPECT_EQ(t.differing, 1);
+  EXPECT_EQ(t.first->flat_index, 3);
+  EXPECT_FALSE(t.max_ulp);
+  EXPECT_FALSE(t.rel_l2);
+}
+
+TEST(Compare, UlpDistanceAcrossZeroAndNaN) {
+  TempDir dir;
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  {
+    auto f = h5::File::create(dir / "a.h5");
+    f.write_f32("x", F32Tensor({3}, {1.0f, -0.0f, tiny}));
+    f.write_f32("n", F32Tensor({2}, {1.0f, 2.0f}));
+    f.commit();
+  }
+  {
+    auto f = h5::File::create(dir / "b.h5");
+    f.write_f32("x", F32Tensor({3}, {std::nextafter(1.0f, 2.0f), 0.0f, -tiny}));
+    f.write_f32("n", F32Tensor({2}, {1.0f, std::nanf("")}));
+    f.commit();
+  }
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  const auto& x = row(r, "/x");
+  EXPECT_EQ(x.differing, 3);  // -0 and +0 differ in bits, although 0 ULPs apart
+  EXPECT_EQ(x.max_ulp, 2u);   // +denorm_min to -denorm_min
+  const auto& n = row(r, "/n");
+  EXPECT_EQ(n.differing, 1);
+  EXPECT_EQ(n.max_ulp, kUlpNaN);
+  EXPECT_TRUE(std::isnan(*n.rel_l2));
+  EXPECT_NE(format_table(r).find(" nan "), std::string::npos) << format_table(r);
+  EXPECT_TRUE(nlohmann::json::accept(format_json(r)));
+}
+
+TEST(Compare, ShapeMismatchIsBadInputNamingFileAndDataset) {
+  TempDir dir;
+  Contents a, b;
+  b.f = ramp_f32({2, 8});
+  write_psi(dir / "a.h5", a);
+  write_psi(dir / "b.h5", b);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/g/f32").status, CompareStatus::shape_mismatch);
+  EXPECT_EQ(r.exit_code(), 2);
+  ASSERT_EQ(r.errors().size(), 1u);
+  const std::string e = r.errors()[0];
+  EXPECT_NE(e.find((dir / "a.h5").string() + ":/g/f32"), std::string::npos) << e;
+  EXPECT_NE(e.find((dir / "b.h5").string() + ":/g/f32"), std::string::npos) << e;
+  EXPECT_NE(e.find("[4, 4]"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 8]"), std::string::npos) << e;
+}
+
+TEST(Compare, Float32AgainstBf16IsADtypeMismatch) {
+  TempDir dir;
+  {
+    auto f = h5::File::create(dir / "a.h5");
+    f.write_f32("x", ramp_f32({4}));
+    f.commit();
+  }
+  {
+    auto f = h5::File::create(dir / "b.h5");
+    f.write_bf16("x", ramp_bf16({4}));
+    f.commit();
+  }
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/x").status, CompareStatus::dtype_mismatch);
+  EXPECT_NE(row(r, "/x").note.find("float32 in A vs bfloat16 in B"), std::string::npos) << row(r, "/x").note;
+  EXPECT_EQ(r.exit_code(), 2);
+}
+
+TEST(Compare, MissingAndNonHdf5FilesAreBadInput) {
+  TempDir dir;
+  write_psi(dir / "a.h5", Contents{});
+  { std::ofstream(dir / "text.h5") << "hello\n"; }
+  for (const auto& bad : {dir / "text.h5", dir / "missing.h5"}) {
+    try {
+      compare_files(dir / "a.h5", bad);
+      FAIL() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Exit::bad_input);
+      EXPECT_NE(std::string(e.what()).find(bad.string()), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Compare, OnlyFilterAndDatasetsInOneFile) {
+  TempDir dir;
+  Contents c, b;
+  b.d.data[0] = 5.0;
+  write_psi(dir / "a.h5", c);
+  {
+    StateWriter w(dir / "b.h5", RunInfo{});
+    w.write("g/bf", b.b, {"modified", "", "", {}});
+    w.write("g/f64", b.d, {"dense", "", "", {}});
+    w.write("extra/only_b", b.f, {"dense", "", "", {}});
+    w.commit();
+  }
+  auto all = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(all.count(CompareStatus::only_a), 2);  // g/f32, g/weights_json
+  EXPECT_EQ(all.count(CompareStatus::only_b), 1);
+  EXPECT_EQ(row(all, "/extra/only_b").status, CompareStatus::only_b);
+  EXPECT_EQ(all.exit_code(), 1);  // g/f64 differs
+
+  CompareOptions only_bf;
+  only_bf.only = "^/g/bf$";
+  auto r = compare_files(dir / "a.h5", dir / "b.h5", only_bf);
+  ASSERT_EQ(r.datasets.size(), 1u);
+  EXPECT_EQ(r.datasets[0].path_a, "/g/bf");
+  EXPECT_EQ(r.exit_code(), 0);
+
+  CompareOptions only_f;
+  only_f.only = "f3|only";  // regex alternation, searched anywhere in the path
+  auto r2 = compare_files(dir / "a.h5", dir / "b.h5", only_f);
+  EXPECT_EQ(r2.datasets.size(), 2u);
+  EXPECT_EQ(r2.exit_code(), 0);  // one-file datasets alone do not make it non-zero
+  only_f.strict = true;
+  EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", only_f).exit_code(), 1);
+
+  CompareOptions broken;
+  broken.only = "([";
+  EXPECT_THROW(compare_files(dir / "a.h5", dir / "b.h5", broken), Error);
+}
+
+// A psi bf16 tensor against the same bits a user stored with h5py (uint16 + dtype attr).
+TEST(Compare, PsiBf16AgainstUserUint16Bf16) {
+  TempDir dir;
+  const fs::path user = fs::path(PSI_TEST_DATA) / "compare" / "user_a.h5";
+  const auto latent = h5::File::open_read(user).read_bf16("/stage1/latent");
+  {
+    StateWriter w(dir / "psi.h5", RunInfo{});
+    w.write("stage1/latent", latent, {"modified", "[4, 8]", "", {}});
+    w.commit();
+  }
+  CompareOptions o;
+  o.only = "latent";
+  auto r = compare_files(dir / "psi.h5", user, o);
+  ASSERT_EQ(r.datasets.size(), 1u);
+  EXPECT_EQ(r.datasets[0].status, CompareStatus::equal);
+  EXPECT_EQ(r.datasets[0].dtype, "bfloat16");
+  EXPECT_EQ(r.datasets[0].compared, 32);
+  EXPECT_EQ(r.format_b, "plain HDF5");
+}
+
+TEST(Compare, StoredRowsAreComparedOnTheCommonRows) {
+  TempDir dir;
+  Bf16Tensor full = ramp_bf16({2, 10, 4});
+  Bf16Tensor changed_outside = full, changed_inside = full;
+  changed_outside.data[(1 * 10 + 7) * 4 + 0].bits ^= 1;  // row 7: not stored in B
+  changed_inside.data[(1 * 10 + 3) * 4 + 2].bits ^= 1;   // row 3: stored in B
+  auto write = [&](const fs::path& p, const Bf16Tensor& t, bool rows) {
+    StateWriter w(p, RunInfo{});
+    if (rows) w.write_rows("t", t, 1, 2, 5, {"modified", "", "", {}});
+    else w.write("t", t, {"modified", "", "", {}});
+    w.commit();
+  };
+  write(dir / "rows.h5", full, true);
+  write(dir / "outside.h5", changed_outside, false);
+  write(dir / "inside.h5", changed_inside, false);
+
+  auto r = compare_files(dir / "outside.h5", dir / "rows.h5");
+  const auto& d = row(r, "/t");
+  EXPECT_EQ(d.status, CompareStatus::equal);
+  EXPECT_EQ(d.compared, 2 * 4 * 4);
+  EXPECT_NE(d.note.find("rows 2..5 of axis 1"), std::string::npos) << d.note;
+
+  auto r2 = compare_files(dir / "inside.h5", dir / "rows.h5");
+  const auto& d2 = row(r2, "/t");
+  EXPECT_EQ(d2.status, CompareStatus::differs);
+  EXPECT_EQ(d2.differing, 1);
+  EXPECT_EQ(d2.first->index, (Shape{1, 3, 2}));   // full-tensor coordinates
+  EXPECT_EQ(d2.first->flat_index, 1 * 40 + 3 * 4 + 2);
+  EXPECT_EQ(d2.max_ulp, 1u);
+}
+
+TEST(Compare, StoredNoneIsListedAsNotStored) {
+  TempDir dir;
+  auto none = [](const fs::path& p, bool stored) {
+    auto f = h5::File::create(p);
+    if (stored) f.write_bf16("t", ramp_bf16({1, 3, 4}), {{"full_shape", std::string("[1, 3, 4]")}});
+    else f.write_bf16("t", Bf16Tensor({0}), {{"full_shape", std::string("[1, 3, 4]")}, {"stored", std::string("none")}});
+    f.commit();
+  };
+  none(dir / "a.h5", true);
+  none(dir / "b.h5", false);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/t").status, CompareStatus::not_stored);
+  EXPECT_NE(row(r, "/t").note.find("stored='none' in B"), std::string::npos);
+  EXPECT_EQ(r.exit_code(), 0);
+}
+
+TEST(Compare, InconsistentStoredAttributeIsBadInput) {
+  TempDir dir;
+  {
+    auto f = h5::File::create(dir / "a.h5");
+    f.write_bf16("t", ramp_bf16({1, 3, 4}),
+                 {{"full_shape", std::string("[1, 9, 4]")}, {"stored", std::string("rows_0_to_5_of_axis_1")}});
+    f.commit();
+  }
+  auto r = compare_files(dir / "a.h5", dir / "a.h5");
+  EXPECT_EQ(row(r, "/t").status, CompareStatus::unsupported);
+  EXPECT_EQ(r.exit_code(), 2);
+}
+
+TEST(Compare, RecordingAgainstItselfIsEqual) {
+  auto r = compare_files(kRef / "block_small.h5", kRef / "block_small.h5");
+  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.count(CompareStatus::equal), 43);  // 40 bf16, 2 float32, weights_json
+  EXPECT_EQ(r.format_a, "record_official/1");
+}
+
+// The recorder measured FLASH against MATH on block_small (reference README): attn1 differs
+// in 81,747 of 315,392 BF16 elements, video_out in 63,496, audio_out in 7,725 of 32,256, with
+// relative L2 1.68e-3, 1.96e-3, 2.31e-3 (given to three digits there).
+TEST(Compare, BlockSmallFlashAgainstMathMatchesTheRecorder) {
+  const auto f = h5::File::open_read(kRef / "block_small.h5");
+  struct Case {
+    const char* probe;
+    std::int64_t differing, total;
+    double rel_l2;
+  };
+  for (const Case& c : {Case{"attn1", 81747, 315392, 1.68e-3}, Case{"video_out", 63496, 315392, 1.96e-3},
+                        Case{"audio_out", 7725, 32256, 2.31e-3}}) {
+    auto d = compare_datasets(f, std::string("/block_small/flash/") + c.probe, f,
+                              std::string("/block_small/math/") + c.probe);
+    EXPECT_EQ(d.status, CompareStatus::differs) << c.probe;
+    EXPECT_EQ(d.differing, c.differing) << c.probe;
+    EXPECT_EQ(d.compared, c.total) << c.probe;
+    EXPECT_NEAR(*d.rel_l2, c.rel_l2, 0.005e-3) << c.probe;  // half a unit of the README's last digit
+  }
+}
+
+// The full first block stores video rows 0..255 only; the README's counts are over exactly
+// those rows (attn1 232,893 / 1,048,576, video_out 265,480, audio_out 43,174 / 258,048).
+TEST(Compare, BlockFullFlashAgainstMathViaPathMap) {
+  CompareOptions o;
+  o.map = {{"/block_full_first/flash/", "/block_full_first/math/"}};
+  o.only = "^/block_full_first/flash/(attn1|video_out|audio_out)$";
+  auto r = compare_files(kRef / "block_full_flash.h5", kRef / "block_full_math.h5", o);
+  const auto& attn1 = row(r, "/block_full_first/flash/attn1");
+  EXPECT_EQ(attn1.path_b, "/block_full_first/math/attn1");
+  EXPECT_EQ(attn1.differing, 232893);
+  EXPECT_EQ(attn1.compared, 1048576);
+  EXPECT_NEAR(*attn1.rel_l2, 1.46e-3, 0.005e-3);
+  EXPECT_EQ(row(r, "/block_full_first/flash/video_out").differing, 265480);
+  EXPECT_EQ(row(r, "/block_full_first/flash/audio_out").differing, 43174);
+  EXPECT_EQ(row(r, "/block_full_first/flash/audio_out").compared, 258048);
+  EXPECT_EQ(r.exit_code(), 1);
+}
+
+// A psi file holding a full-size tensor against a recording that stores rows 0..255 of it.
+TEST(Compare, FullTensorAgainstRecordedRows) {
+  TempDir dir;
+  const auto rec = h5::File::open_read(kRef / "block_full_math.h5");
+  const auto rows = rec.read_bf16("/block_full_first/math/audio_to_video_attn");
+  ASSERT_EQ(rows.shape, (Shape{1, 256, 4096}));
+  Bf16Tensor full({1, 4928, 4096});
+  std::copy(rows.data.begin(), rows.data.end(), full.data.begin());
+  full.data[300 * 4096 + 5] = bf16_rne(1.0f);  // beyond the recorded rows: not compared
+  {
+    StateWriter w(dir / "psi.h5", RunInfo{});
+    w.write("block_full_first/math/audio_to_video_attn", full, {"modified", "", "", {}});
+    w.commit();
+  }
+  CompareOptions o;
+  o.only = "audio_to_video_attn";
+  auto r = compare_files(dir / "psi.h5", kRef / "block_full_math.h5", o);
+  ASSERT_EQ(r.datasets.size(), 1u);
+  EXPECT_EQ(r.datasets[0].status, CompareStatus::equal);
+  EXPECT_EQ(r.datasets[0].compared, 256 * 4096);
+  EXPECT_NE(r.datasets[0].note.find("rows 0..255 of axis 1"), std::string::npos) << r.datasets[0].note;
+}

@@ -1,0 +1,155 @@
+// `psi compare` as a user runs it: the psi binary on files made with h5py
+// (tests/data/compare/make_fixtures.py) and on the recordings; exit codes and key lines.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Outcome psi(const std::string& args) {
+  Outcome r;
+  const std::string cmd = std::string(PSI_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+const std::string kData = std::string(PSI_TEST_DATA) + "/compare/";
+const std::string kA = kData + "user_a.h5";
+const std::string kB = kData + "user_b.h5";
+const std::string kRef = std::string(PSI_SHARED_DIR) + "/reference/";
+
+// The line of the table that names `dataset`.
+std::string line_of(const std::string& out, const std::string& dataset) {
+  std::size_t pos = 0;
+  while (pos < out.size()) {
+    std::size_t end = out.find('\n', pos);
+    std::string line = out.substr(pos, end - pos);
+    if (line.find(" " + dataset) != std::string::npos) return line;
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(CompareCli, UserFileAgainstItselfExitsZero) {
+  Outcome r = psi("compare " + kA + " " + kA);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(line_of(r.out, "/stage1/latent").find("0/32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("summary: 3 compared (3 bitwise equal, 0 differ)"), std::string::npos) << r.out;
+}
+
+// make_fixtures.py changes stage1/latent[1, 3] by one BF16 step and [2, 5] by three.
+TEST(CompareCli, UserFilesThatDifferExitOneWithTheDifference) {
+  Outcome r = psi("compare " + kA + " " + kB);
+  EXPECT_EQ(r.status, 1) << r.out;
+  const std::string latent = line_of(r.out, "/stage1/latent");
+  EXPECT_EQ(latent.rfind("differs", 0), 0u) << latent;
+  EXPECT_NE(latent.find(" 2/32 "), std::string::npos) << latent;
+  EXPECT_NE(latent.find(" 3 "), std::string::npos) << latent;  // max ULP
+  EXPECT_NE(latent.find("@11 [1, 3]"), std::string::npos) << latent;
+  EXPECT_EQ(line_of(r.out, "/stage1/scale").rfind("equal", 0), 0u) << r.out;
+  EXPECT_EQ(line_of(r.out, "/only_in_a").rfind("only_a", 0), 0u) << r.out;
+  EXPECT_EQ(line_of(r.out, "/only_in_b").rfind("only_b", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("summary: 2 compared (1 bitwise equal, 1 differ), 0 not stored, 1 only in A, 1 only in B"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CompareCli, OnlyAndStrict) {
+  Outcome scale = psi("compare " + kA + " " + kB + " --only 'scale$'");
+  EXPECT_EQ(scale.status, 0) << scale.out;
+  EXPECT_EQ(line_of(scale.out, "/stage1/latent"), "");
+  Outcome only = psi("compare " + kA + " " + kB + " --only only_in");
+  EXPECT_EQ(only.status, 0) << only.out;
+  Outcome strict = psi("compare " + kA + " " + kB + " --only only_in --strict");
+  EXPECT_EQ(strict.status, 1) << strict.out;
+}
+
+TEST(CompareCli, JsonOutput) {
+  Outcome r = psi("compare " + kA + " " + kB + " --json");
+  EXPECT_EQ(r.status, 1);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["exit_code"], 1);
+  bool found = false;
+  for (const auto& d : j["datasets"]) {
+    if (d["path_a"] != "/stage1/latent") continue;
+    found = true;
+    EXPECT_EQ(d["status"], "differs");
+    EXPECT_EQ(d["dtype"], "bfloat16");
+    EXPECT_EQ(d["differing"], 2);
+    EXPECT_EQ(d["compared"], 32);
+    EXPECT_EQ(d["max_ulp"], 3);
+    EXPECT_EQ(d["first_difference"]["flat_index"], 11);
+    EXPECT_EQ(d["first_difference"]["index"], nlohmann::json::array({1, 3}));
+  }
+  EXPECT_TRUE(found) << r.out;
+}
+
+TEST(CompareCli, BadInputExitsTwoWithOneLine) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_test_compare_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string text = (dir / "notes.h5").string();
+  { std::ofstream(text) << "plain text\n"; }
+
+  Outcome missing = psi("compare " + kA + " " + (dir / "missing.h5").string());
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  EXPECT_NE(missing.out.find("psi: error: " + (dir / "missing.h5").string() + ": no such file"), std::string::npos)
+      << missing.out;
+
+  Outcome not_h5 = psi("compare " + text + " " + kA);
+  EXPECT_EQ(not_h5.status, 2) << not_h5.out;
+  EXPECT_NE(not_h5.out.find("psi: error: " + text + ": not an HDF5 file"), std::string::npos) << not_h5.out;
+
+  Outcome bad_map = psi("compare " + kA + " " + kA + " --map nothing");
+  EXPECT_EQ(bad_map.status, 2) << bad_map.out;
+  fs::remove_all(dir);
+}
+
+// block_small against itself, and its FLASH attn1 against its MATH attn1 through --map (the
+// reference README's 81,747 differing elements, relative L2 1.68e-3).
+TEST(CompareCli, RecordingAgainstItselfAndMappedProbes) {
+  Outcome same = psi("compare " + kRef + "block_small.h5 " + kRef + "block_small.h5");
+  EXPECT_EQ(same.status, 0) << same.out;
+  EXPECT_NE(same.out.find("summary: 43 compared (43 bitwise equal, 0 differ)"), std::string::npos) << same.out;
+
+  Outcome mapped = psi("compare " + kRef + "block_small.h5 " + kRef +
+                   "block_small.h5 --only '^/block_small/flash/attn1$' --map /block_small/flash/=/block_small/math/");
+  EXPECT_EQ(mapped.status, 1) << mapped.out;
+  const std::string l = line_of(mapped.out, "/block_small/flash/attn1 => /block_small/math/attn1");
+  EXPECT_NE(l.find(" 81747/315392 "), std::string::npos) << mapped.out;
+  EXPECT_NE(l.find(" 1.677e-03 "), std::string::npos) << mapped.out;
+}
+
+TEST(CompareCli, DtypeMismatchWithRecordingExitsTwo) {
+  // The fixture's float32 tensor paired, through --map, with a BF16 tensor of a recording.
+  Outcome r = psi("compare " + kA + " " + kRef + "block_small.h5 --only '^/stage1/scale$' --map " +
+              "/stage1/scale=/block_small/inputs/audio.x");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("psi: error: " + kA + ":/stage1/scale vs " + kRef +
+                       "block_small.h5:/block_small/inputs/audio.x: dtype_mismatch: dtype float32 in A vs bfloat16 in B"),
+            std::string::npos)
+      << r.out;
+}
