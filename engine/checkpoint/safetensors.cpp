@@ -1,0 +1,289 @@
+#include "engine/checkpoint/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "engine/error.h"
+
+namespace psi::ckpt {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+using json = nlohmann::json;
+
+std::uint64_t dtype_size(std::string_view dtype) {
+  if (dtype == "BF16" || dtype == "F16") return 2;
+  if (dtype == "F32") return 4;
+  return 0;
+}
+
+// The first byte offset where `s` stops being well-formed UTF-8 (overlong forms, surrogates and
+// code points above U+10FFFF are ill-formed), or nothing.
+std::optional<std::size_t> first_invalid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto b0 = std::uint8_t(s[i]);
+    int n;
+    std::uint32_t cp, min;
+    if (b0 < 0x80) { ++i; continue; }
+    if ((b0 & 0xe0) == 0xc0) { n = 1; cp = b0 & 0x1f; min = 0x80; }
+    else if ((b0 & 0xf0) == 0xe0) { n = 2; cp = b0 & 0x0f; min = 0x800; }
+    else if ((b0 & 0xf8) == 0xf0) { n = 3; cp = b0 & 0x07; min = 0x10000; }
+    else return i;
+    if (i + std::size_t(n) >= s.size()) return i;  // the sequence is cut off
+    for (int k = 1; k <= n; ++k) {
+      const auto b = std::uint8_t(s[i + std::size_t(k)]);
+      if ((b & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += std::size_t(n) + 1;
+  }
+  return std::nullopt;
+}
+
+// IEEE half -> float32, exactly (every half is a float32).
+float half_to_float(std::uint16_t h) {
+  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  if (exp == 0) return sign * std::ldexp(float(mant), -24);
+  if (exp == 31) return mant ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(float(mant + 1024), exp - 25);
+}
+
+std::string offsets_str(const SafetensorsEntry& e) {
+  std::string s = "[";  // built with += (GCC 12 warns falsely on "[" + std::to_string(...))
+  s += std::to_string(e.begin);
+  s += ", ";
+  s += std::to_string(e.end);
+  s += "]";
+  return s;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix) : path_(path) {
+  const std::string p = path.string();
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(p + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Error(p + ": cannot stat: " + std::strerror(e));
+  }
+  size_ = std::uint64_t(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    throw Error(p + ": truncated: " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
+  }
+  void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int e = errno;
+  ::close(fd);
+  if (m == MAP_FAILED) throw Error(p + ": cannot map: " + std::strerror(e));
+  map_ = static_cast<const std::byte*>(m);
+  try {
+    std::uint64_t header_len = 0;
+    std::memcpy(&header_len, map_, 8);
+    if (header_len > size_ - 8)
+      throw Error(p + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                  std::to_string(size_) + " bytes)");
+    data_ = map_ + 8 + header_len;
+    data_size_ = size_ - 8 - header_len;
+    parse_header(header_len, strip_prefix);
+  } catch (...) {
+    ::munmap(const_cast<std::byte*>(map_), size_);
+    throw;
+  }
+}
+
+SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(map_), size_); }
+
+void SafetensorsFile::parse_header(std::uint64_t header_len, const std::string& strip_prefix) {
+  const std::string p = path_.string();
+  const std::string_view text(reinterpret_cast<const char*>(map_ + 8), header_len);
+  if (auto bad = first_invalid_utf8(text))
+    throw Error(p + ": header is not valid UTF-8 at header byte " + std::to_string(*bad) +
+                " (tensor names must be UTF-8)");
+
+  // nlohmann keeps the last of duplicate keys silently; the parse callback sees every key, so
+  // duplicates are caught here, per object.
+  std::vector<std::set<std::string>> seen;
+  auto callback = [&](int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) seen.emplace_back();
+    else if (ev == json::parse_event_t::object_end) seen.pop_back();
+    else if (ev == json::parse_event_t::key && !seen.back().insert(parsed.get<std::string>()).second)
+      throw Error(p + ": duplicate key \"" + parsed.get<std::string>() + "\" in the header");
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(text.begin(), text.end(), callback);
+  } catch (const json::exception& ex) {
+    throw Error(p + ": header is not valid JSON: " + ex.what());
+  }
+  if (!header.is_object()) throw Error(p + ": header is not a JSON object");
+
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) throw Error(p + ": __metadata__ is not an object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) throw Error(p + ": __metadata__ value of \"" + mk + "\" is not a string");
+        metadata_[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = p + ": tensor " + key;
+    if (!value.is_object()) throw Error(where + ": entry is not an object");
+    for (const auto& [field, unused] : value.items())
+      if (field != "dtype" && field != "shape" && field != "data_offsets")
+        throw Error(where + ": unexpected field \"" + field + "\"");
+    if (!value.contains("dtype") || !value["dtype"].is_string()) throw Error(where + ": dtype missing or not a string");
+    if (!value.contains("shape") || !value["shape"].is_array()) throw Error(where + ": shape missing or not an array");
+    if (!value.contains("data_offsets") || !value["data_offsets"].is_array() || value["data_offsets"].size() != 2)
+      throw Error(where + ": data_offsets missing or not [begin, end]");
+    SafetensorsEntry e;
+    e.dtype = value["dtype"].get<std::string>();
+    const std::uint64_t esize = dtype_size(e.dtype);
+    if (esize == 0) throw Error(where + ": dtype " + e.dtype + " is not supported (BF16; F16/F32 converted exactly)");
+    std::uint64_t numel = 1;
+    for (const json& d : value["shape"]) {
+      if (!d.is_number_unsigned()) throw Error(where + ": shape entry " + d.dump() + " is not a non-negative integer");
+      const std::uint64_t v = d.get<std::uint64_t>();
+      if (v > 0 && numel > (std::uint64_t(1) << 62) / v) throw Error(where + ": shape is too large");
+      numel *= v;
+      e.shape.push_back(std::int64_t(v));
+    }
+    for (const json& o : value["data_offsets"])
+      if (!o.is_number_unsigned()) throw Error(where + ": data_offsets entry " + o.dump() + " is not a non-negative integer");
+    e.begin = value["data_offsets"][0].get<std::uint64_t>();
+    e.end = value["data_offsets"][1].get<std::uint64_t>();
+    if (e.begin > e.end || e.end > data_size_)
+      throw Error(where + ": data_offsets " + offsets_str(e) + " out of range of the " + std::to_string(data_size_) +
+                  "-byte data section");
+    if (e.end - e.begin != numel * esize)
+      throw Error(where + ": data_offsets " + offsets_str(e) + " span " + std::to_string(e.end - e.begin) +
+                  " bytes but shape " + shape_str(e.shape) + " of " + e.dtype + " needs " + std::to_string(numel * esize));
+    std::string name = key;
+    if (!strip_prefix.empty() && name.starts_with(strip_prefix)) name = name.substr(strip_prefix.size());
+    if (!entries_.emplace(name, std::move(e)).second)
+      throw Error(p + ": duplicate tensor name " + name + " after stripping the prefix \"" + strip_prefix + "\"");
+  }
+
+  std::vector<std::pair<std::string, const SafetensorsEntry*>> order;
+  for (const auto& [name, e] : entries_)
+    if (e.end > e.begin) order.emplace_back(name, &e);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (std::size_t i = 1; i < order.size(); ++i)
+    if (order[i].second->begin < order[i - 1].second->end)
+      throw Error(p + ": tensors " + order[i - 1].first + " and " + order[i].first + " overlap (data_offsets " +
+                  offsets_str(*order[i - 1].second) + " and " + offsets_str(*order[i].second) + ")");
+}
+
+bool SafetensorsFile::contains(std::string_view name) const { return entries_.find(name) != entries_.end(); }
+
+const SafetensorsEntry& SafetensorsFile::entry(std::string_view name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) throw Error(path_.string() + ": no tensor named " + std::string(name));
+  return it->second;
+}
+
+Shape SafetensorsFile::shape(std::string_view name) const { return entry(name).shape; }
+
+void SafetensorsFile::read(std::string_view name, const Slice& s, std::span<Bf16> out) const {
+  const SafetensorsEntry& e = entry(name);
+  check_slice(name, e.shape, s, out.size());
+  const Matrix2d m = matrix_view(e.shape);
+  const std::uint64_t esize = dtype_size(e.dtype);
+  const std::size_t cols = std::size_t(s.cols());
+  for (std::int64_t r = s.r0; r < s.r1; ++r) {
+    const std::uint64_t first = std::uint64_t(r * m.cols + s.c0);
+    const std::byte* src = data_ + e.begin + first * esize;
+    Bf16* dst = out.data() + std::size_t(r - s.r0) * cols;
+    if (e.dtype == "BF16") {
+      std::memcpy(dst, src, cols * 2);
+      continue;
+    }
+    for (std::size_t j = 0; j < cols; ++j) {
+      float f;
+      if (e.dtype == "F32") {
+        std::memcpy(&f, src + j * 4, 4);
+      } else {
+        std::uint16_t h;
+        std::memcpy(&h, src + j * 2, 2);
+        f = half_to_float(h);
+      }
+      const Bf16 b = bf16_rne(f);
+      if (!(b.to_float() == f) && !(std::isinf(f) && b.is_inf()))
+        throw Error(path_.string() + ": tensor " + std::string(name) + " element " + std::to_string(first + j) + " (" +
+                    e.dtype + " " + std::to_string(f) + ") is not exactly representable in BF16");
+      dst[j] = b;
+    }
+  }
+}
+
+SafetensorsTensor bf16_tensor(std::string name, Shape shape, std::span<const Bf16> values) {
+  SafetensorsTensor t{std::move(name), "BF16", std::move(shape), std::vector<std::byte>(values.size() * 2)};
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string p = path.string();
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::uint64_t offset = 0;
+  for (const SafetensorsTensor& t : tensors) {
+    const std::uint64_t esize = dtype_size(t.dtype);
+    if (esize == 0) throw Error(p + ": cannot write tensor " + t.name + " of dtype " + t.dtype);
+    if (t.name == "__metadata__" || header.contains(t.name)) throw Error(p + ": duplicate tensor name " + t.name);
+    if (first_invalid_utf8(t.name)) throw Error(p + ": tensor name is not valid UTF-8");
+    if (std::uint64_t(numel(t.shape)) * esize != t.bytes.size())
+      throw Error(p + ": tensor " + t.name + " has " + std::to_string(t.bytes.size()) + " bytes but shape " +
+                  shape_str(t.shape) + " of " + t.dtype + " needs " + std::to_string(std::uint64_t(numel(t.shape)) * esize));
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  const std::uint64_t len = text.size();
+
+  const std::filesystem::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(tmp.string() + ": cannot create");
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f.write(text.data(), std::streamsize(text.size()));
+    for (const SafetensorsTensor& t : tensors)
+      f.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+    f.flush();
+    if (!f) {
+      f.close();
+      std::filesystem::remove(tmp);
+      throw Error(tmp.string() + ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw Error(p + ": cannot rename the finished file into place: " + ec.message());
+  }
+}
+
+}  // namespace psi::ckpt

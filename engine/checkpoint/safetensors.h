@@ -1,0 +1,71 @@
+#pragma once
+// Safetensors checkpoints: an 8-byte little-endian header length, a JSON header
+// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the
+// tensors' bytes. The reader memory-maps the file, checks the whole header against the file
+// before serving anything, and reads only the requested rows/columns of a slice.
+//
+// dtypes: BF16 is what psi runs. F16 and F32 tensors are accepted and converted to BF16 only
+// when every value read is exactly representable in BF16; an inexact value is an error, never a
+// rounding.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/weight_source.h"
+
+namespace psi::ckpt {
+
+struct SafetensorsEntry {
+  std::string dtype;           // "BF16", "F16" or "F32"
+  Shape shape;
+  std::uint64_t begin = 0;     // byte offsets inside the data section
+  std::uint64_t end = 0;
+};
+
+class SafetensorsFile final : public WeightSource {
+ public:
+  // strip_prefix: names starting with it are served without it (e.g. "model.diffusion_model.").
+  explicit SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix = {});
+  ~SafetensorsFile() override;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::map<std::string, SafetensorsEntry, std::less<>>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  std::string describe() const override { return path_.string(); }
+  bool contains(std::string_view name) const override;
+  Shape shape(std::string_view name) const override;
+  void read(std::string_view name, const Slice& s, std::span<Bf16> out) const override;
+
+ private:
+  const SafetensorsEntry& entry(std::string_view name) const;
+  void parse_header(std::uint64_t header_len, const std::string& strip_prefix);
+
+  std::filesystem::path path_;
+  const std::byte* map_ = nullptr;
+  std::uint64_t size_ = 0;
+  const std::byte* data_ = nullptr;  // start of the data section
+  std::uint64_t data_size_ = 0;
+  std::map<std::string, SafetensorsEntry, std::less<>> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// One tensor to write: raw little-endian bytes of the named dtype ("BF16", "F16", "F32").
+struct SafetensorsTensor {
+  std::string name;
+  std::string dtype;
+  Shape shape;
+  std::vector<std::byte> bytes;
+};
+
+SafetensorsTensor bf16_tensor(std::string name, Shape shape, std::span<const Bf16> values);
+
+// Writes atomically: to a temporary name beside `path`, renamed over it once complete.
+void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace psi::ckpt
