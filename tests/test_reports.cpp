@@ -161,8 +161,10 @@ TEST(Reports, RootAttributesDescribeTheRun) {
   EXPECT_TRUE(std::regex_match(run.start_time_utc, iso)) << run.start_time_utc;
   EXPECT_TRUE(std::regex_match(run.end_time_utc, iso)) << run.end_time_utc;
   EXPECT_LE(run.start_time_utc, run.end_time_utc);  // ISO-8601 UTC sorts as time
-  // Recorded from /proc/self/cmdline: this test binary's name.
-  EXPECT_NE(run.command_line.find("test_reports"), std::string::npos) << run.command_line;
+  // The command line starts with this program (named as the kernel knows it).
+  const std::string exe = fs::read_symlink("/proc/self/exe").filename().string();
+  const std::string first = run.command_line.substr(0, run.command_line.find(' '));
+  EXPECT_EQ(fs::path(first).filename().string(), exe) << run.command_line;
   EXPECT_EQ(r.file().attr_string("/", "schema"), "psi-h5/1");
 }
 
