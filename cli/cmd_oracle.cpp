@@ -147,7 +147,7 @@ int run_certify(const CertifyOpts& o) {
       std::printf("  %-28s %" PRId64 "\n", orders[i].name.c_str(), rep.reproduced_by_order[i]);
     std::printf("  %-28s %" PRId64 "\n", "(none of them)", rep.reproduced_by_none);
   }
-  std::printf("time: load %.2f s, exact path %.2f s (%d threads), comparison and float32 orders %.2f s, total %.2f s\n",
+  std::printf("time: load %.2f s, exact path %.2f s (up to %d threads), comparison and float32 orders %.2f s, total %.2f s\n",
               load_s, rep.seconds_exact, o.threads, rep.seconds_compare, load_s + rep.seconds_total);
   return 0;
 }

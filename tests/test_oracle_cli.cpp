@@ -1,0 +1,315 @@
+// psi oracle certify / explain: on the recorded probe (a few rows), on operand files written
+// with reports/h5.h and with h5py (tests/data/oracle/fixture.h5), and on bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+#include "engine/synthinit.h"
+#include "oracle/certify.h"
+#include "oracle/exact_gmp.h"
+#include "oracle/explain.h"
+#include "oracle/fixed_dot.h"
+#include "oracle/operands.h"
+#include "oracle/rounding.h"
+#include "reports/h5.h"
+
+namespace fs = std::filesystem;
+namespace po = psi::oracle;
+using psi::Bf16;
+
+namespace {
+
+const fs::path kProbes = fs::path(PSI_SHARED_DIR) / "reference" / "probes_linear.h5";
+const fs::path kFixture = fs::path(PSI_TEST_DATA) / "oracle" / "fixture.h5";
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+// A directory for this process's files, removed when the process exits.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("psi_test_oracle_" + std::to_string(::getpid()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+fs::path scratch() {
+  static const ScratchDir dir;
+  return dir.path;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CliRun psi_run(const std::string& args) {
+  const fs::path out = scratch() / "stdout.txt", err = scratch() / "stderr.txt";
+  const std::string cmd = std::string(PSI_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// The number after `label` on its line of certify's output.
+std::int64_t count_after(const std::string& text, const std::string& label) {
+  auto pos = text.find(label);
+  if (pos == std::string::npos) return -1;
+  return std::stoll(text.substr(pos + label.size()));
+}
+
+void expect_bad_input(const CliRun& r, const std::string& mention) {
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_TRUE(r.err.starts_with("psi: error: ")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  EXPECT_NE(r.err.find(mention), std::string::npos) << "should mention '" << mention << "': " << r.err;
+}
+
+std::vector<Bf16> random_bf16(std::mt19937_64& rng, std::size_t n, double scale) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<Bf16> v(n);
+  for (auto& x : v) x = psi::bf16_rne(float(u(rng) * scale));
+  return v;
+}
+
+// The correctly rounded projection through GMP, the reference the CLI results are checked with.
+psi::Bf16Tensor gmp_linear(const psi::Bf16Tensor& x, const psi::Bf16Tensor& w, const psi::Bf16Tensor& b,
+                           const psi::Shape& out_shape) {
+  const std::int64_t K = w.shape[1], N = w.shape[0], rows = x.numel() / K;
+  psi::Bf16Tensor y(out_shape);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < N; ++c)
+      y.data[r * N + c] = po::round_to_bf16(po::exact_dot_gmp(std::span(x.data).subspan(r * K, K),
+                                                              std::span(w.data).subspan(c * K, K), b.data[c]));
+  return y;
+}
+
+}  // namespace
+
+TEST(OracleCertify, RecordedVideoQProbeRowsAreConsistent) {
+  const auto f = psi::h5::File::open_read(kProbes);
+  const auto p = po::load_probe(f, "probe_video_q_proj");
+  ASSERT_EQ(p.K, 4096);
+  ASSERT_EQ(p.N, 4096);
+  const auto choice = po::choose_probe_output(f, p, "");
+  ASSERT_EQ(choice.dataset, "/probe_video_q_proj/q");
+  const auto y = po::load_output(f, choice.dataset, p);
+  const po::CertifyReport rep = po::certify(p, y, {0, 2, 2});
+  ASSERT_EQ(rep.checked, 2 * 4096);
+
+  // Recount element by element with the single-element exact path, and check a sample of the
+  // verdicts (and the worst element) against GMP.
+  std::int64_t not_cr = 0;
+  std::map<std::int64_t, std::int64_t> hist;
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t c = 0; c < p.N; ++c) {
+      const Bf16 cr = po::exact_dot_fixed(p.x_row(r), p.w_row(c), p.bias(c)).round_bf16();
+      const Bf16 rec = y.data[r * p.N + c];
+      const std::int64_t d = psi::bf16_ulp_distance(rec, cr);
+      if (d) ++not_cr, ++hist[d];
+      if ((r * p.N + c) % 61 == 0) {
+        const Bf16 g = po::round_to_bf16(po::exact_dot_gmp(p.x_row(r), p.w_row(c), p.bias(c)));
+        ASSERT_EQ(g.bits, cr.bits) << r << "," << c;
+      }
+    }
+  EXPECT_EQ(rep.not_correctly_rounded, not_cr);
+  EXPECT_EQ(rep.ulp_histogram, hist);
+  ASSERT_GT(not_cr, 0);  // cuBLAS's float32 accumulation is not correctly rounded everywhere
+  ASSERT_TRUE(rep.worst.has_value());
+  const auto& w = *rep.worst;
+  EXPECT_EQ(w.ulps, hist.rbegin()->first);
+  EXPECT_EQ(w.recorded, y.data[w.row * p.N + w.col]);
+  EXPECT_EQ(w.exact, po::exact_dot_gmp(p.x_row(w.row), p.w_row(w.col), p.bias(w.col)));
+  EXPECT_EQ(w.correct, po::round_to_bf16(w.exact));
+  std::int64_t by_order_total = rep.reproduced_by_none;
+  for (auto n : rep.reproduced_by_order) {
+    EXPECT_LE(n, not_cr);
+    by_order_total += n;
+  }
+  EXPECT_GE(by_order_total, not_cr);
+
+  // The CLI prints the same counts, whatever the thread count.
+  for (const char* threads : {"1", "3"}) {
+    const CliRun run = psi_run("oracle certify --file " + kProbes.string() +
+                            " --probe probe_video_q_proj --rows 0:2 --threads " + threads);
+    ASSERT_EQ(run.rc, 0) << run.err;
+    EXPECT_EQ(count_after(run.out, "elements checked"), 8192);
+    EXPECT_EQ(count_after(run.out, "not correctly rounded"), not_cr) << run.out;
+    EXPECT_NE(run.out.find("worst element (row " + std::to_string(w.row) + ", col " + std::to_string(w.col) + ")"),
+              std::string::npos)
+        << run.out;
+  }
+}
+
+TEST(OracleCertify, AudioProbePicksTheProjectionNotTheActivation) {
+  const auto f = psi::h5::File::open_read(kProbes);
+  const auto p = po::load_probe(f, "probe_audio_ff_up");
+  EXPECT_EQ(po::choose_probe_output(f, p, "").dataset, "/probe_audio_ff_up/proj_out");
+  EXPECT_EQ(po::choose_probe_output(f, p, "gelu_out").dataset, "/probe_audio_ff_up/gelu_out");
+}
+
+TEST(OracleCertify, SynthInitProbeFileWrittenWithH5) {
+  // A probe group as the recorder writes one: x, weights_json, two candidate outputs.
+  const fs::path file = scratch() / "probe.h5";
+  const std::string wname = "blocks.0.proj.weight", bname = "blocks.0.proj.bias";
+  const std::int64_t seed = 7;
+  const auto W = psi::synthinit::make(wname, {5, 16}, seed);
+  const auto B = psi::synthinit::make(bname, {5}, seed);
+  const auto X = psi::synthinit::make("input.test.x", {1, 3, 16}, seed);
+  const auto good = gmp_linear(X, W, B, {1, 3, 5});
+  psi::Bf16Tensor act = good;
+  for (auto& v : act.data) v = psi::bf16_rne(std::max(v.to_float(), 0.0f) * 0.5f + 0.3f);
+  auto entry = [](const std::string& n, const psi::Bf16Tensor& t, const std::string& sha) {
+    return nlohmann::json{{"name", n}, {"shape", t.shape}, {"sha256", sha}};
+  };
+  {
+    auto out = psi::h5::File::create(file);
+    out.set_attr("/", "synthinit_global_seed", seed);
+    for (const char* g : {"/probe_t", "/probe_bad"}) {
+      out.write_bf16(std::string(g) + "/x", X);
+      out.write_bf16(std::string(g) + "/proj", good);
+      out.write_bf16(std::string(g) + "/act", act);
+    }
+    out.write_text("/probe_t/weights_json",
+                   nlohmann::json::array({entry(wname, W, psi::sha256_hex(W)), entry(bname, B, psi::sha256_hex(B))}).dump());
+    out.write_text("/probe_bad/weights_json",
+                   nlohmann::json::array({entry(wname, W, std::string(64, '0')), entry(bname, B, psi::sha256_hex(B))}).dump());
+    out.commit();
+  }
+  const auto f = psi::h5::File::open_read(file);
+  const auto p = po::load_probe(f, "probe_t");
+  EXPECT_EQ(p.source.seed, seed);
+  EXPECT_EQ(po::choose_probe_output(f, p, "").dataset, "/probe_t/proj");
+
+  CliRun run = psi_run("oracle certify --file " + file.string() + " --probe probe_t");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_EQ(count_after(run.out, "elements checked"), 15);
+  EXPECT_EQ(count_after(run.out, "not correctly rounded"), 0);
+  EXPECT_NE(run.out.find("output   /probe_t/proj"), std::string::npos) << run.out;
+
+  run = psi_run("oracle certify --file " + file.string() + " --probe probe_t --output act");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_GT(count_after(run.out, "not correctly rounded"), 0);
+
+  run = psi_run("oracle explain --json --file " + file.string() + " --probe probe_t --row 2 --col 4");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["source"]["probe"], "probe_t");
+  EXPECT_EQ(j["source"]["synthinit_seed"], seed);
+  EXPECT_EQ(j["source"]["w"], wname);
+  EXPECT_EQ(j["candidates"][0]["name"], "official");
+  EXPECT_EQ(j["candidates"][0]["ulp_distance"], 0);
+  EXPECT_EQ(j["correctly_rounded"]["bits"], po::bf16_hex(good.data[2 * 5 + 4]));
+
+  expect_bad_input(psi_run("oracle certify --file " + file.string() + " --probe probe_bad"), "SHA-256");
+  expect_bad_input(psi_run("oracle certify --file " + file.string() + " --probe nope"), "no such probe group");
+}
+
+TEST(OracleExplain, OperandFileWrittenWithH5) {
+  std::mt19937_64 rng(11);
+  const fs::path file = scratch() / "operands.h5";
+  psi::Bf16Tensor X({2, 3, 24}, random_bf16(rng, 2 * 3 * 24, 1.0));
+  psi::Bf16Tensor W({4, 24}, random_bf16(rng, 4 * 24, 0.2));
+  psi::Bf16Tensor B({4}, random_bf16(rng, 4, 0.1));
+  psi::Bf16Tensor Y = gmp_linear(X, W, B, {2, 3, 4});
+  // Element (row 4, col 1) recorded 2 ULPs off.
+  const Bf16 right = Y.data[4 * 4 + 1];
+  Y.data[4 * 4 + 1] = Bf16::from_bits(std::uint16_t(right.bits + 2));
+  {
+    auto out = psi::h5::File::create(file);
+    out.write_bf16("/ops/x", X);
+    out.write_bf16("/ops/w", W);
+    out.write_bf16("/ops/b", B);
+    out.write_bf16("/ops/y", Y);
+    out.write_bf16("/ops/w_bad", psi::Bf16Tensor({4, 23}));
+    out.commit();
+  }
+  const std::string ops = " --file " + file.string() + " --x ops/x --w ops/w --b ops/b";
+  CliRun run = psi_run("oracle explain --json" + ops + " --y ops/y --row 4 --col 1 --candidate mine=0x" +
+                    [&] { char b[8]; std::snprintf(b, 8, "%04x", right.bits); return std::string(b); }());
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  const mpq_class exact =
+      po::exact_dot_gmp(std::span(X.data).subspan(4 * 24, 24), std::span(W.data).subspan(24, 24), B.data[1]);
+  EXPECT_EQ(j["K"], 24);
+  EXPECT_EQ(j["exact"]["fraction"], po::dyadic_fraction(exact));
+  EXPECT_EQ(j["correctly_rounded"]["bits"], po::bf16_hex(right));
+  ASSERT_EQ(j["candidates"].size(), 2u);
+  EXPECT_EQ(j["candidates"][0]["name"], "recorded");
+  EXPECT_EQ(j["candidates"][0]["ulp_distance"], 2);
+  EXPECT_EQ(j["candidates"][1]["name"], "mine");
+  EXPECT_EQ(j["candidates"][1]["ulp_distance"], 0);
+  EXPECT_EQ(j["source"]["b"], "/ops/b");
+
+  run = psi_run("oracle certify" + ops + " --y ops/y");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_EQ(count_after(run.out, "elements checked"), 24);
+  EXPECT_EQ(count_after(run.out, "not correctly rounded"), 1);
+  EXPECT_NE(run.out.find("2 ULP  1"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("worst element (row 4, col 1)"), std::string::npos) << run.out;
+
+  // Bad input: one line, exit 2.
+  expect_bad_input(psi_run("oracle explain" + ops + " --row 6 --col 0"), "--row 6 outside 0..5");
+  expect_bad_input(psi_run("oracle explain" + ops + " --row 0 --col 4"), "--col 4 outside 0..3");
+  expect_bad_input(psi_run("oracle explain --file " + file.string() + " --x ops/x --w ops/nope --row 0 --col 0"),
+                   "/ops/nope");
+  expect_bad_input(psi_run("oracle explain --file " + file.string() + " --x ops/x --w ops/w_bad --row 0 --col 0"),
+                   "stored [out, in]");
+  expect_bad_input(psi_run("oracle explain --file " + file.string() + " --x ops/x --w ops/w --b ops/x --row 0 --col 0"),
+                   "bias");
+  expect_bad_input(psi_run("oracle explain" + ops + " --row 0 --col 0 --candidate x=3f80"), "NAME=0xBITS");
+  expect_bad_input(psi_run("oracle explain" + ops + " --probe p --row 0 --col 0"), "either --probe");
+  expect_bad_input(psi_run("oracle certify" + ops), "--y");
+  expect_bad_input(psi_run("oracle certify" + ops + " --y ops/y --rows 2:1"), "--rows");
+  expect_bad_input(psi_run("oracle certify" + ops + " --y ops/w"), "does not fit");
+  expect_bad_input(psi_run("oracle explain --file " + (scratch() / "missing.h5").string() +
+                           " --x x --w w --row 0 --col 0"),
+                   "no such file");
+}
+
+TEST(OracleExplain, H5pyFixtureEquation5) {
+  // tests/data/oracle/fixture.h5 was written by make_fixture.py with plain h5py. Element (0, 0)
+  // is eq. (5): exact 129/128, recorded bf16(bf16(257/256) + 1/256) = 1.
+  const std::string ops = " --file " + kFixture.string() + " --x x --w w --b b --y y --row 0 --col 0";
+  CliRun run = psi_run("oracle explain" + ops + " --candidate gpu=0x3f81");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_NE(run.out.find("exact      129/2^7"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("= 1.007812500000000000000000e+00"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("correctly rounded BF16  0x3f81"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("K = 8"), std::string::npos) << run.out;
+
+  run = psi_run("oracle explain --json" + ops + " --candidate gpu=0x3f81");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["exact"]["fraction"], "129/2^7");
+  EXPECT_EQ(j["correctly_rounded"]["bits"], "0x3f81");
+  EXPECT_EQ(j["candidates"][0]["name"], "recorded");
+  EXPECT_EQ(j["candidates"][0]["bits"], "0x3f80");
+  EXPECT_EQ(j["candidates"][0]["ulp_distance"], 1);
+  EXPECT_EQ(j["candidates"][0]["signed_ulps"], -1.0);
+  const auto& orders = j["candidates"][0]["orders"];
+  EXPECT_NE(std::find(orders.begin(), orders.end(), "seq+bf16-before-bias"), orders.end());
+  EXPECT_EQ(std::find(orders.begin(), orders.end(), "seq"), orders.end());
+  EXPECT_EQ(j["candidates"][1]["name"], "gpu");
+  EXPECT_EQ(j["candidates"][1]["ulp_distance"], 0);
+
+  run = psi_run("oracle certify --file " + kFixture.string() + " --x x --w w --b b --y y");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_EQ(count_after(run.out, "elements checked"), 6);
+  EXPECT_EQ(count_after(run.out, "not correctly rounded"), 1);
+  EXPECT_EQ(count_after(run.out, "seq+bf16-before-bias"), 1);
+}
