@@ -1,0 +1,46 @@
+#include "engine/model/attention_module.h"
+
+#include "engine/error.h"
+#include "engine/ops/activation.h"
+#include "engine/ops/gemm.h"
+#include "engine/ops/norm.h"
+
+namespace psi::model {
+
+Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, const Bf16Tensor& context,
+                             const ops::RopeTables* q_rope, const ops::RopeTables* k_rope,
+                             const ops::SdpaOptions& sdpa, float eps, AttentionTrace* trace) {
+  const std::int64_t H = w.heads, d = w.head_dim;
+  Bf16Tensor v = ops::linear(context, w.to_v.w, w.to_v.bias());
+  Bf16Tensor q = ops::rms_norm(ops::linear(x, w.to_q.w, w.to_q.bias()), &w.q_norm, eps);
+  Bf16Tensor k = ops::rms_norm(ops::linear(context, w.to_k.w, w.to_k.bias()), &w.k_norm, eps);
+  if (q.shape.back() != H * d)
+    throw Error("attention: q width " + std::to_string(q.shape.back()) + " for " + std::to_string(H) +
+                " heads of " + std::to_string(d));
+  if (q_rope) ops::apply_split_rope(ops::as_matrix(q), *q_rope);
+  if (k_rope) ops::apply_split_rope(ops::as_matrix(k), *k_rope);
+  Bf16Tensor a(q.shape);
+  ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, sdpa, ops::as_matrix(a));
+  if (trace) {
+    trace->q = q;
+    trace->k = k;
+    trace->v = v;
+    trace->sdpa_out = a;
+  }
+  if (w.gated()) {
+    Bf16Tensor z = ops::linear(x, w.to_gate_logits.w, w.to_gate_logits.bias());
+    ops::sigmoid(z.ptr(), z.ptr(), z.numel());
+    auto A = ops::as_matrix(a);
+    auto Z = ops::as_matrix(z);
+    for (std::int64_t r = 0; r < A.rows; ++r)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const float g = bf(2.0f * Z.at(r, h).to_float());
+        Bf16* head = A.row(r) + h * d;
+        for (std::int64_t c = 0; c < d; ++c) head[c] = bf16_rne(head[c].to_float() * g);
+      }
+  }
+  if (trace) trace->to_out_in = a;
+  return ops::linear(a, w.to_out.w, w.to_out.bias());
+}
+
+}  // namespace psi::model

@@ -1,0 +1,168 @@
+#include "engine/model/block.h"
+
+#include "engine/error.h"
+#include "engine/model/attention_module.h"
+#include "engine/ops/adaln.h"
+#include "engine/ops/ffn.h"
+#include "engine/ops/norm.h"
+
+namespace psi::model {
+
+namespace {
+
+using ops::ada_value;
+
+// A table row on its own, as a [1, D] modulation (prompt tables without a prompt timestep).
+Bf16Tensor table_row(const Bf16Tensor& table, int row) {
+  const std::int64_t D = table.dim(1);
+  Bf16Tensor out({1, D});
+  for (std::int64_t c = 0; c < D; ++c) out.data[c] = table.data[row * D + c];
+  return out;
+}
+
+Bf16Tensor ffn_forward(const FfnWeightsOwned& w, const Bf16Tensor& x, const NumericsVariant& v) {
+  ops::FfnWeights fw{&w.up.w, w.up.bias(), &w.down.w, w.down.bias()};
+  return ops::ffn(x, fw, v.ffn(w.up.w.dim(0)));
+}
+
+// Steps 1–10 of spec §3.3 for one stream: self-attention, then text cross-attention.
+struct SelfAndText {
+  Bf16Tensor o_attn1, o_attn2, x2;
+};
+
+SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
+                          const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputs& in,
+                          const NumericsVariant& v) {
+  const float eps = c.norm_eps;
+  SelfAndText r;
+  const Bf16Tensor shift_msa = ada_value(table, in.timesteps, 0);
+  const Bf16Tensor scale_msa = ada_value(table, in.timesteps, 1);
+  const Bf16Tensor gate_msa = ada_value(table, in.timesteps, 2);
+  const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps);
+  r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps);
+  const ops::PostSa ps = ops::post_sa(in.x, r.o_attn1, gate_msa, eps);
+  if (c.features.cross_attention_adaln) {
+    const Bf16Tensor shift_q = ada_value(table, in.timesteps, 6);
+    const Bf16Tensor scale_q = ada_value(table, in.timesteps, 7);
+    const Bf16Tensor gate_q = ada_value(table, in.timesteps, 8);
+    const bool has_prompt = in.prompt_timestep.numel() > 0;
+    const Bf16Tensor shift_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 0) : table_row(prompt_table, 0);
+    const Bf16Tensor scale_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 1) : table_row(prompt_table, 1);
+    const Bf16Tensor q_in = ops::modulate(ps.normed, scale_q, shift_q);
+    const Bf16Tensor c_in = ops::modulate(in.context, scale_kv, shift_kv);
+    r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps);
+    r.x2 = ops::gated_residual(ps.x, r.o_attn2, gate_q);
+  } else {
+    r.o_attn2 = attention_forward(attn2, ps.normed, in.context, nullptr, nullptr, v.sdpa(attn2.head_dim), eps);
+    r.x2 = ops::residual(ps.x, r.o_attn2);
+  }
+  return r;
+}
+
+void check_inputs(const ModelConfig& c, const BlockInputs& in) {
+  auto want = [](const Bf16Tensor& t, std::int64_t width, const char* what) {
+    if (t.shape.size() != 3 || t.dim(0) != 1 || t.dim(2) != width)
+      throw Error(std::string("block input ") + what + " is " + shape_str(t.shape) + ", expected [1, N, " +
+                  std::to_string(width) + "]");
+  };
+  const std::int64_t rows = c.features.ada_rows();
+  want(in.video.x, c.video_dim(), "video.x");
+  want(in.audio.x, c.audio_dim(), "audio.x");
+  want(in.video.context, c.cross_attention_dim, "video.context");
+  want(in.audio.context, c.audio_cross_attention_dim, "audio.context");
+  if (in.video.timesteps.shape.back() != rows * c.video_dim() || in.audio.timesteps.shape.back() != rows * c.audio_dim())
+    throw Error("block inputs: timesteps " + shape_str(in.video.timesteps.shape) + " / " +
+                shape_str(in.audio.timesteps.shape) + " do not hold " + std::to_string(rows) + " AdaLN rows");
+}
+
+}  // namespace
+
+BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions) {
+  if (video_positions.shape.size() != 4 || video_positions.dim(1) != 3)
+    throw Error("block_rope: video positions must be [1, 3, N, 2], got " + shape_str(video_positions.shape));
+  BlockRope r;
+  r.video = ops::rope_tables(video_positions, c.video_max_pos, c.video_dim(), c.video_heads, c.rope_theta);
+  r.audio = ops::rope_tables(audio_positions, c.audio_max_pos, c.audio_dim(), c.audio_heads, c.rope_theta);
+  // Cross RoPE: the time axis of each modality, width audio_cross_attention_dim, each modality's
+  // own head count (spec §4.4).
+  const std::int64_t Nv = video_positions.dim(2);
+  F32Tensor vt({1, 1, Nv, 2});
+  std::copy(video_positions.data.begin(), video_positions.data.begin() + Nv * 2, vt.data.begin());
+  const std::vector<double> cross_max{c.cross_max_pos()};
+  r.video_cross = ops::rope_tables(vt, cross_max, c.audio_cross_attention_dim, c.video_heads, c.rope_theta);
+  r.audio_cross = ops::rope_tables(audio_positions, cross_max, c.audio_cross_attention_dim, c.audio_heads, c.rope_theta);
+  return r;
+}
+
+std::vector<std::pair<std::string, const Bf16Tensor*>> BlockProbes::named() const {
+  return {{"attn1", &attn1},
+          {"attn2", &attn2},
+          {"audio_attn1", &audio_attn1},
+          {"audio_attn2", &audio_attn2},
+          {"audio_to_video_attn", &audio_to_video_attn},
+          {"video_to_audio_attn", &video_to_audio_attn},
+          {"ff", &ff},
+          {"audio_ff", &audio_ff},
+          {"video_out", &video_out},
+          {"audio_out", &audio_out}};
+}
+
+BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
+                          const NumericsVariant& v) {
+  check_inputs(c, in);
+  const float eps = c.norm_eps;
+  BlockProbes p;
+
+  // Video and audio self-attention and text cross-attention (steps 1–10).
+  SelfAndText vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table, in.video, v);
+  SelfAndText as = self_and_text(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table,
+                                 w.audio_prompt_scale_shift_table, in.audio, v);
+  p.attn1 = std::move(vs.o_attn1);
+  p.attn2 = std::move(vs.o_attn2);
+  p.audio_attn1 = std::move(as.o_attn1);
+  p.audio_attn2 = std::move(as.o_attn2);
+  const Bf16Tensor& vx_pre = vs.x2;  // both directions read the pre-A/V snapshots
+  const Bf16Tensor& ax_pre = as.x2;
+  const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
+  const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;
+
+  // A2V (step 11): video queries, audio keys/values. A/V tables list scale before shift.
+  Bf16Tensor vx3;
+  {
+    const Bf16Tensor q_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 0),
+                                          ada_value(tv, in.video.cross_scale_shift_timestep, 1), eps);
+    const Bf16Tensor kv_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 0),
+                                           ada_value(ta, in.audio.cross_scale_shift_timestep, 1), eps);
+    p.audio_to_video_attn = attention_forward(w.audio_to_video_attn, q_in, kv_in, &in.video.cross_pe,
+                                              &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps);
+    vx3 = ops::gated_residual(vx_pre, p.audio_to_video_attn, ada_value(tv, 4, in.video.cross_gate_timestep, 0));
+  }
+  // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
+  Bf16Tensor ax3;
+  {
+    const Bf16Tensor q_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 2),
+                                          ada_value(ta, in.audio.cross_scale_shift_timestep, 3), eps);
+    const Bf16Tensor kv_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 2),
+                                           ada_value(tv, in.video.cross_scale_shift_timestep, 3), eps);
+    p.video_to_audio_attn = attention_forward(w.video_to_audio_attn, q_in, kv_in, &in.audio.cross_pe,
+                                              &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps);
+    ax3 = ops::gated_residual(ax_pre, p.video_to_audio_attn, ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
+  }
+
+  // Feed-forwards (steps 13–14).
+  {
+    const Bf16Tensor& t = w.scale_shift_table;
+    const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, 4), ada_value(t, in.video.timesteps, 3), eps);
+    p.ff = ffn_forward(w.ff, h, v);
+    p.video_out = ops::gated_residual(vx3, p.ff, ada_value(t, in.video.timesteps, 5));
+  }
+  {
+    const Bf16Tensor& t = w.audio_scale_shift_table;
+    const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, 4), ada_value(t, in.audio.timesteps, 3), eps);
+    p.audio_ff = ffn_forward(w.audio_ff, h, v);
+    p.audio_out = ops::gated_residual(ax3, p.audio_ff, ada_value(t, in.audio.timesteps, 5));
+  }
+  return p;
+}
+
+}  // namespace psi::model

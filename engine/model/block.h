@@ -1,0 +1,49 @@
+#pragma once
+// The LTX-2.x audio-video transformer block on the CPU (spec §3.3), batch 1, for one numerics
+// variant. Produces the ten probes of spec §8.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/model/config.h"
+#include "engine/model/variant.h"
+#include "engine/model/weights.h"
+#include "engine/ops/rope.h"
+
+namespace psi::model {
+
+// One modality's block inputs (spec §3.1). AdaLN timestep tensors are [1, 1 or N, k·D]; a single
+// row is broadcast over tokens.
+struct StreamInputs {
+  Bf16Tensor x;                           // [1, N, D]
+  Bf16Tensor timesteps;                   // [1, 1|N, rows·D]
+  Bf16Tensor context;                     // [1, L, ctx width]
+  Bf16Tensor prompt_timestep;             // [1, 1, 2·D]; empty: the prompt table alone (or no CA-AdaLN)
+  ops::RopeTables pe;                     // self RoPE, [1, H, N, d/2]
+  ops::RopeTables cross_pe;               // A/V cross RoPE, [1, H, N, av_d/2]
+  Bf16Tensor cross_scale_shift_timestep;  // [1, 1|N, 4·D]
+  Bf16Tensor cross_gate_timestep;         // [1, 1, D]
+};
+
+struct BlockInputs {
+  StreamInputs video, audio;
+};
+
+// The four RoPE tables of a block from token positions ([1, 3, Nv, 2] and [1, 1, Na, 2]).
+struct BlockRope {
+  ops::RopeTables video, audio, video_cross, audio_cross;
+};
+BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions);
+
+// The ten probes (spec §8), named as in the recordings.
+struct BlockProbes {
+  Bf16Tensor attn1, attn2, audio_attn1, audio_attn2, audio_to_video_attn, video_to_audio_attn;
+  Bf16Tensor ff, audio_ff, video_out, audio_out;
+  // (recording dataset name, spec probe name, tensor) in spec order.
+  std::vector<std::pair<std::string, const Bf16Tensor*>> named() const;
+};
+
+BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
+                          const NumericsVariant& v);
+
+}  // namespace psi::model

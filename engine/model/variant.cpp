@@ -1,0 +1,74 @@
+#include "engine/model/variant.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+
+namespace psi::model {
+
+namespace {
+
+std::vector<NumericsVariant> make_variants() {
+  NumericsVariant dense;
+  dense.name = "dense";
+  dense.summary = "official operator order and BF16 write boundaries on whole tensors, MATH attention";
+
+  NumericsVariant baseline;
+  baseline.name = "baseline";
+  baseline.summary = "paper's baseline PSI: online attention with BF16 P, 1024-channel FFN tiles, "
+                     "FFN up-projection written BF16 before its bias";
+  baseline.attention = ops::SoftmaxForm::online;
+  baseline.p_bf16_narrow_heads = true;
+  baseline.p_bf16_wide_heads = true;
+  baseline.ffn_schedule = ops::FfnSchedule::reuse;
+  baseline.ffn_up_bias = ops::BiasRule::after_bf16;
+
+  NumericsVariant modified;
+  modified.name = "modified";
+  modified.summary = "paper's modified PSI: FFN up-projection bias in float32 before one BF16 write, "
+                     "float32 P for 64-dim heads";
+  modified.attention = ops::SoftmaxForm::online;
+  modified.p_bf16_narrow_heads = false;
+  modified.p_bf16_wide_heads = true;
+  modified.ffn_schedule = ops::FfnSchedule::reuse;
+  modified.ffn_up_bias = ops::BiasRule::fused_f32;
+
+  return {dense, baseline, modified};
+}
+
+const std::vector<NumericsVariant>& variants() {
+  static const std::vector<NumericsVariant> v = make_variants();
+  return v;
+}
+
+}  // namespace
+
+ops::SdpaOptions NumericsVariant::sdpa(std::int64_t head_dim) const {
+  ops::SdpaOptions o;
+  o.form = attention;
+  o.key_tile = key_tile;
+  o.p_bf16 = head_dim <= 64 ? p_bf16_narrow_heads : p_bf16_wide_heads;
+  return o;
+}
+
+ops::FfnOptions NumericsVariant::ffn(std::int64_t hidden) const {
+  ops::FfnOptions o;
+  o.schedule = ffn_schedule;
+  o.up_bias = ffn_up_bias;
+  o.hidden_tile = std::min(ffn_hidden_tile, hidden);
+  return o;
+}
+
+const NumericsVariant& numerics_variant(std::string_view name) {
+  for (const auto& v : variants())
+    if (v.name == name) return v;
+  throw Error("unknown numerics variant '" + std::string(name) + "' (known: dense, baseline, modified)");
+}
+
+std::vector<std::string> numerics_variant_names() {
+  std::vector<std::string> n;
+  for (const auto& v : variants()) n.push_back(v.name);
+  return n;
+}
+
+}  // namespace psi::model

@@ -1,0 +1,50 @@
+#pragma once
+// Numerics variants: the write-boundary and partitioning choices that distinguish the dense
+// reference from the PSI forms, in one struct. Everything not listed here is the official
+// operator order and BF16 write boundaries of the spec (§3, §9) in every variant.
+//
+// | variant  | attention                         | P before P·V            | FFN                          | FFN up-projection bias   |
+// |----------|-----------------------------------|-------------------------|------------------------------|--------------------------|
+// | dense    | MATH (whole score matrix)         | float32, normalized     | whole tensors                | bf(acc + b)  (official)  |
+// | baseline | online softmax, 128-key tiles     | BF16 (all heads)        | 1,024-channel tiles, reuse   | bf(bf(acc) + b)          |
+// | modified | online softmax, 128-key tiles     | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) |
+//
+// dense is psi's stand-in for the official MATH path; baseline is the paper's baseline PSI
+// (the biased up-projection written BF16 before its bias is added, then GELU written BF16;
+// FlashAttention-style BF16 numerator weights); modified is the paper's modified PSI (the audio
+// FFN bias added in float32 before the single BF16 write; float32 online accumulation for the
+// 64-dimensional audio and A/V heads). The FFN tiles are bitwise neutral (ffn.h), so dense and
+// modified FFNs agree bit for bit.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/ops/attention.h"
+#include "engine/ops/ffn.h"
+#include "engine/ops/gemm.h"
+
+namespace psi::model {
+
+struct NumericsVariant {
+  std::string name;
+  std::string summary;
+  ops::SoftmaxForm attention = ops::SoftmaxForm::math;
+  std::int64_t key_tile = 128;          // online attention only
+  bool p_bf16_narrow_heads = true;      // online: P rounded to BF16 for heads of <= 64 channels
+  bool p_bf16_wide_heads = true;        // online: P rounded to BF16 for wider heads (128)
+  ops::FfnSchedule ffn_schedule = ops::FfnSchedule::dense;
+  std::int64_t ffn_hidden_tile = 1024;  // min(this, hidden) for small models
+  ops::BiasRule ffn_up_bias = ops::BiasRule::fused_f32;  // every FFN up-projection that has a bias
+
+  // The attention kernel options for heads of width head_dim.
+  ops::SdpaOptions sdpa(std::int64_t head_dim) const;
+  // The FFN options for a hidden width.
+  ops::FfnOptions ffn(std::int64_t hidden) const;
+};
+
+// "dense", "baseline", "modified"; an unknown name is a psi::Error.
+const NumericsVariant& numerics_variant(std::string_view name);
+std::vector<std::string> numerics_variant_names();
+
+}  // namespace psi::model

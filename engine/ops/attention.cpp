@@ -1,0 +1,166 @@
+#include "engine/ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/ops/gemm.h"
+#include "engine/ops/parallel.h"
+#include "engine/ops/reduce.h"
+
+namespace psi::ops {
+
+namespace {
+
+typedef float V8 __attribute__((vector_size(32)));
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr std::int64_t kQueryRowsPerTask = 16;
+
+// Σ a[c]·b[c] over c < n in the reduce.h order (n ≤ kChunk here: one chunk, eight strided
+// lanes, the lane tree, added to +0), vectorized as one V8 of lanes. n is a multiple of 8.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+float dot_ordered(const float* a, const float* b, std::int64_t n) {
+  V8 acc = {};
+  for (std::int64_t c = 0; c < n; c += kLanes) {
+    V8 x, y;
+    std::memcpy(&x, a + c, sizeof x);
+    std::memcpy(&y, b + c, sizeof y);
+    const V8 prod = x * y;
+    acc = acc + prod;
+  }
+  float lanes[kLanes];
+  std::memcpy(lanes, &acc, sizeof lanes);
+  return 0.0f + lane_tree(lanes);
+}
+
+// o[c] += p·v[c], one float32 product and one float32 sum per channel.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void axpy(float p, const float* v, float* o, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) {
+    const float t = p * v[c];
+    o[c] = o[c] + t;
+  }
+}
+
+struct HeadData {
+  std::vector<float> q, k, v;  // [Nq, d], [Nk, d], [Nk, d] float32; q and k scaled (MATH factor)
+};
+
+void widen_head(CBf16Mat src, std::int64_t h, std::int64_t d, float factor, bool scale,
+                std::vector<float>& dst) {
+  dst.resize(src.rows * d);
+  for (std::int64_t r = 0; r < src.rows; ++r) {
+    const Bf16* s = src.row(r) + h * d;
+    float* o = dst.data() + r * d;
+    for (std::int64_t c = 0; c < d; ++c) o[c] = scale ? s[c].to_float() * factor : s[c].to_float();
+  }
+}
+
+void math_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_t d,
+               const float* mask, Bf16Mat out_head) {
+  std::vector<float> S(Nq * Nk, 0.0f);
+  gemm_accumulate(CF32Mat{hd.q.data(), Nq, d, d}, CF32Mat{hd.k.data(), Nk, d, d}, F32Mat{S.data(), Nq, Nk, Nk});
+  parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t t) {
+    for (std::int64_t i = t * kQueryRowsPerTask; i < std::min(Nq, (t + 1) * kQueryRowsPerTask); ++i) {
+      float* s = S.data() + i * Nk;
+      if (mask)
+        for (std::int64_t j = 0; j < Nk; ++j) s[j] = s[j] + mask[i * Nk + j];
+      float m = kNegInf;
+      for (std::int64_t j = 0; j < Nk; ++j) m = std::max(m, s[j]);
+      if (m == kNegInf) {  // safe softmax: a fully masked row attends to nothing
+        std::fill(s, s + Nk, 0.0f);
+        continue;
+      }
+      for (std::int64_t j = 0; j < Nk; ++j) s[j] = std::exp(s[j] - m);
+      const float l = ordered_sum(Nk, [&](std::int64_t j) { return s[j]; });
+      for (std::int64_t j = 0; j < Nk; ++j) s[j] = s[j] / l;
+    }
+  });
+  // P·V as [Nq, Nk] x ([d, Nk])ᵀ: V transposed so that keys are the reduced axis.
+  std::vector<float> vt(d * Nk);
+  for (std::int64_t j = 0; j < Nk; ++j)
+    for (std::int64_t c = 0; c < d; ++c) vt[c * Nk + j] = hd.v[j * d + c];
+  std::vector<float> O(Nq * d, 0.0f);
+  gemm_accumulate(CF32Mat{S.data(), Nq, Nk, Nk}, CF32Mat{vt.data(), d, Nk, Nk}, F32Mat{O.data(), Nq, d, d});
+  for (std::int64_t i = 0; i < Nq; ++i)
+    for (std::int64_t c = 0; c < d; ++c) out_head.at(i, c) = bf16_rne(O[i * d + c]);
+}
+
+void online_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_t d,
+                 const SdpaOptions& opt, Bf16Mat out_head) {
+  const std::int64_t T = opt.key_tile;
+  parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t task) {
+    std::vector<float> s(T), o(d);
+    for (std::int64_t i = task * kQueryRowsPerTask; i < std::min(Nq, (task + 1) * kQueryRowsPerTask); ++i) {
+      const float* qi = hd.q.data() + i * d;
+      float m = kNegInf, l = 0.0f;
+      std::fill(o.begin(), o.end(), 0.0f);
+      for (std::int64_t j0 = 0; j0 < Nk; j0 += T) {
+        const std::int64_t nt = std::min(T, Nk - j0);
+        float tile_max = kNegInf;
+        for (std::int64_t j = 0; j < nt; ++j) {
+          float sj = dot_ordered(qi, hd.k.data() + (j0 + j) * d, d);
+          if (opt.mask) sj = sj + opt.mask[i * Nk + j0 + j];
+          s[j] = sj;
+          tile_max = std::max(tile_max, sj);
+        }
+        const float m_new = std::max(m, tile_max);
+        if (m_new == kNegInf) continue;  // every key so far is masked
+        const float alpha = std::exp(m - m_new);
+        for (std::int64_t j = 0; j < nt; ++j) s[j] = std::exp(s[j] - m_new);
+        const float tile_sum = ordered_sum(nt, [&](std::int64_t j) { return s[j]; });
+        l = l * alpha + tile_sum;
+        if (alpha != 1.0f)
+          for (std::int64_t c = 0; c < d; ++c) o[c] = o[c] * alpha;
+        for (std::int64_t j = 0; j < nt; ++j) {
+          const float pj = opt.p_bf16 ? bf(s[j]) : s[j];
+          axpy(pj, hd.v.data() + (j0 + j) * d, o.data(), d);
+        }
+        m = m_new;
+      }
+      Bf16* out = out_head.row(i);
+      for (std::int64_t c = 0; c < d; ++c) out[c] = l == 0.0f ? Bf16{} : bf16_rne(o[c] / l);
+    }
+  });
+}
+
+}  // namespace
+
+float sdpa_qk_factor(std::int64_t head_dim) {
+  return float(std::sqrt(1.0 / std::sqrt(double(head_dim))));
+}
+
+void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
+          Bf16Mat out) {
+  if (heads <= 0 || q.cols % heads != 0)
+    throw Error("sdpa: width " + std::to_string(q.cols) + " does not split into " + std::to_string(heads) + " heads");
+  const std::int64_t d = q.cols / heads, Nq = q.rows, Nk = k.rows;
+  if (k.cols != q.cols || v.cols != q.cols || v.rows != Nk)
+    throw Error("sdpa: q is " + std::to_string(Nq) + "x" + std::to_string(q.cols) + ", k " +
+                std::to_string(Nk) + "x" + std::to_string(k.cols) + ", v " + std::to_string(v.rows) +
+                "x" + std::to_string(v.cols));
+  if (out.rows != Nq || out.cols != q.cols)
+    throw Error("sdpa: output is " + std::to_string(out.rows) + "x" + std::to_string(out.cols));
+  if (d % kLanes != 0 || d > kChunk)
+    throw Error("sdpa: head width " + std::to_string(d) + " must be a multiple of 8 and at most 1024");
+  if (opt.form == SoftmaxForm::online && opt.key_tile <= 0)
+    throw Error("sdpa: key tile " + std::to_string(opt.key_tile) + " must be positive");
+  const float factor = sdpa_qk_factor(d);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    HeadData hd;
+    widen_head(q, h, d, factor, true, hd.q);
+    widen_head(k, h, d, factor, true, hd.k);
+    widen_head(v, h, d, factor, false, hd.v);
+    Bf16Mat out_head = out.block(0, Nq, h * d, d);
+    if (opt.form == SoftmaxForm::math)
+      math_head(hd, Nq, Nk, d, opt.mask, out_head);
+    else
+      online_head(hd, Nq, Nk, d, opt, out_head);
+  }
+}
+
+}  // namespace psi::ops

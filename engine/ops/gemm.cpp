@@ -1,0 +1,192 @@
+#include "engine/ops/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/ops/parallel.h"
+#include "engine/ops/reduce.h"
+
+namespace psi::ops {
+
+namespace {
+
+// Eight float lanes as one value: GCC lowers it to whatever vector unit the target has, always
+// lane by lane, so the arithmetic is the same on every x86-64 level.
+typedef float V8 __attribute__((vector_size(32)));
+static_assert(kLanes == 8);
+
+constexpr int kMr = 4;              // register block: kMr rows of A ...
+constexpr int kNr = 4;              // ... times kNr rows of W
+constexpr std::int64_t kMb = 64;    // task block of A rows
+constexpr std::int64_t kNb = 64;    // task block of W rows
+
+inline float widen(Bf16 v) { return v.to_float(); }
+inline float widen(float v) { return v; }
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
+// Copies rows [r0, r0+nr) and columns [k0, k0+kc) of src into a zero-padded float32 panel of
+// nr_pad rows of kc_pad floats. Padding adds +0 products, which change no lane sum (lanes
+// start at +0, and x + 0 = x for every x reachable from +0).
+template <class T>
+void load_panel(Matrix<const T> src, std::int64_t r0, std::int64_t nr, std::int64_t k0,
+                std::int64_t kc, std::int64_t nr_pad, std::int64_t kc_pad, float* dst) {
+  for (std::int64_t i = 0; i < nr_pad; ++i) {
+    float* d = dst + i * kc_pad;
+    if (i < nr) {
+      const T* s = src.row(r0 + i) + k0;
+      for (std::int64_t k = 0; k < kc; ++k) d[k] = widen(s[k]);
+      for (std::int64_t k = kc; k < kc_pad; ++k) d[k] = 0.0f;
+    } else {
+      std::fill(d, d + kc_pad, 0.0f);
+    }
+  }
+}
+
+// One chunk of the product for an (mr x nr) block of padded panels: P[i][j] = lane_tree of the
+// eight strided lane sums of A_i · W_j over kc_pad (a multiple of 8). Cloned per ISA level for
+// speed only; every clone performs the same float operations in the same order.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void chunk_kernel(const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mr,
+                  std::int64_t nr, float* P, std::int64_t ldp) {
+  for (std::int64_t m = 0; m < mr; m += kMr) {
+    for (std::int64_t n = 0; n < nr; n += kNr) {
+      V8 acc[kMr][kNr] = {};
+      const float* a = Ap + m * kc_pad;
+      const float* w = Wp + n * kc_pad;
+      for (std::int64_t k = 0; k < kc_pad; k += kLanes) {
+        V8 av[kMr], wv[kNr];
+        for (int i = 0; i < kMr; ++i) std::memcpy(&av[i], a + i * kc_pad + k, sizeof(V8));
+        for (int j = 0; j < kNr; ++j) std::memcpy(&wv[j], w + j * kc_pad + k, sizeof(V8));
+        for (int i = 0; i < kMr; ++i)
+          for (int j = 0; j < kNr; ++j) {
+            const V8 prod = av[i] * wv[j];
+            acc[i][j] = acc[i][j] + prod;
+          }
+      }
+      for (int i = 0; i < kMr; ++i)
+        for (int j = 0; j < kNr; ++j) {
+          float lanes[kLanes];
+          std::memcpy(lanes, &acc[i][j], sizeof lanes);
+          P[(m + i) * ldp + n + j] = lane_tree(lanes);
+        }
+    }
+  }
+}
+
+// Runs the ordered product block by block. For each (A rows, W rows) block, `begin` fills the
+// block's float32 accumulator (kMb x kNb, row stride kNb), chunk results are added to it in
+// order, and `end` consumes it. Blocks are independent, so they run in parallel.
+template <class TA, class TW, class Begin, class End>
+void ordered_product(Matrix<const TA> A, Matrix<const TW> W, Begin&& begin, End&& end) {
+  const std::int64_t M = A.rows, N = W.rows, K = A.cols;
+  if (W.cols != K)
+    throw Error("gemm: inner sizes differ (A has " + std::to_string(K) + " columns, W has " +
+                std::to_string(W.cols) + ")");
+  if (M == 0 || N == 0) return;
+  const std::int64_t mblocks = (M + kMb - 1) / kMb, nblocks = (N + kNb - 1) / kNb;
+  parallel_for(mblocks * nblocks, [&](std::int64_t task) {
+    const std::int64_t m0 = (task / nblocks) * kMb, n0 = (task % nblocks) * kNb;
+    const std::int64_t mb = std::min(kMb, M - m0), nb = std::min(kNb, N - n0);
+    const std::int64_t mb_pad = round_up(mb, kMr), nb_pad = round_up(nb, kNr);
+    const std::int64_t kc_max = round_up(std::min(kChunk, std::max<std::int64_t>(K, 1)), kLanes);
+    std::vector<float> Ap(mb_pad * kc_max), Wp(nb_pad * kc_max), P(kMb * kNb), acc(kMb * kNb);
+    begin(m0, mb, n0, nb, acc.data());
+    for (std::int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const std::int64_t kc = std::min(kChunk, K - k0), kc_pad = round_up(kc, kLanes);
+      load_panel(A, m0, mb, k0, kc, mb_pad, kc_pad, Ap.data());
+      load_panel(W, n0, nb, k0, kc, nb_pad, kc_pad, Wp.data());
+      chunk_kernel(Ap.data(), Wp.data(), kc_pad, mb_pad, nb_pad, P.data(), kNb);
+      for (std::int64_t i = 0; i < mb; ++i)
+        for (std::int64_t j = 0; j < nb; ++j) acc[i * kNb + j] = acc[i * kNb + j] + P[i * kNb + j];
+    }
+    end(m0, mb, n0, nb, acc.data());
+  });
+}
+
+template <class TA, class TW>
+void gemm_accumulate_impl(Matrix<const TA> A, Matrix<const TW> W, F32Mat C) {
+  if (C.rows != A.rows || C.cols != W.rows)
+    throw Error("gemm: output is " + std::to_string(C.rows) + "x" + std::to_string(C.cols) +
+                ", product is " + std::to_string(A.rows) + "x" + std::to_string(W.rows));
+  ordered_product(
+      A, W,
+      [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb, float* acc) {
+        for (std::int64_t i = 0; i < mb; ++i)
+          for (std::int64_t j = 0; j < nb; ++j) acc[i * kNb + j] = C.at(m0 + i, n0 + j);
+      },
+      [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb, const float* acc) {
+        for (std::int64_t i = 0; i < mb; ++i)
+          for (std::int64_t j = 0; j < nb; ++j) C.at(m0 + i, n0 + j) = acc[i * kNb + j];
+      });
+}
+
+void zero_block(std::int64_t, std::int64_t mb, std::int64_t, std::int64_t nb, float* acc) {
+  for (std::int64_t i = 0; i < mb; ++i) std::fill(acc + i * kNb, acc + i * kNb + nb, 0.0f);
+}
+
+void check_linear(CBf16Mat x, CBf16Mat W, std::int64_t y_rows, std::int64_t y_cols) {
+  if (x.cols != W.cols)
+    throw Error("linear: input width " + std::to_string(x.cols) + " but weight is [" +
+                std::to_string(W.rows) + ", " + std::to_string(W.cols) + "]");
+  if (y_rows != x.rows || y_cols != W.rows)
+    throw Error("linear: output is " + std::to_string(y_rows) + "x" + std::to_string(y_cols) +
+                ", expected " + std::to_string(x.rows) + "x" + std::to_string(W.rows));
+}
+
+}  // namespace
+
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
+void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
+
+void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out, std::int64_t n) {
+  if (!bias) {
+    for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_rne(acc[j]);
+    return;
+  }
+  if (rule == BiasRule::fused_f32) {
+    for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_rne(acc[j] + bias[j].to_float());
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_rne(bf(acc[j]) + bias[j].to_float());
+  }
+}
+
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
+  check_linear(x, W, y.rows, y.cols);
+  ordered_product(x, W, zero_block,
+                  [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb,
+                      const float* acc) {
+                    for (std::int64_t i = 0; i < mb; ++i)
+                      finish_linear(acc + i * kNb, bias ? bias + n0 : nullptr, rule,
+                                    y.row(m0 + i) + n0, nb);
+                  });
+}
+
+void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y) {
+  check_linear(x, W, y.rows, y.cols);
+  ordered_product(x, W, zero_block,
+                  [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb,
+                      const float* acc) {
+                    for (std::int64_t i = 0; i < mb; ++i)
+                      for (std::int64_t j = 0; j < nb; ++j)
+                        y.at(m0 + i, n0 + j) =
+                            bias ? acc[i * kNb + j] + bias[n0 + j].to_float() : acc[i * kNb + j];
+                  });
+}
+
+Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b, BiasRule rule) {
+  if (W.shape.size() != 2) throw Error("linear: weight must be 2-D, got " + shape_str(W.shape));
+  if (b && b->numel() != W.dim(0))
+    throw Error("linear: bias has " + std::to_string(b->numel()) + " values for " +
+                std::to_string(W.dim(0)) + " outputs");
+  Shape out_shape = x.shape;
+  out_shape.back() = W.dim(0);
+  Bf16Tensor y(out_shape);
+  linear(as_matrix(x), as_matrix(W), b ? b->ptr() : nullptr, rule, as_matrix(y));
+  return y;
+}
+
+}  // namespace psi::ops

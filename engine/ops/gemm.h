@@ -1,0 +1,41 @@
+#pragma once
+// GEMM and Linear on the CPU: y = x · Wᵀ (+ b), W stored [out, in] as in PyTorch.
+//
+// Reduction order (reduce.h): every output y[m][n] is the float32 sum over k of
+// f32(x[m][k]) · f32(W[n][k]) — each product rounded to float32 once (exact for BF16
+// operands), no FMA — taken in 1,024-wide K chunks from k = 0, eight strided lanes per chunk,
+// the fixed lane tree, and chunk results added in order to the output's running float32
+// value. The order depends only on K: not on the tile sizes, the vector width or the thread
+// count. A product over K split at multiples of 1,024 (gemm_accumulate on each K slice, in
+// order, into the same float32 accumulator) is therefore bitwise equal to the whole product.
+#include <cstdint>
+
+#include "engine/ops/matrix.h"
+#include "engine/tensor.h"
+
+namespace psi::ops {
+
+// C[m][n] += Σ_k A[m][k]·W[n][k] in the order above (K chunks start at A/W column 0).
+// A is [M, K], W is [N, K], C is [M, N]; element types are BF16 or float32 (widened exactly).
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
+void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C);
+
+// Where the bias enters a BF16 Linear output (PyTorch's fused epilogue is fused_f32).
+enum class BiasRule {
+  fused_f32,   // bf(acc + b): one BF16 write (official cuBLAS epilogue)
+  after_bf16,  // bf(bf(acc) + b): the product is written BF16, then the bias is added
+};
+
+// y = x·Wᵀ + b with BF16 output. bias may be null (then both rules give bf(acc)).
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
+// y = acc + b in float32 (no BF16 write); bias may be null.
+void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y);
+
+// Tensor conveniences: x [..., K], W [N, K], b [N] or null -> [..., N].
+Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
+                  BiasRule rule = BiasRule::fused_f32);
+
+// The output rule alone, for callers that accumulated themselves (tiled down-projections).
+void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out, std::int64_t n);
+
+}  // namespace psi::ops

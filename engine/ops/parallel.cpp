@@ -1,0 +1,66 @@
+#include "engine/ops/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace psi::ops {
+
+namespace {
+std::atomic<int> g_override{0};
+
+int default_threads() {
+  if (const char* s = std::getenv("PSI_THREADS")) {
+    int n = std::atoi(s);
+    if (n >= 1) return n;
+  }
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+}  // namespace
+
+int thread_count() {
+  int o = g_override.load();
+  if (o >= 1) return o;
+  static const int n = default_threads();
+  return n;
+}
+
+void set_thread_count(int n) { g_override.store(std::max(0, n)); }
+
+void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task) {
+  if (n <= 0) return;
+  const int threads = int(std::min<std::int64_t>(thread_count(), n));
+  if (threads <= 1) {
+    for (std::int64_t i = 0; i < n; ++i) task(i);
+    return;
+  }
+  // Dynamic hand-out keeps uneven tasks balanced; outputs do not depend on who runs what.
+  std::atomic<std::int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (;;) {
+      std::int64_t i = next.fetch_add(1);
+      if (i >= n) return;
+      try {
+        task(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next.store(n);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace psi::ops

@@ -1,0 +1,18 @@
+#pragma once
+// Thread fan-out for the CPU operators. Work is split into independent tasks, each of which
+// computes a fixed set of outputs in a fixed order, so results never depend on the thread
+// count or on which thread ran which task.
+#include <cstdint>
+#include <functional>
+
+namespace psi::ops {
+
+// Threads used by parallel_for: PSI_THREADS if set (>= 1), else the hardware concurrency.
+int thread_count();
+// Overrides thread_count() for this process (0 restores the default); for tests and benches.
+void set_thread_count(int n);
+
+// Runs task(i) for every i in [0, n). Tasks must not write shared outputs.
+void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task);
+
+}  // namespace psi::ops

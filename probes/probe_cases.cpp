@@ -1,0 +1,166 @@
+#include "probes/probe_cases.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+#include "probes/probe_internal.h"
+#include "psi_version.h"
+#include "reports/h5.h"
+
+namespace psi::probes {
+
+using detail::CaseContext;
+
+const std::vector<ProbeCase>& probe_cases() {
+  static const std::vector<ProbeCase> cases = {
+      {"audio-ff-up", "probes_linear.h5", "", "probe_audio_ff_up",
+       "audio FFN up-projection (Linear 2048->8192 with bias) and tanh-GELU on 126 tokens"},
+      {"video-q-proj", "probes_linear.h5", "", "probe_video_q_proj",
+       "video self-attention to_q (Linear 4096->4096 with bias) on 256 tokens"},
+      {"audio-self-attn", "probe_attn_traj.h5", "", "probe_audio_self_attn",
+       "audio self-attention module (32 heads x 64, gated, RoPE) on 126 tokens"},
+      {"block-small", "block_small.h5", "", "block_small", "one AV block, video 512 / audio 256, profile ltx25"},
+      {"block-small-alt", "block_small_alt.h5", "", "block_small_alt", "block-small under profile ltx2"},
+      {"block-small-ctx1024", "block_small_ctx1024.h5", "", "block_small_ctx1024",
+       "block-small with 1,024-row text contexts"},
+      {"block-full", "block_full_math.h5", "block_full_flash.h5", "block_full_first",
+       "the full-size first block (4,928 video tokens; video probes rows 0-255 stored)"},
+      {"block-full-ctx1024", "block_full_ctx1024.h5", "", "block_full_ctx1024",
+       "the full-size first block with 1,024-row text contexts (MATH only)"},
+  };
+  return cases;
+}
+
+const ProbeCase& probe_case(std::string_view name) {
+  for (const auto& c : probe_cases())
+    if (c.name == name) return c;
+  std::string known;
+  for (const auto& c : probe_cases()) known += (known.empty() ? "" : ", ") + c.name;
+  throw Error("unknown probe case '" + std::string(name) + "' (known: " + known + ")");
+}
+
+std::filesystem::path shared_dir() {
+  if (const char* s = std::getenv("PSI_SHARED"); s && *s) return s;
+  return PSI_SHARED_DIR_DEFAULT;
+}
+
+ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
+  const ProbeCase& pc = probe_case(case_name);
+  const auto t0 = std::chrono::steady_clock::now();
+  ProbeReport report;
+  report.case_name = pc.name;
+  report.group = pc.group;
+  report.file = opt.reference.empty() ? shared_dir() / "reference" / pc.default_file : opt.reference;
+  if (!opt.flash_reference.empty())
+    report.flash_file = opt.flash_reference;
+  else if (opt.reference.empty() && !pc.flash_default_file.empty())
+    report.flash_file = shared_dir() / "reference" / pc.flash_default_file;
+
+  Recording rec(report.file, pc.group);
+  report.seed = rec.seed();
+  std::optional<Recording> flash;
+  if (!report.flash_file.empty()) {
+    flash.emplace(report.flash_file, pc.group);
+    if (flash->seed() != rec.seed())
+      throw Error(report.flash_file.string() + ": seed " + std::to_string(flash->seed()) + " but " +
+                  report.file.string() + " has " + std::to_string(rec.seed()));
+  }
+  CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}};
+  const auto names = opt.variants.empty() ? model::numerics_variant_names() : opt.variants;
+  for (const auto& n : names) ctx.variants.push_back(&model::numerics_variant(n));
+
+  if (pc.name == "audio-ff-up" || pc.name == "video-q-proj")
+    detail::run_linear_case(ctx, pc.name);
+  else if (pc.name == "audio-self-attn")
+    detail::run_attention_case(ctx);
+  else
+    detail::run_block_case(ctx);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out) {
+  h5::File f = h5::File::create(out);
+  f.set_attrs("/", {{"psi_version", std::string(PSI_VERSION)},
+                    {"psi_git_revision", std::string(PSI_GIT_REVISION)},
+                    {"experiment", "probe " + r.case_name},
+                    {"reference_file", r.file.string()},
+                    {"reference_group", r.group},
+                    {"backend", std::string("cpu")},
+                    {"seed", std::int64_t(r.seed)}});
+  for (const auto& [variant, tensors] : r.outputs) {
+    const std::string& summary = model::numerics_variant(variant).summary;
+    f.ensure_group("/" + r.group + "/" + variant);
+    f.set_attr("/" + r.group + "/" + variant, "summary", summary);
+    for (const auto& [name, t] : tensors)
+      f.write_bf16("/" + r.group + "/" + variant + "/" + name, t,
+                   {{"full_shape", shape_str(t.shape)},
+                    {"stored", std::string("full")},
+                    {"sha256_full", sha256_hex(t)},
+                    {"variant", variant}});
+  }
+  f.commit();
+}
+
+namespace detail {
+
+std::vector<model::WeightSpec> recorded_weights(Recording& rec) {
+  const std::string where = rec.path().string() + ":" + rec.abs("weights_json");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(rec.file().read_text(rec.abs("weights_json")));
+  } catch (const nlohmann::json::exception&) {
+    throw Error(where + ": not valid JSON");
+  }
+  std::vector<model::WeightSpec> out;
+  for (const auto& e : j) {
+    model::WeightSpec s;
+    s.name = e.at("name").get<std::string>();
+    for (const auto& d : e.at("shape")) s.shape.push_back(d.get<std::int64_t>());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
+                      const std::vector<std::string>& backends) {
+  for (const auto& [name, ours] : outputs) {
+    // "<dataset>.<how>" is another computation of the recorded <dataset>.
+    const std::string dataset = name.substr(0, name.find('.'));
+    for (const auto& b : backends) {
+      const std::string rel = b.empty() ? dataset : b + "/" + dataset;
+      Recording* src = &ctx.rec;
+      if (!src->has(rel) && ctx.flash && ctx.flash->has(rel)) src = ctx.flash;
+      if (!src->has(rel)) continue;
+      StoredTensor st = src->stored_bf16(rel);
+      if (st.full_shape != ours.shape)
+        throw Error(src->path().string() + ":" + src->abs(rel) + ": recorded shape " + shape_str(st.full_shape) +
+                    ", psi computed " + shape_str(ours.shape));
+      TensorResult r;
+      r.variant = variant;
+      r.tensor = name;
+      r.backend = b.empty() ? "official" : b;
+      if (st.full) {
+        r.rows = "all";
+        r.distance = distance(ours.span(), st.data.span());
+      } else if (st.row_count > 0) {
+        const std::int64_t inner = ours.numel() / (ours.dim(0) * ours.dim(1));
+        r.rows = "rows " + std::to_string(st.first_row) + "-" + std::to_string(st.first_row + st.row_count - 1) +
+                 " of " + std::to_string(ours.dim(1));
+        r.distance = distance(std::span<const Bf16>(ours.ptr() + st.first_row * inner, st.row_count * inner),
+                              st.data.span());
+      } else {
+        r.rows = "sha256 only";
+      }
+      if (!st.full && !st.sha256_full.empty()) r.full_sha_equal = sha256_hex(ours) == st.sha256_full;
+      ctx.report.results.push_back(std::move(r));
+    }
+  }
+  ctx.report.outputs.emplace_back(variant, std::move(outputs));
+}
+
+}  // namespace detail
+
+}  // namespace psi::probes

@@ -1,0 +1,74 @@
+#pragma once
+// `psi probe` cases: one recorded official computation, re-run by psi on the recorded inputs
+// through each numerics variant and compared tensor by tensor with the recording (MATH, and
+// FLASH where recorded).
+//
+//   audio-ff-up          probes_linear.h5    probe_audio_ff_up      x -> proj_out, gelu_out
+//   video-q-proj         probes_linear.h5    probe_video_q_proj     x -> q
+//   audio-self-attn      probe_attn_traj.h5  probe_audio_self_attn  x, pe -> q, k, v, sdpa_out, to_out_in, out
+//   block-small          block_small.h5          block_small          the ten block probes
+//   block-small-alt      block_small_alt.h5      block_small_alt      (profile ltx2)
+//   block-small-ctx1024  block_small_ctx1024.h5  block_small_ctx1024  (1,024-row contexts)
+//   block-full           block_full_math.h5 (+ block_full_flash.h5)  block_full_first
+//   block-full-ctx1024   block_full_ctx1024.h5   block_full_ctx1024
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "probes/metrics.h"
+
+namespace psi::probes {
+
+struct ProbeCase {
+  std::string name;
+  std::string default_file;        // under <shared>/reference/
+  std::string flash_default_file;  // FLASH probes kept in a separate file, or empty
+  std::string group;
+  std::string description;
+};
+
+const std::vector<ProbeCase>& probe_cases();
+const ProbeCase& probe_case(std::string_view name);  // psi::Error for an unknown name
+
+// PSI_SHARED if set, else the build's default (PSI_SHARED_DIR_DEFAULT).
+std::filesystem::path shared_dir();
+
+struct ProbeOptions {
+  std::filesystem::path reference;        // empty: the case's default file
+  std::filesystem::path flash_reference;  // empty: the case's default FLASH file when `reference` is default
+  std::vector<std::string> variants;      // empty: all
+};
+
+struct TensorResult {
+  std::string variant;
+  std::string tensor;   // the recording's dataset name
+  std::string backend;  // "official" (single recording), "math" or "flash"
+  std::string rows;     // what was compared: "all", "rows 0-255 of 4928", or "sha256 only"
+  std::optional<Distance> distance;     // absent when nothing is stored
+  std::optional<bool> full_sha_equal;   // our whole tensor against sha256_full, when recorded
+};
+
+struct ProbeReport {
+  std::string case_name;
+  std::filesystem::path file, flash_file;
+  std::string group;
+  std::uint64_t seed = 0;
+  std::vector<std::string> notes;  // input checks: RoPE tables, weights, regenerated inputs
+  std::vector<TensorResult> results;
+  // Per variant, psi's output tensors in full (for --out).
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, Bf16Tensor>>>> outputs;
+  double seconds = 0.0;
+};
+
+ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt);
+
+// psi's outputs as an HDF5 file (BF16 as uint16 + dtype attribute; written to a temporary
+// name and renamed): /<group>/<variant>/<tensor>, with full_shape, stored, sha256_full, variant.
+void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out);
+
+}  // namespace psi::probes

@@ -1,0 +1,36 @@
+#pragma once
+// Shared pieces of the probe case implementations (not part of the public probe API).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/model/variant.h"
+#include "engine/model/weights.h"
+#include "probes/probe_cases.h"
+#include "probes/recording.h"
+
+namespace psi::probes::detail {
+
+using Outputs = std::vector<std::pair<std::string, Bf16Tensor>>;
+
+struct CaseContext {
+  Recording& rec;
+  Recording* flash = nullptr;  // a separate FLASH recording, if any
+  ProbeReport& report;
+  std::vector<const model::NumericsVariant*> variants;
+};
+
+// The recording's weights_json: every parameter's name and shape.
+std::vector<model::WeightSpec> recorded_weights(Recording& rec);
+
+// Compares one variant's outputs with every recorded backend. An output named
+// "<dataset>.<how>" is compared with the recorded <dataset> (`backends`: subgroups such as
+// "math", "flash"; an empty string means datasets at the group root) and stores the outputs.
+void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
+                      const std::vector<std::string>& backends);
+
+void run_linear_case(CaseContext& ctx, const std::string& case_name);
+void run_attention_case(CaseContext& ctx);
+void run_block_case(CaseContext& ctx);
+
+}  // namespace psi::probes::detail
