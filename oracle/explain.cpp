@@ -133,6 +133,14 @@ std::string to_text(const Explanation& e) {
   o << "condition  sum|x_k w_k| / |y| = " << fmt_condition(e.condition) << "\n";
   o << "correctly rounded BF16  " << bf16_hex(e.correct) << " (" << bf16_value(e.correct) << ")\n";
   o << "float32 orders giving it: " << join(orders_giving(e, e.correct)) << "\n";
+  o << "float32 orders (oracle/f32_orders.h): result, ULP distance from the correctly rounded value\n";
+  for (std::size_t i = 0; i < e.order_values.size(); ++i) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-28s %s %-16s %" PRId64 "\n", f32_orders()[i].name.c_str(),
+                  bf16_hex(e.order_values[i]).c_str(), bf16_value(e.order_values[i]).c_str(),
+                  bf16_ulp_distance(e.order_values[i], e.correct));
+    o << line;
+  }
   if (!e.candidates.empty()) {
     o << "candidates\n";
     char line[256];
