@@ -173,7 +173,7 @@ nlohmann::json to_json(const Explanation& e) {
   json cands = json::array();
   for (const auto& c : e.candidates) {
     json signed_ulps = std::isfinite(c.signed_ulps) ? json(c.signed_ulps) : json(fmt_signed(c.signed_ulps));
-    cands.push_back({{"name", c.name}, {"bits", bf16_hex(c.value)}, {"value", bf16_value(c.value)},
+    cands.push_back({{"name", c.name}, {"bits", bf16_hex(c.value)}, {"value", c.value.to_float()},
                      {"ulp_distance", c.ulps}, {"signed_ulps", signed_ulps}, {"orders", c.orders}});
   }
   j["candidates"] = cands;
