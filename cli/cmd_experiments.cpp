@@ -1,0 +1,100 @@
+// psi list / psi run <experiment> / psi report FILE / psi merge: the named experiments.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "engine/error.h"
+#include "engine/interrupt.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
+#include "experiments/table.h"
+
+namespace {
+
+using namespace psi;
+
+psi::cli::Registrar list_reg("list", "list the experiments (one per table of the PSI study)", [](CLI::App&) {
+  return [] {
+    for (const exp::Experiment& e : exp::experiments())
+      std::printf("%-18s %-14s %s\n", e.name.c_str(), e.reproduces.c_str(), e.summary.c_str());
+    return 0;
+  };
+});
+
+struct RunOpts {
+  std::string name;
+  exp::Options o;
+  std::string shard;
+  std::string out;
+  std::string reference;
+};
+
+void parse_shard(const std::string& s, exp::Options& o) {
+  int i = 0, n = 0;
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "%d/%d%c", &i, &n, &tail) != 2 || n < 1 || i < 0 || i >= n)
+    throw Error("--shard '" + s + "': expected i/n with 0 <= i < n");
+  o.shard_index = i;
+  o.shard_count = n;
+}
+
+psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 report and print its table",
+                            [](CLI::App& sub) {
+  auto r = std::make_shared<RunOpts>();
+  sub.add_option("experiment", r->name, "experiment name (psi list)")->required();
+  sub.add_option("--model", r->o.model, "model config: tiny (default), small, ltx2-22b");
+  sub.add_option("--profile", r->o.profile, "feature profile: ltx25 (default), ltx2");
+  sub.add_option("--backend", r->o.backend, "cpu (default), cuda, auto");
+  auto* seed = sub.add_option("--seed", r->o.seed, "SynthInit global seed (default: the recording's, else 0)");
+  sub.add_option("--out", r->out, "report file (default out/<experiment>.h5)");
+  sub.add_option("--checkpoint", r->o.checkpoint, "a safetensors checkpoint instead of SynthInit weights");
+  sub.add_option("--reference", r->reference, "folder of recordings (default <shared>/reference)");
+  sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
+  sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
+  sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)");
+  return [r, seed] {
+    const exp::Experiment& e = exp::find_experiment(r->name);
+    r->o.seed_given = seed->count() > 0;
+    r->o.out = r->out;
+    r->o.reference_dir = r->reference;
+    if (!r->shard.empty()) parse_shard(r->shard, r->o);
+    if (r->o.shard_count > 1 && !e.shardable)
+      throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
+    if (r->o.backend != "cpu" && r->o.backend != "cuda" && r->o.backend != "auto")
+      throw Error("unknown backend '" + r->o.backend + "' (valid: cpu, cuda, auto)");
+    install_interrupt_handlers();
+    exp::Report report(e, r->o, "cpu");
+    try {
+      e.run(r->o, report);
+    } catch (const Error& err) {
+      if (err.code() == Exit::interrupted)
+        std::cerr << "psi: " << err.what() << "; no report written (partial data was in "
+                  << report.temp_path().string() << ", now removed)\n";
+      throw;
+    }
+    auto tables = report.commit();
+    std::cout << exp::render(tables, exp::Format::markdown);
+    std::cout << "\nreport: " << report.path().string() << "\n";
+    return 0;
+  };
+});
+
+struct ReportOpts {
+  std::string file;
+  std::string format = "markdown";
+};
+
+psi::cli::Registrar report_reg("report", "re-render an experiment report's tables from the file alone",
+                               [](CLI::App& sub) {
+  auto r = std::make_shared<ReportOpts>();
+  sub.add_option("file", r->file, "report written by psi run")->required();
+  sub.add_option("--format", r->format, "markdown (default), csv, json");
+  return [r] {
+    const exp::Format f = exp::parse_format(r->format);
+    std::cout << exp::render(exp::read_tables(r->file), f);
+    return 0;
+  };
+});
+
+}  // namespace

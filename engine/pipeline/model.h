@@ -1,0 +1,35 @@
+#pragma once
+// The LTXModel forward (spec §5): per-modality preprocessing (patchify projection, keyframe
+// marker, timestep AdaLN, prompt AdaLN, cross-modal AdaLN and gates, RoPE), the blocks in order,
+// and the output heads. Returns the two velocities. The blocks run in the numerics variant
+// given; the model-level operators are the official ones in every variant.
+#include <cstdint>
+#include <functional>
+
+#include "engine/model/block.h"
+#include "engine/model/config.h"
+#include "engine/model/variant.h"
+#include "engine/model/weights.h"
+
+namespace psi::pipeline {
+
+struct ModalityInput {
+  Bf16Tensor latent;    // [1, N, 128] patchified
+  float sigma = 1.0f;   // all tokens generated: timesteps = sigma
+  F32Tensor positions;  // video [1, 3, N, 2], audio [1, 1, N, 2]
+  Bf16Tensor context;   // [1, L, context width]
+  std::int64_t first_frame_tokens = 0;  // video: tokens of latent frame 0 (the keyframe marker)
+};
+
+struct ModelOutput {
+  Bf16Tensor video_velocity, audio_velocity;
+};
+
+// Called after each block with its index (progress, interrupts, probes of block 0).
+using BlockHook = std::function<void(int block, const model::BlockProbes& probes)>;
+
+ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
+                          const ModalityInput& video, const ModalityInput& audio,
+                          const model::NumericsVariant& variant, const BlockHook& hook = {});
+
+}  // namespace psi::pipeline

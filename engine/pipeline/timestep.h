@@ -1,0 +1,29 @@
+#pragma once
+// Model-level timestep conditioning (spec §5.1 steps 3, 4, 7): the sinusoidal embedding and
+// the AdaLayerNormSingle MLP that turns a scaled sigma into block modulation rows.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/weights.h"
+#include "engine/tensor.h"
+
+namespace psi::pipeline {
+
+// [cos(arg_0..127), sin(arg_0..127)] with e_i = expf(f32(f32(-ln 10000) * i) / 128) and
+// arg_i = f32(tau * e_i); 256 float32 values.
+std::vector<float> timestep_sinusoid(float tau);
+
+struct AdaLnOut {
+  Bf16Tensor embedded;  // [1, D]: linear_2 output (used by the output head)
+  Bf16Tensor mod;       // [1, k*D]: linear(silu(embedded)) (the block's timestep tensor)
+};
+
+// AdaLayerNormSingle `prefix` (e.g. "adaln_single") on one scaled timestep tau: the sinusoid
+// cast to BF16, linear_1, SiLU, linear_2 (= embedded), SiLU, linear. All rows of a plain T2V
+// call share one sigma, so one row is computed and the blocks broadcast it.
+// `dim` is the module's width D and `rows` its k (the linear maps D -> k·D).
+AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
+                      std::int64_t rows, float tau);
+
+}  // namespace psi::pipeline

@@ -1,0 +1,121 @@
+#include "engine/pipeline/trajectory.h"
+
+#include "engine/interrupt.h"
+#include "engine/pipeline/model.h"
+#include "engine/pipeline/positions.h"
+#include "engine/pipeline/sampler.h"
+#include "engine/synthinit.h"
+
+namespace psi::pipeline {
+
+const std::vector<float>& stage1_sigmas() {
+  static const std::vector<float> s{1.0f, 0.99375f, 0.9875f, 0.98125f, 0.975f, 0.909375f, 0.725f, 0.421875f, 0.0f};
+  return s;
+}
+
+const std::vector<float>& stage2_sigmas() {
+  static const std::vector<float> s{0.909375f, 0.725f, 0.421875f, 0.0f};
+  return s;
+}
+
+TrajectoryShape trajectory_shape(const model::ModelConfig& c) {
+  if (c.name == "ltx2-22b") return {16, 7, 11, 126, 24.0f};
+  return {3, 4, 6, 18, 24.0f};
+}
+
+namespace {
+
+Bf16Tensor noise(const TrajectoryCase& c, const std::string& what, const Shape& shape) {
+  return synthinit::make("input." + c.noise_name + ".noise." + what, shape, c.noise_seed);
+}
+
+Bf16Tensor context(const TrajectoryCase& c, const std::string& stream, const Shape& shape) {
+  return synthinit::make("input." + c.context_name + "." + stream + ".context", shape, c.context_seed);
+}
+
+struct Stage {
+  int index;                  // 1 or 2
+  std::int64_t frames, height, width;
+  const std::vector<float>* sigmas;
+  bool ancestral;
+};
+
+}  // namespace
+
+TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
+                                const TrajectoryCase& tc, const model::NumericsVariant& variant,
+                                const TrajectoryHooks& hooks) {
+  const TrajectoryShape ts = trajectory_shape(c);
+  const std::int64_t ch = c.in_channels, ach = c.audio_in_channels;
+  const Shape audio_shape{1, ts.audio_tokens, ach};
+  ModalityInput video, audio;
+  video.context = context(tc, "video", {1, tc.context_len, c.cross_attention_dim});
+  audio.context = context(tc, "audio", {1, tc.context_len, c.audio_cross_attention_dim});
+  audio.positions = audio_positions(ts.audio_tokens);
+
+  TrajectoryResult result;
+  // The initial latent is zero and the noise scale 1, so the noised state is the noise itself.
+  Bf16Tensor xv = noise(tc, "stage1.video", {1, ts.frames * ts.height * ts.width, ch});
+  Bf16Tensor xa = noise(tc, "stage1.audio", audio_shape);
+  const float first = stage1_sigmas().front();
+  result.states.push_back({"00_stage1_initial", first, first, xv, xa});
+
+  const Stage stages[2] = {
+      {1, ts.frames, ts.height, ts.width, &stage1_sigmas(), c.features.ancestral_stage1},
+      {2, ts.frames, 2 * ts.height, 2 * ts.width, &stage2_sigmas(), false}};
+  for (const Stage& st : stages) {
+    if (st.index == 2) {
+      const float renoise = stage2_sigmas().front();
+      Bf16Tensor up = upsample_nearest2x(xv, ts.frames, ts.height, ts.width);
+      xv = noise_latent(up, noise(tc, "stage2.video", up.shape), renoise);
+      xa = noise_latent(xa, noise(tc, "stage2.audio", audio_shape), renoise);
+      result.states.push_back({"09_inter_stage", renoise, renoise, xv, xa});
+    }
+    video.positions = video_positions(st.frames, st.height, st.width, ts.fps);
+    video.first_frame_tokens = st.height * st.width;
+    const auto& sig = *st.sigmas;
+    const int steps = int(sig.size()) - 1;
+    for (int k = 0; k < steps; ++k) {
+      const int index = int(result.states.size());
+      if (hooks.teacher) {
+        if (const SavedState* t = hooks.teacher(index)) {
+          xv = t->video;
+          xa = t->audio;
+        }
+      }
+      check_interrupt("stage " + std::to_string(st.index) + " step " + std::to_string(k + 1));
+      const float sigma = sig[k], next = sig[k + 1];
+      video.latent = xv;
+      audio.latent = xa;
+      video.sigma = audio.sigma = sigma;
+      const auto t0 = std::chrono::steady_clock::now();
+      BlockHook hook;
+      if (hooks.on_block)
+        hook = [&](int b, const model::BlockProbes&) { hooks.on_block(st.index, k + 1, b + 1, int(c.layers)); };
+      ModelOutput out = model_forward(c, weights, video, audio, variant, hook);
+      result.invocations.push_back(
+          {st.index, k + 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+      Bf16Tensor x0v = to_denoised(xv, out.video_velocity, sigma);
+      Bf16Tensor x0a = to_denoised(xa, out.audio_velocity, sigma);
+      if (st.ancestral) {
+        Bf16Tensor nv, na;
+        if (next != 0.0f) {
+          const std::string step = "stage1.step" + std::to_string(k + 1);
+          nv = noise(tc, step + ".video", xv.shape);
+          na = noise(tc, step + ".audio", xa.shape);
+        }
+        xv = ancestral_step(xv, x0v, sigma, next, nv);
+        xa = ancestral_step(xa, x0a, sigma, next, na);
+      } else {
+        xv = euler_step(xv, x0v, sigma, next);
+        xa = euler_step(xa, x0a, sigma, next);
+      }
+      char name[32];
+      std::snprintf(name, sizeof name, "%02d_stage%d_step%d", index, st.index, k + 1);
+      result.states.push_back({name, sigma, next, xv, xa});
+    }
+  }
+  return result;
+}
+
+}  // namespace psi::pipeline

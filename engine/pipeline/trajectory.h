@@ -1,0 +1,73 @@
+#pragma once
+// The distilled two-stage 8+3 run (spec §6) with the recorded trajectory_tiny conventions:
+// SynthInit noise under the recording's names, the ancestral stage-1 sampler of LTX-2.5
+// (deterministic Euler for ltx2), the nearest-neighbour 2x upsampler stand-in re-noised at the
+// first stage-2 sigma, deterministic Euler in stage 2. Thirteen states are kept (the initial
+// state, 8 stage-1 outputs, the inter-stage state, 3 stage-2 outputs), as the recording does.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/model/config.h"
+#include "engine/model/variant.h"
+#include "engine/model/weights.h"
+
+namespace psi::pipeline {
+
+// Sigma schedules of the distilled pipeline (float32), spec §6.1.
+const std::vector<float>& stage1_sigmas();
+const std::vector<float>& stage2_sigmas();
+
+struct TrajectoryShape {
+  std::int64_t frames = 0, height = 0, width = 0;  // stage-1 video latent grid (stage 2: 2H x 2W)
+  std::int64_t audio_tokens = 0;
+  float fps = 24.0f;
+};
+// The grid the recordings use for a config: tiny/small (3x4x6 -> 3x8x12, 18 audio tokens) and
+// ltx2-22b (the paper's 704x448x121: 16x7x11 -> 16x14x22, 126 audio tokens).
+TrajectoryShape trajectory_shape(const model::ModelConfig& c);
+
+// Where a run's inputs come from: SynthInit tensors "input.<noise_name>.noise.…" drawn with
+// noise_seed (the request seed) and "input.<context_name>.{video,audio}.context" drawn with
+// context_seed. The recorded trajectory_tiny uses one name and seed for both.
+struct TrajectoryCase {
+  std::string noise_name;
+  std::string context_name;
+  std::int64_t context_len = 1;
+  std::uint64_t noise_seed = 0;
+  std::uint64_t context_seed = 0;
+};
+
+struct SavedState {
+  std::string name;  // "00_stage1_initial" … "12_stage2_step3", as in the recordings
+  float sigma_from = 0, sigma_to = 0;
+  Bf16Tensor video, audio;
+};
+
+struct Invocation {
+  int stage = 0, step = 0;
+  double wall_seconds = 0;
+};
+
+struct TrajectoryResult {
+  std::vector<SavedState> states;
+  std::vector<Invocation> invocations;
+};
+
+struct TrajectoryHooks {
+  // Before each transformer invocation (stage, step, total steps) and after each block.
+  std::function<void(int stage, int step, int block, int blocks)> on_block;
+  // Teacher forcing: called before the step that produces state i (1..8, 10..12); a non-null
+  // result replaces the run's own state i-1 as that step's start (the recorded state i-1).
+  std::function<const SavedState*(int index)> teacher;
+};
+
+
+TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
+                                const TrajectoryCase& tc, const model::NumericsVariant& variant,
+                                const TrajectoryHooks& hooks = {});
+
+}  // namespace psi::pipeline

@@ -1,0 +1,56 @@
+#pragma once
+// Named experiments, one per table of the PSI study. Each driver runs its cases and records
+// one JSON object per case in its Report; the tables are a pure function of those cases
+// (`tabulate`), so `psi report` re-renders them from a file and `psi merge` re-tabulates the
+// union of shard reports.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/table.h"
+
+namespace psi::exp {
+
+class Report;
+
+struct Options {
+  std::string model = "tiny";
+  std::string profile = "ltx25";
+  std::string backend = "cpu";
+  std::uint64_t seed = 0;
+  bool seed_given = false;        // --seed was passed (else a recording's seed may be used)
+  std::filesystem::path out;      // the report; default out/<experiment>.h5
+  std::string checkpoint;         // a safetensors file; empty: SynthInit weights
+  std::filesystem::path reference_dir;  // recordings; default <shared>/reference
+  int shard_index = 0, shard_count = 1;
+  bool quick = false;             // a reduced size for tests: fewer cases or cycles
+  std::uint64_t chaos_seed = 0;   // CPU backend chaos delays when non-zero
+
+  // Whether case `i` of this experiment belongs to this shard (i mod n == index).
+  bool in_shard(std::int64_t i) const { return i % shard_count == shard_index; }
+  nlohmann::json to_json() const;
+};
+
+struct Experiment {
+  std::string name;
+  std::string reproduces;  // "Table IV", "Fig. 2, §IV-A", ...
+  std::string summary;     // one line for `psi list`
+  std::function<void(const Options&, Report&)> run;
+  std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate;
+  bool shardable = false;
+};
+
+const std::vector<Experiment>& experiments();
+// An unknown name is a psi::Error listing the valid ones.
+const Experiment& find_experiment(std::string_view name);
+
+// The shared/ folder (PSI_SHARED, else the build-time default) and its reference/ folder.
+std::filesystem::path shared_dir();
+std::filesystem::path reference_dir(const Options& o);
+
+}  // namespace psi::exp

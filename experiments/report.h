@@ -1,0 +1,46 @@
+#pragma once
+// The one HDF5 report of an experiment run (psi-h5/1): root run attributes, the options, one
+// JSON record per case under /report/cases, the rendered tables under /report/tables, and
+// whatever states and tensors the driver saves. Written under a temporary name and renamed at
+// commit(); an exception or an interrupt before that leaves nothing under the final name.
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/experiment.h"
+#include "reports/state_file.h"
+
+namespace psi::exp {
+
+class Report {
+ public:
+  Report(const Experiment& e, const Options& o, const std::string& device_name);
+
+  reports::StateWriter& writer() { return writer_; }
+  const Options& options() const { return options_; }
+  // One case's results; `index` orders cases across shards.
+  void add_case(std::int64_t index, nlohmann::json record);
+  const nlohmann::json& cases() const { return cases_; }
+
+  // Tabulates, stores the tables and cases, commits; returns the tables for printing.
+  std::vector<Table> commit();
+  const std::filesystem::path& path() const { return writer_.path(); }
+  const std::filesystem::path& temp_path() const { return writer_.temp_path(); }
+
+ private:
+  const Experiment& experiment_;
+  Options options_;
+  reports::StateWriter writer_;
+  nlohmann::json cases_ = nlohmann::json::array();
+};
+
+// Reads the tables of a report written by Report::commit (psi::Error naming the file if it is
+// not one).
+std::vector<Table> read_tables(const std::filesystem::path& file);
+
+// Joins shard reports of one experiment into the report a single run would have written:
+// same options but the shard, every case once, every saved dataset copied bit for bit.
+void merge_reports(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out);
+
+}  // namespace psi::exp

@@ -1,0 +1,120 @@
+#include "experiments/table.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace psi::exp {
+
+void Table::add_row(std::vector<std::string> row) {
+  if (row.size() != columns.size())
+    throw Error("table '" + title + "': row of " + std::to_string(row.size()) + " cells for " +
+                    std::to_string(columns.size()) + " columns",
+                Exit::run_failed);
+  rows.push_back(std::move(row));
+}
+
+nlohmann::json Table::to_json() const {
+  return {{"title", title}, {"columns", columns}, {"rows", rows}, {"notes", notes}};
+}
+
+Table Table::from_json(const nlohmann::json& j) {
+  try {
+    Table t;
+    t.title = j.at("title").get<std::string>();
+    t.columns = j.at("columns").get<std::vector<std::string>>();
+    for (auto& r : j.at("rows")) t.add_row(r.get<std::vector<std::string>>());
+    t.notes = j.value("notes", std::vector<std::string>{});
+    return t;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("report table: malformed JSON: ") + e.what());
+  }
+}
+
+Format parse_format(const std::string& name) {
+  if (name == "markdown" || name == "md") return Format::markdown;
+  if (name == "csv") return Format::csv;
+  if (name == "json") return Format::json;
+  throw Error("unknown format '" + name + "' (valid: markdown, csv, json)");
+}
+
+namespace {
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string markdown(const Table& t) {
+  std::vector<std::size_t> w(t.columns.size());
+  for (std::size_t c = 0; c < w.size(); ++c) {
+    w[c] = t.columns[c].size();
+    for (auto& r : t.rows) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (std::size_t c = 0; c < cells.size(); ++c) s += " " + cells[c] + std::string(w[c] - cells[c].size(), ' ') + " |";
+    return s + "\n";
+  };
+  std::string out = "### " + t.title + "\n\n" + line(t.columns) + "|";
+  for (std::size_t c = 0; c < w.size(); ++c) out += std::string(w[c] + 2, '-') + "|";
+  out += "\n";
+  for (auto& r : t.rows) out += line(r);
+  for (auto& n : t.notes) out += "\n" + n + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string render(const std::vector<Table>& tables, Format f) {
+  std::string out;
+  if (f == Format::json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (auto& t : tables) j.push_back(t.to_json());
+    return j.dump(2) + "\n";
+  }
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    const Table& t = tables[i];
+    if (i) out += "\n";
+    if (f == Format::markdown) {
+      out += markdown(t);
+      continue;
+    }
+    out += "# " + t.title + "\n";
+    for (std::size_t c = 0; c < t.columns.size(); ++c) out += (c ? "," : "") + csv_cell(t.columns[c]);
+    out += "\n";
+    for (auto& r : t.rows) {
+      for (std::size_t c = 0; c < r.size(); ++c) out += (c ? "," : "") + csv_cell(r[c]);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+std::string fmt_sci(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*e", digits - 1, v);
+  return b;
+}
+
+std::string fmt_fixed(double v, int decimals) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", decimals, v);
+  return b;
+}
+
+std::string fmt_mib(double bytes) { return fmt_fixed(bytes / (1024.0 * 1024.0), 1) + " MiB"; }
+
+std::string fmt_count(long long n) {
+  std::string s = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+}  // namespace psi::exp

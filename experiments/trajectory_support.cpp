@@ -1,0 +1,117 @@
+#include "experiments/trajectory_support.h"
+
+#include <cmath>
+
+#include "engine/error.h"
+#include "engine/pipeline/checkpoint_weights.h"
+#include "engine/progress.h"
+#include "probes/metrics.h"
+#include "reports/h5.h"
+
+namespace psi::exp {
+
+RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group) {
+  auto f = h5::File::open_read(file);
+  const std::string g = "/" + group;
+  if (!f.exists(g)) throw Error(file.string() + ": no trajectory group '" + group + "'");
+  RecordedTrajectory r;
+  r.file = file;
+  r.group = group;
+  if (auto s = f.attr("/", "synthinit_global_seed"); s && std::holds_alternative<std::int64_t>(*s))
+    r.seed = std::uint64_t(std::get<std::int64_t>(*s));
+  if (auto l = f.attr(g, "text_context_len"); l && std::holds_alternative<std::string>(*l))
+    r.context_len = std::stoll(std::get<std::string>(*l));
+  else if (f.exists(g + "/inputs/video.context"))
+    r.context_len = f.info(g + "/inputs/video.context").shape.at(1);
+  static const char* names[] = {"00_stage1_initial", "01_stage1_step1", "02_stage1_step2", "03_stage1_step3",
+                                "04_stage1_step4",   "05_stage1_step5", "06_stage1_step6", "07_stage1_step7",
+                                "08_stage1_step8",   "09_inter_stage",  "10_stage2_step1", "11_stage2_step2",
+                                "12_stage2_step3"};
+  for (const char* n : names) {
+    const std::string sg = g + "/" + n;
+    if (!f.exists(sg)) throw Error(file.string() + ": trajectory '" + group + "' lacks state " + n);
+    pipeline::SavedState s;
+    s.name = n;
+    auto num = [&](const char* a) {
+      auto v = f.attr(sg, a);
+      return v && std::holds_alternative<double>(*v) ? float(std::get<double>(*v)) : 0.0f;
+    };
+    s.sigma_from = num("sigma_from");
+    s.sigma_to = num("sigma_to");
+    s.video = f.read_bf16(sg + "/video_latent");
+    s.audio = f.read_bf16(sg + "/audio_latent");
+    r.states.push_back(std::move(s));
+  }
+  return r;
+}
+
+nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
+                              const std::vector<pipeline::SavedState>& ref) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < ours.size() && i < ref.size(); ++i) {
+    if (ours[i].name != ref[i].name || ours[i].video.shape != ref[i].video.shape ||
+        ours[i].audio.shape != ref[i].audio.shape)
+      throw Error("trajectory state " + ours[i].name + ": does not line up with reference state " + ref[i].name);
+    const probes::Distance dv = probes::distance(ours[i].video.span(), ref[i].video.span());
+    const probes::Distance da = probes::distance(ours[i].audio.span(), ref[i].audio.span());
+    auto finite = [](const Bf16Tensor& t) {
+      for (Bf16 b : t.data)
+        if (!b.is_finite()) return false;
+      return true;
+    };
+    rows.push_back({{"state", ours[i].name},
+                    {"video_rel_l2", dv.rel_l2},
+                    {"audio_rel_l2", da.rel_l2},
+                    {"video_differing", dv.differing},
+                    {"audio_differing", da.differing},
+                    {"video_total", dv.total},
+                    {"audio_total", da.total},
+                    {"finite", finite(ours[i].video) && finite(ours[i].audio)}});
+  }
+  return rows;
+}
+
+void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedState>& states,
+                 const std::string& variant) {
+  for (const auto& s : states) {
+    const std::string g = prefix + "/" + s.name;
+    reports::TensorMeta mv{variant, "[1, N_v tokens, 128] patchified video latent", "", {}};
+    reports::TensorMeta ma{variant, "[1, N_a tokens, 128] patchified audio latent", "", {}};
+    r.writer().write(g + "/video_latent", s.video, mv);
+    r.writer().write(g + "/audio_latent", s.audio, ma);
+    r.writer().set_attrs(g, {{"sigma_from", double(s.sigma_from)}, {"sigma_to", double(s.sigma_to)}});
+  }
+}
+
+pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+                                             const pipeline::TrajectoryCase& tc,
+                                             const model::NumericsVariant& v, const std::string& label,
+                                             const pipeline::TrajectoryHooks& extra) {
+  const int invocations = int(pipeline::stage1_sigmas().size() + pipeline::stage2_sigmas().size() - 2);
+  Progress progress(label, long(invocations) * c.layers);
+  pipeline::TrajectoryHooks hooks = extra;
+  hooks.on_block = [&](int stage, int step, int block, int blocks) {
+    progress.step("stage " + std::to_string(stage) + " step " + std::to_string(step) + " block " +
+                  std::to_string(block) + "/" + std::to_string(blocks));
+    if (extra.on_block) extra.on_block(stage, step, block, blocks);
+  };
+  return pipeline::run_trajectory(c, w, tc, v, hooks);
+}
+
+std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv) {
+  if (inv.empty()) return {0.0, 0.0};
+  double sum = 0;
+  for (auto& i : inv) sum += i.wall_seconds;
+  const double mean = sum / double(inv.size());
+  double ss = 0;
+  for (auto& i : inv) ss += (i.wall_seconds - mean) * (i.wall_seconds - mean);
+  const double sd = inv.size() > 1 ? std::sqrt(ss / double(inv.size() - 1)) : 0.0;
+  return {mean, sd};
+}
+
+std::unique_ptr<model::WeightSource> make_weights(const Options& o, std::uint64_t seed) {
+  if (!o.checkpoint.empty()) return pipeline::open_checkpoint(o.checkpoint);
+  return std::make_unique<model::SynthInitSource>(seed);
+}
+
+}  // namespace psi::exp

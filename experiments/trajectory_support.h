@@ -1,0 +1,51 @@
+#pragma once
+// What the trajectory experiments (one-token, full-prompt, transport-control, fixed-budget)
+// share: running one path with progress, reading a recorded trajectory, comparing two
+// trajectories state by state, and saving states into a report.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
+#include "engine/pipeline/trajectory.h"
+#include "experiments/report.h"
+
+namespace psi::exp {
+
+// The recorded states of group `group` of `file` (13 states, video_latent / audio_latent),
+// and the file's SynthInit seed.
+struct RecordedTrajectory {
+  std::filesystem::path file;
+  std::string group;
+  std::uint64_t seed = 0;
+  std::int64_t context_len = 1;
+  std::vector<pipeline::SavedState> states;
+};
+RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group);
+
+// Per-state distance of `ours` to `ref` (same state names): relative L2 (float64), differing
+// BF16 elements, all-finite; as JSON rows, one per state.
+nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
+                              const std::vector<pipeline::SavedState>& ref);
+
+// Writes every state of a run under `prefix` (e.g. "/states/dense/free").
+void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedState>& states,
+                 const std::string& variant);
+
+// Runs one trajectory with a progress line ("<label> stage s step k block b/B").
+pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+                                             const pipeline::TrajectoryCase& tc,
+                                             const model::NumericsVariant& v, const std::string& label,
+                                             const pipeline::TrajectoryHooks& extra = {});
+
+// Mean and sample standard deviation of invocation wall times, in seconds.
+std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv);
+
+// The weights of a run: SynthInit with the options' seed, or the checkpoint file.
+std::unique_ptr<model::WeightSource> make_weights(const Options& o, std::uint64_t seed);
+
+}  // namespace psi::exp
