@@ -137,6 +137,34 @@ TEST(Journal, AsyncReloadFromTheRingBeforeTheHostCommit) {
   }
 }
 
+TEST(Journal, AsyncReloadWaitsForTheDestinationsEarlierReaders) {
+  // A kernel reads `a`, then the journal reloads another value into `a` on its own stream: the
+  // copy must wait for the kernel. With that wait removed (test-only fault), validate mode says so.
+  for (auto fault : {rt::Fault::none, rt::Fault::reload_skips_consumer_wait}) {
+    rt::RuntimeConfig c = config();
+    c.fault = fault;
+    rt::Runtime r(c);
+    rt::HostJournal j;
+    rt::JournalTransport t(r, j, rt::JournalTransportKind::async);
+    const rt::DeviceRegion a = r.scratch_alloc(512, "test", -1, "a");
+    j.put(kKey, {256}, pattern(256, 4));
+    r.launch(r.compute(), "read a", {rt::reads(a)}, [](const rt::KernelContext&) {});
+    std::string got = "no violation";
+    try {
+      t.reload(kKey, a, r.compute());
+    } catch (const rt::ScheduleViolation& e) {
+      got = e.what();
+    }
+    if (fault == rt::Fault::none) {
+      EXPECT_EQ(got, "no violation");
+      EXPECT_EQ(download(r, r.compute(), a), pattern(256, 4));
+    } else {
+      EXPECT_EQ(got, "validate: journal reload block 2 audio ffn.h tile 1 on stream journal writes scratch a while its "
+                     "read by read a on stream compute is not ordered before it (missing event wait)");
+    }
+  }
+}
+
 TEST(Journal, SyncTransportBlocksPerCopy) {
   rt::Runtime r(config());
   rt::HostJournal j;

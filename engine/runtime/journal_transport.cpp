@@ -24,6 +24,7 @@ JournalTransport::JournalTransport(Runtime& rt, HostJournal& journal, JournalTra
     if (ring.slot_bytes == 0 || ring.slot_bytes % 2 != 0)
       throw Error("journal ring: slot_bytes " + std::to_string(ring.slot_bytes) + " must be a positive multiple of 2");
     ring_ = rt_.allocate_pinned(ring.slots * ring.slot_bytes, "journal ring");
+    stream_ = rt_.create_stream("journal");
     slots_.resize(ring.slots);
     for (std::size_t i = 0; i < ring.slots; ++i) {
       slots_[i].data = ring_.data + i * ring.slot_bytes;
@@ -97,7 +98,7 @@ void JournalTransport::commit(const JournalKey& key, const DeviceRegion& src, co
   for (Slot& s : slots_)
     if (s.pending && s.pending->key == key) s.pending.reset();
   journal_.prepare(key, shape);
-  const Stream copy = rt_.copy();
+  const Stream copy = stream_;
   const Event produced = take_event();
   rt_.record(produced, producer);
   if (rt_.fault() != Fault::commit_skips_producer_wait) rt_.wait(copy, produced);
@@ -136,7 +137,7 @@ void JournalTransport::reload(const JournalKey& key, const DeviceRegion& dst, St
     if (!(it->second.stream == consumer)) rt_.wait(consumer, it->second.event);
     return;
   }
-  const Stream copy = rt_.copy();
+  const Stream copy = stream_;
   // The destination's previous users are the work already enqueued on the consumer stream.
   const Event dst_free = take_event();
   rt_.record(dst_free, consumer);
@@ -172,7 +173,7 @@ void JournalTransport::reload(const JournalKey& key, const DeviceRegion& dst, St
 
 void JournalTransport::flush() {
   if (kind_ == JournalTransportKind::async) {
-    rt_.host_wait(rt_.copy());
+    rt_.host_wait(stream_);
     for (std::size_t i = 0; i < slots_.size(); ++i) apply(slots_[(next_slot_ + i) % slots_.size()]);
     // Everything enqueued from now on is ordered after the host's wait, hence after these copies.
     for (InFlight& f : in_flight_) give_event(f.event);

@@ -10,8 +10,9 @@
 //
 // Two transports give the same bytes:
 //  * sync: copies on the producer/consumer stream, the host blocking until each is done;
-//  * async: D2H/H2D through a pinned host ring on the copy stream, ordered by events, so copies
-//    overlap compute; the host store is updated when a ring slot is recycled or at flush(). A
+//  * async: D2H/H2D through a pinned host ring on a stream of its own ("journal", so that state
+//    copies and weight fills on the "copy" stream do not queue behind each other), ordered by
+//    events, so copies overlap compute; the host store is updated when a ring slot is recycled or at flush(). A
 //    committed state stays resident: reloading it into the region it was committed from
 //    costs no copy while nothing has written that region since. Later writers of a region an
 //    in-flight copy reads or writes are made to wait for it (through the runtime's access
@@ -85,6 +86,7 @@ class JournalTransport : public AccessListener {
   JournalTransportKind kind_;
   AsyncRingConfig ring_config_;
   HostBuffer ring_;
+  Stream stream_;
   std::vector<Slot> slots_;
   std::size_t next_slot_ = 0;
   std::vector<InFlight> in_flight_;
