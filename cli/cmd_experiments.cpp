@@ -76,6 +76,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     auto tables = report.commit();
     std::cout << exp::render(tables, exp::Format::markdown);
     std::cout << "\nreport: " << report.path().string() << "\n";
+    for (const auto& fig : report.figure_files()) std::cout << "figure: " << fig.string() << "\n";
     return 0;
   };
 });

@@ -13,4 +13,17 @@ namespace psi::exp {
 void run_one_token(const Options& o, Report& r);
 std::vector<Table> tabulate_one_token(const nlohmann::json& cases, const nlohmann::json& options);
 
+void run_probes(const Options& o, Report& r);
+std::vector<Table> tabulate_probes(const nlohmann::json& cases, const nlohmann::json& options);
+
+void run_projection_oracle(const Options& o, Report& r);
+std::vector<Table> tabulate_projection_oracle(const nlohmann::json& cases, const nlohmann::json& options);
+
+void run_block_controls(const Options& o, Report& r);
+std::vector<Table> tabulate_block_controls(const nlohmann::json& cases, const nlohmann::json& options);
+
+void run_full_prompt(const Options& o, Report& r);
+std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohmann::json& options);
+std::vector<Figure> figures_full_prompt(const nlohmann::json& cases);
+
 }  // namespace psi::exp

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "experiments/figures.h"
 #include "experiments/table.h"
 
 namespace psi::exp {
@@ -43,6 +44,8 @@ struct Experiment {
   std::function<void(const Options&, Report&)> run;
   std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate;
   bool shardable = false;
+  // Figures drawn from the cases (may be empty).
+  std::function<std::vector<Figure>(const nlohmann::json& cases)> figures;
 };
 
 const std::vector<Experiment>& experiments();

@@ -48,6 +48,11 @@ std::vector<Table> Report::commit() {
   writer_.write_text(kTables, tj.dump());
   writer_.write_text(kOptions, options_.to_json().dump());
   writer_.commit();
+  if (experiment_.figures) {
+    std::vector<std::string> notes;
+    figure_files_ = write_figures(path(), experiment_.figures(cases_), notes);
+    if (!tables.empty()) tables.back().notes.insert(tables.back().notes.end(), notes.begin(), notes.end());
+  }
   return tables;
 }
 

@@ -23,8 +23,11 @@ class Report {
   void add_case(std::int64_t index, nlohmann::json record);
   const nlohmann::json& cases() const { return cases_; }
 
-  // Tabulates, stores the tables and cases, commits; returns the tables for printing.
+  // Tabulates, stores the tables and cases, commits, then draws the experiment's figures beside
+  // the report; returns the tables for printing.
   std::vector<Table> commit();
+  // Figure files written by commit(), and notes about any that could not be.
+  const std::vector<std::filesystem::path>& figure_files() const { return figure_files_; }
   const std::filesystem::path& path() const { return writer_.path(); }
   const std::filesystem::path& temp_path() const { return writer_.temp_path(); }
 
@@ -33,6 +36,7 @@ class Report {
   Options options_;
   reports::StateWriter writer_;
   nlohmann::json cases_ = nlohmann::json::array();
+  std::vector<std::filesystem::path> figure_files_;
 };
 
 // Reads the tables of a report written by Report::commit (psi::Error naming the file if it is

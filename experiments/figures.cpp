@@ -1,0 +1,183 @@
+#include "experiments/figures.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace psi::exp {
+
+namespace {
+
+constexpr int kW = 900, kH = 480, kLeft = 90, kRight = 170, kTop = 50, kBottom = 80;
+const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else o += c;
+  }
+  return o;
+}
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+template <class Items>
+std::pair<std::vector<std::string>, std::vector<std::string>> axes(const Items& items) {
+  std::vector<std::string> cats, series;
+  for (auto& i : items) {
+    if (std::find(cats.begin(), cats.end(), i.category) == cats.end()) cats.push_back(i.category);
+    if (std::find(series.begin(), series.end(), i.series) == series.end()) series.push_back(i.series);
+  }
+  return {cats, series};
+}
+
+struct Frame {
+  std::ostringstream s;
+  Frame(const std::string& title, const std::string& ylabel) {
+    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kW << "' height='" << kH
+      << "' font-family='DejaVu Sans, sans-serif' font-size='12'>\n"
+      << "<rect width='100%' height='100%' fill='white'/>\n"
+      << "<text x='" << kW / 2 << "' y='24' text-anchor='middle' font-size='15'>" << esc(title) << "</text>\n"
+      << "<text transform='translate(18," << (kTop + kH - kBottom) / 2 << ") rotate(-90)' text-anchor='middle'>"
+      << esc(ylabel) << "</text>\n"
+      << "<line x1='" << kLeft << "' y1='" << kH - kBottom << "' x2='" << kW - kRight << "' y2='" << kH - kBottom
+      << "' stroke='black'/>\n<line x1='" << kLeft << "' y1='" << kTop << "' x2='" << kLeft << "' y2='"
+      << kH - kBottom << "' stroke='black'/>\n";
+  }
+  void ytick(double y, const std::string& label) {
+    s << "<line x1='" << kLeft - 4 << "' y1='" << y << "' x2='" << kW - kRight << "' y2='" << y
+      << "' stroke='#ddd'/>\n<text x='" << kLeft - 8 << "' y='" << y + 4 << "' text-anchor='end'>" << esc(label)
+      << "</text>\n";
+  }
+  void xlabel(double x, const std::string& label) {
+    s << "<text transform='translate(" << x << "," << kH - kBottom + 16 << ") rotate(30)'>" << esc(label)
+      << "</text>\n";
+  }
+  void legend(const std::vector<std::string>& series) {
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      const int y = kTop + 20 * int(i);
+      s << "<rect x='" << kW - kRight + 15 << "' y='" << y << "' width='12' height='12' fill='" << kColours[i % 6]
+        << "'/><text x='" << kW - kRight + 33 << "' y='" << y + 11 << "'>" << esc(series[i]) << "</text>\n";
+    }
+  }
+  std::string done() {
+    s << "</svg>\n";
+    return s.str();
+  }
+};
+
+}  // namespace
+
+std::string render_svg(const DotPlot& p) {
+  auto [cats, series] = axes(p.points);
+  double lo = 1e300, hi = 0;
+  for (auto& pt : p.points)
+    if (pt.value > 0) lo = std::min(lo, pt.value), hi = std::max(hi, pt.value);
+  if (hi <= 0) lo = 1e-6, hi = 1;
+  const double l0 = std::floor(std::log10(lo)), l1 = std::max(l0 + 1, std::ceil(std::log10(hi)));
+  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  auto ypos = [&](double v) {
+    const double lv = v > 0 ? std::log10(v) : l0;
+    return kTop + plot_h * (1 - (lv - l0) / (l1 - l0));
+  };
+  Frame f(p.title, p.y_label);
+  for (double e = l0; e <= l1; e += 1) f.ytick(ypos(std::pow(10.0, e)), "1e" + num(e));
+  const double step = plot_w / double(std::max<std::size_t>(cats.size(), 1));
+  for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(kLeft + step * (double(c) + 0.35), cats[c]);
+  for (auto& pt : p.points) {
+    const auto c = std::find(cats.begin(), cats.end(), pt.category) - cats.begin();
+    const auto si = std::find(series.begin(), series.end(), pt.series) - series.begin();
+    const double x = kLeft + step * (double(c) + 0.5) + (double(si) - double(series.size() - 1) / 2) * 8;
+    f.s << "<circle cx='" << x << "' cy='" << ypos(pt.value) << "' r='5' fill='" << kColours[si % 6]
+        << "'><title>" << esc(pt.series + " " + pt.category + " " + num(pt.value)) << "</title></circle>\n";
+  }
+  f.legend(series);
+  return f.done();
+}
+
+std::string render_svg(const BarChart& b) {
+  auto [cats, series] = axes(b.bars);
+  double hi = 0;
+  for (auto& bar : b.bars) hi = std::max(hi, bar.value);
+  if (hi <= 0) hi = 1;
+  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  Frame f(b.title, b.y_label);
+  for (int i = 0; i <= 4; ++i) f.ytick(kTop + plot_h * (1 - i / 4.0), num(hi * i / 4.0));
+  const double step = plot_w / double(std::max<std::size_t>(cats.size(), 1));
+  const double bw = step * 0.8 / double(std::max<std::size_t>(series.size(), 1));
+  for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(kLeft + step * (double(c) + 0.3), cats[c]);
+  for (auto& bar : b.bars) {
+    const auto c = std::find(cats.begin(), cats.end(), bar.category) - cats.begin();
+    const auto si = std::find(series.begin(), series.end(), bar.series) - series.begin();
+    const double h = plot_h * bar.value / hi;
+    f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << kTop + plot_h - h
+        << "' width='" << bw << "' height='" << h << "' fill='" << kColours[si % 6] << "'><title>"
+        << esc(bar.series + " " + bar.category + " " + num(bar.value)) << "</title></rect>\n";
+  }
+  f.legend(series);
+  return f.done();
+}
+
+namespace {
+
+bool svg_to_png(const std::filesystem::path& svg, const std::filesystem::path& png) {
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    execlp("rsvg-convert", "rsvg-convert", "-o", png.c_str(), svg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,
+                                                 std::vector<std::string>& notes) {
+  std::vector<std::filesystem::path> written;
+  for (const Figure& fig : figs) {
+    std::filesystem::path svg = report;
+    svg.replace_extension("." + fig.name + ".svg");
+    std::filesystem::path tmp = svg;
+    tmp += ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << fig.svg;
+      if (!out) throw Error(svg.string() + ": cannot write figure", Exit::run_failed);
+    }
+    std::filesystem::rename(tmp, svg);
+    written.push_back(svg);
+    std::filesystem::path png = svg;
+    png.replace_extension(".png");
+    std::filesystem::path ptmp = png;
+    ptmp += ".tmp.png";
+    if (svg_to_png(svg, ptmp)) {
+      std::filesystem::rename(ptmp, png);
+      written.push_back(png);
+    } else {
+      std::error_code ec;
+      std::filesystem::remove(ptmp, ec);
+      notes.push_back(png.string() + " not written: rsvg-convert (Debian package librsvg2-bin) is not available");
+    }
+  }
+  return written;
+}
+
+}  // namespace psi::exp

@@ -1,0 +1,45 @@
+#pragma once
+// Figures next to a report: SVG drawn here, PNG converted from it with rsvg-convert (Debian's
+// librsvg2-bin) when that program is installed.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace psi::exp {
+
+struct Figure {
+  std::string name;  // file stem suffix: <report stem>.<name>.svg / .png
+  std::string svg;
+};
+
+// Points grouped by category on the x axis, one colour per series, log-scaled y.
+struct DotPlot {
+  struct Point {
+    std::string category;
+    std::string series;
+    double value;
+  };
+  std::string title, y_label;
+  std::vector<Point> points;
+};
+
+// Grouped bars (one group per category, one bar per series), linear y.
+struct BarChart {
+  struct Bar {
+    std::string category;
+    std::string series;
+    double value;
+  };
+  std::string title, y_label;
+  std::vector<Bar> bars;
+};
+
+std::string render_svg(const DotPlot& p);
+std::string render_svg(const BarChart& b);
+
+// Writes every figure beside `report` (atomically) and returns the files written; a PNG that
+// could not be made is reported in `notes`.
+std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,
+                                                 std::vector<std::string>& notes);
+
+}  // namespace psi::exp
