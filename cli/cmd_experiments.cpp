@@ -98,4 +98,22 @@ psi::cli::Registrar report_reg("report", "re-render an experiment report's table
   };
 });
 
+struct MergeOpts {
+  std::vector<std::string> shards;
+  std::string out;
+};
+
+psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment into the report one run would write",
+                              [](CLI::App& sub) {
+  auto m = std::make_shared<MergeOpts>();
+  sub.add_option("shards", m->shards, "shard reports (psi run ... --shard i/n)")->required();
+  sub.add_option("--out", m->out, "merged report")->required();
+  return [m] {
+    std::vector<std::filesystem::path> paths(m->shards.begin(), m->shards.end());
+    exp::merge_reports(paths, m->out);
+    std::cout << exp::render(exp::read_tables(m->out), exp::Format::markdown) << "\nreport: " << m->out << "\n";
+    return 0;
+  };
+});
+
 }  // namespace

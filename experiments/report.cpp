@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "engine/error.h"
 
@@ -69,6 +70,55 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
   std::vector<Table> out;
   for (auto& t : j) out.push_back(Table::from_json(t));
   return out;
+}
+
+void merge_reports(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out) {
+  if (shards.empty()) throw Error("psi merge: no shard reports given");
+  const Experiment* experiment = nullptr;
+  nlohmann::json options, cases = nlohmann::json::array();
+  std::set<std::int64_t> seen;
+  std::vector<reports::StateReader> readers;
+  for (const auto& path : shards) {
+    readers.emplace_back(path);
+    const reports::StateReader& r = readers.back();
+    const reports::RunInfo info = r.run_info();
+    const Experiment& e = find_experiment(info.experiment);
+    if (experiment && experiment != &e)
+      throw Error(path.string() + ": experiment '" + e.name + "' differs from '" + experiment->name + "'");
+    experiment = &e;
+    if (!r.file().exists(kCases) || !r.file().exists(kOptions))
+      throw Error(path.string() + ": not a psi experiment report (no " + kCases + ")");
+    nlohmann::json o = nlohmann::json::parse(r.read_text(kOptions));
+    o.erase("shard_index");
+    const int count = o["shard_count"];
+    o.erase("shard_count");
+    if (count != int(shards.size()))
+      throw Error(path.string() + ": written as one of " + std::to_string(count) + " shards, " +
+                  std::to_string(shards.size()) + " given");
+    if (!options.is_null() && o != options)
+      throw Error(path.string() + ": options differ from the first shard's: " + o.dump() + " vs " + options.dump());
+    options = o;
+    for (auto& c : nlohmann::json::parse(r.read_text(kCases))) {
+      if (!seen.insert(c["index"].get<std::int64_t>()).second)
+        throw Error(path.string() + ": case " + c["index"].dump() + " appears in more than one shard");
+      cases.push_back(c);
+    }
+  }
+  Options merged;
+  merged.model = options["model"];
+  merged.profile = options["profile"];
+  merged.backend = options["backend"];
+  merged.seed = options["seed"];
+  merged.checkpoint = options["checkpoint"];
+  merged.quick = options["quick"];
+  merged.chaos_seed = options["chaos_seed"];
+  merged.out = out;
+  Report report(*experiment, merged, readers.front().run_info().device_name);
+  for (const auto& r : readers)
+    for (auto& ds : r.datasets())
+      if (!ds.path.starts_with("/report/")) report.writer().file().copy_from(r.file(), ds.path);
+  for (auto& c : cases) report.add_case(c["index"].get<std::int64_t>(), c);
+  report.commit();
 }
 
 }  // namespace psi::exp

@@ -379,4 +379,29 @@ void File::set_attrs(const std::string& object, const Attrs& a) {
   for (auto& [k, v] : a) set_attr(object, k, v);
 }
 
+void File::copy_from(const File& src, const std::string& path) {
+  if (!writable_) throw Error(where(path) + ": file is read-only", Exit::run_failed);
+  H5O_info_t info;
+  if (H5Oget_info_by_name(src.id(), path.c_str(), &info, H5P_DEFAULT) < 0)
+    throw Error(src.where(path) + ": no such object");
+  if (!exists(path)) {
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) ensure_group(path.substr(0, slash));
+    if (H5Ocopy(src.id(), path.c_str(), file_.get(), path.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+      throw Error(where(path) + ": cannot copy from " + src.path().string(), Exit::run_failed);
+    return;
+  }
+  if (info.type != H5O_TYPE_GROUP)
+    throw Error(where(path) + ": exists already (also in " + src.path().string() + ")");
+  std::vector<std::string> children;
+  auto cb = [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
+    static_cast<std::vector<std::string>*>(op)->push_back(name);
+    return 0;
+  };
+  Handle g(H5Gopen2(src.id(), path.c_str(), H5P_DEFAULT), H5Gclose);
+  H5Literate(g.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, cb, &children);
+  const std::string prefix = path == "/" ? "/" : path + "/";
+  for (const auto& c : children) copy_from(src, prefix + c);
+}
+
 }  // namespace psi::h5

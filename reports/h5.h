@@ -88,6 +88,11 @@ class File {
   void set_attrs(const std::string& object, const Attrs& a);
   void ensure_group(const std::string& group);
 
+  // Copies object `path` of `src` (a dataset or a group, with attributes) into this file at the
+  // same path, bit for bit. A group that exists here already is merged child by child; a
+  // dataset that exists here already is an error.
+  void copy_from(const File& src, const std::string& path);
+
   void commit();  // flush, close, rename temp -> final
 
  private:

@@ -65,6 +65,8 @@ class StateWriter {
 
   const std::filesystem::path& path() const { return file_.path(); }
   const std::filesystem::path& temp_path() const { return file_.temp_path(); }
+  // The file being written, for copying objects in (psi merge).
+  h5::File& file() { return file_; }
 
  private:
   template <class T>
