@@ -7,6 +7,7 @@
 
 #include "engine/checkpoint/synth_source.h"
 #include "engine/runtime/pages.h"
+#include "engine/runtime/run_report.h"
 #include "engine/runtime/runtime.h"
 #include "engine/runtime/sizes.h"
 
@@ -159,6 +160,15 @@ TEST(RunReport, ExactlyOneDeviceAllocationAndTheBound) {
   EXPECT_EQ(rep.bound, std::uint64_t(16 * KiB + 4 * KiB + 16 * KiB + 512));
   EXPECT_EQ(rep.peak, std::uint64_t(16 * KiB + 10 * KiB + 2 * KiB));
   EXPECT_LE(rep.peak, rep.bound);
+  const auto j = rt::to_json(rep);
+  EXPECT_EQ(j["outcome"], "complete");
+  EXPECT_EQ(j["managed_peak_bytes"], rep.peak);
+  EXPECT_EQ(j["bound_bytes"], rep.bound);
+  EXPECT_EQ(j["device_allocations"], 1);
+  EXPECT_EQ(rt::summary(rep),
+            "run complete on cpu: managed peak 28.0 KiB of bound 36.5 KiB (S_live + W + 2P + eps), 1 device "
+            "allocation(s); H2D weights 0 bytes, journal 0 bytes; D2H journal 0 bytes; 0 commits, 0 reloads (0 kept "
+            "resident); 1 blocking syncs");
 }
 
 TEST(RunReport, PeakAboveTheDeclaredBoundFailsLoudly) {

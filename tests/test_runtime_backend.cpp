@@ -152,4 +152,21 @@ TEST(BackendFactory, MakeBackendOnThisMachine) {
   rt::BackendChoice chaos = rt::make_backend("auto", {.chaos_seed = 3});
   EXPECT_EQ(chaos.backend->name(), "cpu");
   EXPECT_THROW(rt::make_backend("metal"), psi::Error);
+  // A build with or without CUDA, on a machine with or without a device: "auto" always gives a
+  // working backend, and says so when it falls back.
+  std::string why;
+  const int devices = rt::cuda_devices(&why);
+  rt::BackendChoice any = rt::make_backend("auto");
+  if (devices == 0) {
+    EXPECT_EQ(any.backend->name(), "cpu");
+    EXPECT_FALSE(any.note.empty());
+    try {
+      rt::make_backend("cuda");
+      FAIL() << "cuda without a device";
+    } catch (const psi::Error& e) {
+      EXPECT_TRUE(std::string(e.what()).starts_with("backend cuda requested but ")) << e.what();
+    }
+  } else {
+    EXPECT_EQ(any.backend->name(), "cuda");
+  }
 }

@@ -17,6 +17,15 @@ bool cuda_backend_built() {
 #endif
 }
 
+int cuda_devices(std::string* why) {
+#ifdef PSI_HAVE_CUDA
+  return cuda_device_count(why);
+#else
+  if (why) *why = "built without CUDA";
+  return 0;
+#endif
+}
+
 BackendKind choose_backend(std::string_view requested, int device_count, bool cuda_built,
                            std::string_view why_none, bool chaos, std::string* note) {
   if (requested != "auto" && requested != "cpu" && requested != "cuda")
@@ -44,23 +53,19 @@ BackendKind choose_backend(std::string_view requested, int device_count, bool cu
 }
 
 BackendChoice make_backend(std::string_view requested, const CpuBackendOptions& cpu) {
-  int count = 0;
-  std::string why = "built without CUDA";
+  std::string why;
   // Only probe the driver when CUDA could be chosen: "cpu" must work where the driver is broken.
-#ifdef PSI_HAVE_CUDA
-  if (requested != "cpu") count = cuda_device_count(&why);
-#endif
+  const int count = requested == "cpu" ? 0 : cuda_devices(&why);
   BackendChoice out;
   const BackendKind kind = choose_backend(requested, count, cuda_backend_built(), why,
                                           cpu.chaos_seed.has_value(), &out.note);
   if (!out.note.empty()) std::cerr << out.note << "\n";
 #ifdef PSI_HAVE_CUDA
-  if (kind == BackendKind::cuda) {
-    out.backend = make_cuda_backend(0);
-    return out;
-  }
-#endif
+  out.backend = kind == BackendKind::cuda ? make_cuda_backend(0) : make_cpu_backend(cpu);
+#else
+  (void)kind;  // choose_backend never returns cuda in a build without it
   out.backend = make_cpu_backend(cpu);
+#endif
   return out;
 }
 

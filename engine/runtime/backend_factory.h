@@ -14,6 +14,8 @@ enum class BackendKind { cpu, cuda };
 
 // True when this build contains the CUDA backend.
 bool cuda_backend_built();
+// CUDA devices visible now (0 without the CUDA backend, a driver or a device; *why says which).
+int cuda_devices(std::string* why);
 
 // The decision alone, for a given device count (testable without a GPU). `why_none` says why
 // the count is 0. Sets *note when "auto" falls back to the CPU backend.

@@ -34,7 +34,10 @@ JournalTransport::JournalTransport(Runtime& rt, HostJournal& journal, JournalTra
   rt_.add_listener(this);
 }
 
-JournalTransport::~JournalTransport() { rt_.remove_listener(this); }
+JournalTransport::~JournalTransport() {
+  rt_.drain();  // ring copies may still be in flight when an error unwinds past the transport
+  rt_.remove_listener(this);
+}
 
 Event JournalTransport::take_event() {
   if (spare_events_.empty()) return rt_.create_event();

@@ -41,10 +41,16 @@ Runtime::Runtime(const RuntimeConfig& config)
   pages_ = std::make_unique<WeightPages>(*this);
 }
 
-Runtime::~Runtime() { drain_quietly(); }
+Runtime::~Runtime() { drain(); }
 
-void Runtime::drain_quietly() {
-  for (StreamHandle h : stream_handles_) backend_->synchronize_stream(h);
+void Runtime::drain() noexcept {
+  for (StreamHandle h : stream_handles_) {
+    try {
+      backend_->synchronize_stream(h);
+    } catch (...) {
+      // A backend error here repeats one the run reports elsewhere; draining the rest matters more.
+    }
+  }
 }
 
 Stream Runtime::create_stream(std::string_view name) {
@@ -113,7 +119,7 @@ Hooks Runtime::admit(Stream s, std::string_view op, const Accesses& accesses, co
       tracked.push_back({Space::device, a.region.offset, a.region.bytes, a.mode, a.region.name});
     return validator_->enqueue(lane(s), op, tracked);
   } catch (const ScheduleViolation&) {
-    drain_quietly();  // nothing already enqueued may outlive the caller's unwinding
+    drain();  // nothing already enqueued may outlive the caller's unwinding
     throw;
   }
 }
@@ -145,7 +151,7 @@ void Runtime::host_access(std::string_view op, const std::byte* p, std::size_t b
     validator_->enqueue(Validator::kHost, op,
                         {{Space::host, std::uint64_t(reinterpret_cast<std::uintptr_t>(p)), bytes, mode, std::string(op)}});
   } catch (const ScheduleViolation&) {
-    drain_quietly();
+    drain();
     throw;
   }
 }
@@ -156,7 +162,7 @@ DeviceRegion Runtime::scratch_alloc(std::uint64_t bytes, std::string_view op, in
   try {
     return scratch_.allocate(bytes, op, tile, name);
   } catch (const RunFailure&) {
-    drain_quietly();
+    drain();
     throw;
   }
 }
@@ -165,7 +171,7 @@ DeviceRegion Runtime::workspace_alloc(std::uint64_t bytes, std::string_view op, 
   try {
     return workspace_.allocate(bytes, op, tile, name);
   } catch (const RunFailure&) {
-    drain_quietly();
+    drain();
     throw;
   }
 }
@@ -175,7 +181,7 @@ void Runtime::add_listener(AccessListener* l) { listeners_.push_back(l); }
 void Runtime::remove_listener(AccessListener* l) { std::erase(listeners_, l); }
 
 void Runtime::fail(Outcome outcome, const std::string& msg) {
-  drain_quietly();
+  drain();
   throw RunFailure(outcome, msg);
 }
 

@@ -136,6 +136,10 @@ class Runtime {
 
   Counters& counters() { return counters_; }
 
+  // Waits for every stream without counting or rethrowing: for destructors and failure paths, so
+  // that no enqueued work outlives the host memory it uses.
+  void drain() noexcept;
+
   // Drains every stream, then throws RunFailure: no enqueued work outlives the failure.
   [[noreturn]] void fail(Outcome outcome, const std::string& msg);
 
@@ -150,7 +154,6 @@ class Runtime {
   int lane(Stream s) const { return s.id + 1; }
   // Listeners, then the validator, for one operation; returns its execute-time hooks.
   Hooks admit(Stream s, std::string_view op, const Accesses& accesses, const std::vector<TrackedAccess>& host);
-  void drain_quietly();
 
   RuntimeConfig config_;
   ArenaLayout layout_;
