@@ -30,11 +30,10 @@ constexpr std::int64_t kContextLen = 1024;
 void run_full_prompt(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   auto weights = make_weights(o, o.seed);
-  const std::size_t runs = o.quick ? 1 : kRequestSeeds.size();
   for (std::size_t p = 0; p < kPrompts.size(); ++p)
-    for (std::size_t s = 0; s < runs; ++s) {
+    for (std::size_t s = 0; s < kRequestSeeds.size(); ++s) {
       const std::int64_t index = std::int64_t(p * kRequestSeeds.size() + s);
-      if (!o.in_shard(index)) continue;
+      if (!o.in_shard(index) || (o.quick && index > 0)) continue;  // --quick: the first case only
       pipeline::TrajectoryCase tc{"full_prompt", std::string("full_prompt.") + kPrompts[p].name, kContextLen,
                                   kRequestSeeds[s], o.seed};
       nlohmann::json rec{{"prompt", kPrompts[p].name},

@@ -1,0 +1,163 @@
+// Every named experiment run through the psi binary at reduced size: exit status, report
+// structure, re-rendering from the file, and the bitwise claims each one makes.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sha256.h"
+#include "reports/h5.h"
+#include "reports/state_file.h"
+
+namespace fs = std::filesystem;
+using namespace psi;
+
+namespace {
+
+struct CmdResult {
+  int status;
+  std::string out;
+};
+
+// Runs `psi <args>` with stdout and stderr captured.
+CmdResult psi_cmd(const std::string& args) {
+  const std::string cmd = std::string(PSI_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+class Experiments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("psi_exp_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+nlohmann::json read_json(const fs::path& f, const std::string& ds) {
+  return nlohmann::json::parse(h5::File::open_read(f).read_text(ds));
+}
+
+void expect_report_structure(const fs::path& f, const std::string& experiment) {
+  ASSERT_TRUE(fs::exists(f)) << f;
+  reports::StateReader r(f);
+  EXPECT_EQ(r.run_info().experiment, experiment);
+  EXPECT_FALSE(r.run_info().command_line.empty());
+  EXPECT_TRUE(r.file().exists("/report/cases"));
+  const auto tables = read_json(f, "/report/tables");
+  ASSERT_TRUE(tables.is_array());
+  ASSERT_FALSE(tables.empty());
+  for (auto& t : tables) EXPECT_FALSE(t["rows"].empty()) << t["title"];
+  for (auto& e : fs::directory_iterator(f.parent_path()))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temporary file left: " << e.path();
+}
+
+}  // namespace
+
+TEST_F(Experiments, ListAndUnknownName) {
+  CmdResult l = psi_cmd("list");
+  EXPECT_EQ(l.status, 0);
+  for (const char* n : {"one-token", "full-prompt", "block-controls", "probes", "projection-oracle"})
+    EXPECT_NE(l.out.find(n), std::string::npos) << n;
+  CmdResult u = psi_cmd("run no-such-table --out " + (dir_ / "x.h5").string());
+  EXPECT_EQ(u.status, 2);
+  EXPECT_NE(u.out.find("unknown experiment 'no-such-table' (valid: "), std::string::npos) << u.out;
+  EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
+  CmdResult m = psi_cmd("run one-token --model huge --out " + (dir_ / "x.h5").string());
+  EXPECT_EQ(m.status, 2) << m.out;
+  EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
+}
+
+// one-token: the replay's initial states are the recorded ones bit for bit; the teacher-forced
+// and free-running first steps agree bit for bit; psi report re-renders the table.
+TEST_F(Experiments, OneToken) {
+  const fs::path f = dir_ / "one_token.h5";
+  CmdResult r = psi_cmd("run one-token --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_report_structure(f, "one-token");
+  auto rf = h5::File::open_read(f);
+  auto rec = h5::File::open_read(fs::path(PSI_SHARED_DIR) / "reference" / "probe_attn_traj.h5");
+  for (const char* path : {"dense", "baseline", "modified"}) {
+    const std::string g = std::string("/states/") + path;
+    EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/00_stage1_initial/video_latent")),
+              sha256_hex(rec.read_bf16("/trajectory_tiny/00_stage1_initial/video_latent")));
+    EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/01_stage1_step1/audio_latent")),
+              sha256_hex(rf.read_bf16(g + "/teacher_forced/01_stage1_step1/audio_latent")));
+  }
+  const auto cases = read_json(f, "/report/cases");
+  EXPECT_EQ(cases.size(), 6u);
+  for (auto& c : cases) EXPECT_EQ(c["states"].size(), 13u);
+  CmdResult rep = psi_cmd("report " + f.string() + " --format csv");
+  EXPECT_EQ(rep.status, 0);
+  EXPECT_NE(rep.out.find("path,mode,"), std::string::npos) << rep.out;
+  EXPECT_EQ(psi_cmd("report " + f.string() + " --format yaml").status, 2);
+}
+
+// full-prompt --quick: one case through the three paths; the dense path's endpoint distance to
+// itself is exactly 0; the figures are written next to the report.
+TEST_F(Experiments, FullPromptQuickWithFigures) {
+  const fs::path f = dir_ / "fp.h5";
+  CmdResult r = psi_cmd("run full-prompt --quick --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_report_structure(f, "full-prompt");
+  const auto cases = read_json(f, "/report/cases");
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0]["paths"]["dense"]["endpoint_video_rel_l2"].get<double>(), 0.0);
+  EXPECT_GT(cases[0]["paths"]["baseline"]["endpoint_video_rel_l2"].get<double>(), 0.0);
+  EXPECT_TRUE(fs::exists(dir_ / "fp.endpoint_error.svg"));
+  EXPECT_NE(r.out.find("Δ video"), std::string::npos);
+}
+
+// probes: three shards merged give the same saved tensors, bit for bit, as one run.
+TEST_F(Experiments, ProbesShardedAndMergedEqualOneRun) {
+  std::string shards;
+  for (int i = 0; i < 3; ++i) {
+    const fs::path s = dir_ / ("shard" + std::to_string(i) + ".h5");
+    CmdResult r = psi_cmd("run probes --shard " + std::to_string(i) + "/3 --out " + s.string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    shards += " " + s.string();
+  }
+  const fs::path merged = dir_ / "merged.h5", single = dir_ / "single.h5";
+  ASSERT_EQ(psi_cmd("merge" + shards + " --out " + merged.string()).status, 0);
+  ASSERT_EQ(psi_cmd("run probes --out " + single.string()).status, 0);
+  expect_report_structure(merged, "probes");
+  CmdResult c = psi_cmd("compare " + merged.string() + " " + single.string() + " --only '^/probes/'");
+  EXPECT_EQ(c.status, 0) << c.out;
+  EXPECT_EQ(read_json(merged, "/report/cases").size(), 3u);
+  EXPECT_NE(psi_cmd("merge" + shards.substr(0, shards.rfind(' ')) + " --out " + (dir_ / "m2.h5").string()).status, 0);
+  EXPECT_FALSE(fs::exists(dir_ / "m2.h5"));
+  EXPECT_EQ(psi_cmd("run one-token --shard 0/2 --out " + (dir_ / "s.h5").string()).status, 2);
+}
+
+// block-controls and projection-oracle: the recorded FLASH row equals the README's count, and
+// the first disagreeing Q element has a psi value that differs from the official one.
+TEST_F(Experiments, BlockControlsAndProjectionOracle) {
+  const fs::path b = dir_ / "bc.h5", p = dir_ / "po.h5";
+  CmdResult rb = psi_cmd("run block-controls --out " + b.string());
+  ASSERT_EQ(rb.status, 0) << rb.out;
+  expect_report_structure(b, "block-controls");
+  const auto bc = read_json(b, "/report/cases")[0];
+  for (auto& row : bc["official_flash_vs_math"])
+    if (row["tensor"] == "video_out") EXPECT_EQ(row["differing"].get<long long>(), 63496);
+  CmdResult rp = psi_cmd("run projection-oracle --out " + p.string());
+  ASSERT_EQ(rp.status, 0) << rp.out;
+  expect_report_structure(p, "projection-oracle");
+  const auto po = read_json(p, "/report/cases")[0];
+  ASSERT_TRUE(po.contains("explanation"));
+  const auto& cands = po["explanation"]["candidates"];
+  ASSERT_EQ(cands.size(), 2u);
+  EXPECT_NE(cands[0]["bits"], cands[1]["bits"]);
+}
