@@ -157,6 +157,7 @@ TEST(RunReport, ExactlyOneDeviceAllocationAndTheBound) {
   EXPECT_EQ(rep.outcome, rt::Outcome::complete);
   EXPECT_EQ(rep.device_allocations, 1u);
   EXPECT_EQ(rep.pinned_allocations, 2u);  // the two pages' staging buffers (host memory)
+  EXPECT_EQ(rep.pinned_bytes, std::uint64_t(2 * 8 * KiB));
   EXPECT_EQ(rep.bound, std::uint64_t(16 * KiB + 4 * KiB + 16 * KiB + 512));
   EXPECT_EQ(rep.peak, std::uint64_t(16 * KiB + 10 * KiB + 2 * KiB));
   EXPECT_LE(rep.peak, rep.bound);

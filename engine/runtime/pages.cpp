@@ -37,7 +37,7 @@ WeightPages::~WeightPages() { rt_.remove_listener(this); }
 
 void WeightPages::violation(int page, const std::string& what) {
   // Raised while the caller enqueues: already enqueued work must not outlive the unwinding.
-  rt_.synchronize();
+  rt_.drain();
   throw ScheduleViolation("page " + std::to_string(page) + ": " + what);
 }
 

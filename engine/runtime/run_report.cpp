@@ -26,6 +26,7 @@ nlohmann::json to_json(const RunReport& r) {
       {"workspace_high_water_bytes", r.workspace_high_water},
       {"device_allocations", r.device_allocations},
       {"pinned_allocations", r.pinned_allocations},
+      {"pinned_bytes", r.pinned_bytes},
       {"h2d_bytes", h2d},
       {"d2h_bytes", d2h},
       {"weight_tiles", c.weight_tiles},

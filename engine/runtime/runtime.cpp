@@ -156,7 +156,15 @@ void Runtime::host_access(std::string_view op, const std::byte* p, std::size_t b
   }
 }
 
-HostBuffer Runtime::allocate_pinned(std::size_t bytes, std::string_view) { return backend_->allocate_pinned(bytes); }
+HostBuffer Runtime::allocate_pinned(std::size_t bytes, std::string_view what) {
+  try {
+    HostBuffer b = backend_->allocate_pinned(bytes);
+    pinned_bytes_ += bytes;
+    return b;
+  } catch (const Error& e) {
+    throw Error(std::string(what) + ": " + e.what(), e.code());
+  }
+}
 
 DeviceRegion Runtime::scratch_alloc(std::uint64_t bytes, std::string_view op, int tile, std::string_view name) {
   try {
@@ -197,6 +205,7 @@ RunReport Runtime::report() const {
   r.workspace_high_water = workspace_.high_water();
   r.device_allocations = backend_->device_allocations();
   r.pinned_allocations = backend_->pinned_allocations();
+  r.pinned_bytes = pinned_bytes_;
   r.counters = counters_;
   return r;
 }

@@ -79,6 +79,7 @@ struct RunReport {
   std::uint64_t peak = 0;   // measured: 2P + largest simultaneous scratch + workspace use
   std::uint64_t scratch_high_water = 0, workspace_high_water = 0;
   std::uint64_t device_allocations = 0, pinned_allocations = 0;
+  std::uint64_t pinned_bytes = 0;  // host staging and journal ring (not managed GPU memory)
   Counters counters;
 };
 
@@ -120,6 +121,7 @@ class Runtime {
   // validate mode checks it against in-flight copies. A no-op outside validate mode.
   void host_access(std::string_view op, const std::byte* p, std::size_t bytes, AccessMode mode);
 
+  // Pinned host memory for staging; `what` names it in an allocation failure.
   HostBuffer allocate_pinned(std::size_t bytes, std::string_view what);
 
   DeviceRegion scratch_alloc(std::uint64_t bytes, std::string_view op, int tile, std::string_view name);
@@ -170,6 +172,7 @@ class Runtime {
   std::vector<int> event_lanes_;  // the validator's event index
   Stream compute_, copy_;
   Counters counters_;
+  std::uint64_t pinned_bytes_ = 0;
   std::vector<AccessListener*> listeners_;
   std::unique_ptr<WeightPages> pages_;
 };
