@@ -164,7 +164,10 @@ void SafetensorsFile::parse_header(std::uint64_t header_len, const std::string& 
     for (const json& d : value["shape"]) {
       if (!d.is_number_unsigned()) throw Error(where + ": shape entry " + d.dump() + " is not a non-negative integer");
       const std::uint64_t v = d.get<std::uint64_t>();
-      if (v > 0 && numel > (std::uint64_t(1) << 62) / v) throw Error(where + ": shape is too large");
+      // Beside a zero dimension a huge one passes the product check; Shape holds int64.
+      if (v > std::uint64_t(std::numeric_limits<std::int64_t>::max()) ||
+          (v > 0 && numel > (std::uint64_t(1) << 62) / v))
+        throw Error(where + ": shape is too large");
       numel *= v;
       e.shape.push_back(std::int64_t(v));
     }
