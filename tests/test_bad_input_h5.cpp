@@ -1,0 +1,251 @@
+// Bad HDF5 input to the commands that read it (psi compare, psi report, psi oracle
+// certify/explain) and to reports::StateReader: files that are not HDF5, truncated or missing,
+// files that lack the datasets a command needs, carry another schema version, or hold
+// datasets of the wrong shape or type. Each is refused with exit 2 and one stderr line naming
+// the file and the thing.
+#include <hdf5.h>
+
+#include "engine/bf16.h"
+#include "reports/h5.h"
+#include "reports/state_file.h"
+#include "tests/test_bad_input_support.h"
+
+namespace h5 = psi::h5;
+namespace rp = psi::reports;
+using namespace psi::badinput;
+using psi::Exit;
+
+namespace {
+
+const bool kCounted = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("hdf5"));
+  return true;
+}();
+
+psi::Bf16Tensor bf16_tensor(const psi::Shape& s, float base) {
+  psi::Bf16Tensor t(s);
+  for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = psi::bf16_rne(base + float(i % 7) * 0.25f);
+  return t;
+}
+
+psi::F32Tensor f32_tensor(const psi::Shape& s) {
+  psi::F32Tensor t(s);
+  for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = float(i) * 0.5f;
+  return t;
+}
+
+rp::RunInfo run_info() {
+  rp::RunInfo r;
+  r.experiment = "one-token";
+  r.model_config = "tiny/ltx25";
+  r.backend = "cpu";
+  r.device_name = "test";
+  return r;
+}
+
+// A psi-h5/1 experiment report holding one tensor and `tables` as /report/tables.
+fs::path report_file(const fs::path& p, const std::string& tables) {
+  rp::StateWriter w(p, run_info());
+  w.write("/states/x", bf16_tensor({2, 4}, 1.0f), {"dense", "[2, 4] test", "", {}});
+  w.write_text("/report/tables", tables);
+  w.commit();
+  return p;
+}
+
+const std::string kGoodTables =
+    R"([{"title":"t","columns":["a","b"],"rows":[["1","2"]],"notes":[]}])";
+
+// A plain HDF5 file written through h5::File, filled by `fill`, with root attributes `root`.
+fs::path plain_file(const fs::path& p, const std::function<void(h5::File&)>& fill, const h5::Attrs& root = {}) {
+  auto f = h5::File::create(p);
+  if (fill) fill(f);
+  if (!root.empty()) f.set_attrs("/", root);
+  f.commit();
+  return p;
+}
+
+// A dataset of a type psi does not read (int32), written with the C API.
+void write_i32(h5::File& f, const std::string& path, hsize_t n) {
+  std::vector<std::int32_t> v(n, 7);
+  h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  h5::Handle d(H5Dcreate2(f.id(), path.c_str(), H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+               H5Dclose);
+  H5Dwrite(d.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+}
+
+// Files that are not (usable) HDF5 at all, each with the words its refusal must contain.
+struct NotH5 {
+  fs::path path;
+  std::string mention;
+};
+
+std::vector<NotH5> not_hdf5_files(const fs::path& dir) {
+  std::vector<NotH5> out;
+  auto add = [&](const std::string& name, const std::string& bytes, const std::string& mention) {
+    write_bytes(dir / name, bytes);
+    out.push_back({dir / name, mention});
+  };
+  add("empty.h5", "", "not an HDF5 file");
+  add("text.h5", "this is a text file, not HDF5\n", "not an HDF5 file");
+  add("safetensors.h5", std::string("\x10\0\0\0\0\0\0\0{}              ", 24), "not an HDF5 file");
+  add("signature_only.h5", "\x89HDF\r\n\x1a\n", "HDF5");
+  const std::string good = slurp(report_file(dir / "good_for_cuts.h5", kGoodTables));
+  for (std::size_t cut : {std::size_t(8), std::size_t(96), good.size() / 2, good.size() - 1})
+    add("cut_" + std::to_string(cut) + ".h5", good.substr(0, cut), "HDF5");
+  std::string garbage = "\x89HDF\r\n\x1a\n";
+  for (int i = 0; i < 2000; ++i) garbage += char((i * 37 + 11) & 0xff);
+  add("signature_then_garbage.h5", garbage, "HDF5");
+  fs::remove(dir / "good_for_cuts.h5");
+  out.push_back({dir / "missing.h5", "no such file"});
+  fs::create_directories(dir / "a_directory.h5");
+  out.push_back({dir / "a_directory.h5", "no such file"});
+  return out;
+}
+
+}  // namespace
+
+// StateReader and every reading command on every file that is not HDF5.
+TEST(BadHdf5, NotHdf5IsRefusedEverywhere) {
+  const fs::path dir = fresh_dir("h5_not");
+  const fs::path good = report_file(dir / "good.h5", kGoodTables);
+  for (const NotH5& f : not_hdf5_files(dir)) {
+    const std::string p = f.path.string();
+    expect_error([&] { rp::StateReader r(f.path); }, Exit::bad_input, {p + ": ", f.mention}, "StateReader " + p);
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"report", p},
+             {"compare", p, good.string()},
+             {"compare", good.string(), p},
+             {"oracle", "certify", "--file", p, "--x", "x", "--w", "w", "--y", "y"},
+             {"oracle", "explain", "--file", p, "--probe", "probe_q", "--row", "0", "--col", "0"}})
+      expect_rejected(run_psi(args), args, Exit::bad_input, {p + ": ", f.mention});
+  }
+}
+
+// HDF5 files psi does not accept as reports: no or another schema, no tables, tables that are
+// not what psi writes.
+TEST(BadHdf5, ReportRefusesFilesThatAreNotItsReports) {
+  const fs::path dir = fresh_dir("h5_report");
+  struct Bad {
+    fs::path path;
+    std::vector<std::string> mentions;
+  };
+  std::vector<Bad> bad;
+  auto x = [](h5::File& f) { f.write_f32("/x", f32_tensor({4}), {}); };
+  bad.push_back({plain_file(dir / "no_schema.h5", x), {"not a psi file: no root attribute 'schema'"}});
+  bad.push_back({plain_file(dir / "schema_v2.h5", x, {{"schema", std::string("psi-h5/2")}}),
+                 {"schema 'psi-h5/2' is not supported", "psi-h5/1"}});
+  bad.push_back({plain_file(dir / "schema_v0.h5", x, {{"schema", std::string("psi-h5/0")}}), {"schema 'psi-h5/0'"}});
+  bad.push_back({plain_file(dir / "schema_int.h5", x, {{"schema", std::int64_t(1)}}), {"(not a string)"}});
+  bad.push_back({plain_file(dir / "recording_v2.h5", x, {{"format", std::string("record_official/2")}}),
+                 {"recording format 'record_official/2' is not supported"}});
+  bad.push_back({plain_file(dir / "no_tables.h5", x, {{"schema", std::string("psi-h5/1")}}),
+                 {"not a psi experiment report (no /report/tables)"}});
+  bad.push_back({plain_file(dir / "tables_f32.h5",
+                            [](h5::File& f) { f.write_f32("/report/tables", f32_tensor({4}), {}); },
+                            {{"schema", std::string("psi-h5/1")}}),
+                 {"/report/tables", "expected uint8, found float32"}});
+  bad.push_back({plain_file(dir / "tables_group.h5", [](h5::File& f) { f.ensure_group("/report/tables/inner"); },
+                            {{"schema", std::string("psi-h5/1")}}),
+                 {"/report/tables", "not a dataset"}});
+  bad.push_back({report_file(dir / "tables_not_json.h5", "[{\"title\": "), {"/report/tables: malformed JSON"}});
+  bad.push_back({report_file(dir / "tables_binary.h5", std::string("\0\xff\xfe", 3)), {"/report/tables: malformed JSON"}});
+  for (const Bad& b : bad) {
+    std::vector<std::string> m = b.mentions;
+    m.push_back(b.path.string() + ":");
+    const std::vector<std::string> args{"report", b.path.string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, m);
+  }
+  // The control: the same writer with well-formed tables renders.
+  const fs::path good = report_file(dir / "good.h5", kGoodTables);
+  const PsiRun r = run_psi({"report", good.string(), "--format", "csv"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("a,b\n1,2\n"), std::string::npos) << r.out;
+  const std::vector<std::string> args{"report", good.string(), "--format", "yaml"};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {"unknown format 'yaml'"});
+}
+
+// psi compare on files that disagree about a dataset: each bad pair gives exit 2 and one
+// stderr line naming both files, the dataset and the reason (the table still goes to stdout).
+TEST(BadHdf5, CompareRefusesInconsistentDatasets) {
+  const fs::path dir = fresh_dir("h5_compare");
+  const fs::path a = plain_file(dir / "a.h5", [](h5::File& f) {
+    f.write_f32("/x", f32_tensor({4}), {});
+    f.write_bf16("/y", bf16_tensor({2, 3}, 0.5f), {});
+  });
+  struct Bad {
+    std::string name;
+    std::function<void(h5::File&)> fill;
+    std::string mention;
+  };
+  const std::vector<Bad> bad = {
+      {"shape", [](h5::File& f) { f.write_f32("/x", f32_tensor({2, 2}), {}); }, "shape_mismatch: shape [4] in A vs [2, 2] in B"},
+      {"dtype", [](h5::File& f) { f.write_f64("/x", psi::F64Tensor({4}), {}); }, "dtype_mismatch: dtype float32 in A vs float64"},
+      {"bf16", [](h5::File& f) { f.write_bf16("/x", bf16_tensor({4}, 1.0f), {}); }, "dtype float32 in A vs bfloat16 in B"},
+      {"int32", [](h5::File& f) { write_i32(f, "/x", 4); }, "unsupported: element type not supported"},
+      {"full_shape_malformed", [](h5::File& f) { f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[4,")}}); },
+       "full_shape"},
+      {"stored_malformed", [](h5::File& f) { f.write_f32("/x", f32_tensor({4}), {{"stored", std::string("some rows")}}); },
+       "stored"},
+      {"stored_outside",
+       [](h5::File& f) {
+         f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[4]")}, {"stored", std::string("rows_2_to_5_of_axis_0")}});
+       },
+       "lies outside full_shape [4]"},
+      {"stored_vs_dataset",
+       [](h5::File& f) {
+         f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[8]")}, {"stored", std::string("rows_0_to_1_of_axis_0")}});
+       },
+       "stored shape [4] does not match stored='rows_0_to_1_of_axis_0' of full_shape [8]"},
+  };
+  for (const Bad& b : bad) {
+    const fs::path p = plain_file(dir / (b.name + ".h5"), b.fill);
+    const std::vector<std::string> args{"compare", a.string(), p.string(), "--only", "^/x$"};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {a.string() + ":/x", p.string() + ":/x", b.mention});
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{{"compare", a.string(), a.string(), "--only", "(["},
+                                                               {"compare", a.string(), a.string(), "--map", "nothing"},
+                                                               {"compare", a.string(), a.string(), "--map", "=/x"}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {args.back()});
+}
+
+// psi oracle on operand files that lack a dataset, hold the wrong type or shapes, or name a
+// probe group that is not there.
+TEST(BadHdf5, OracleRefusesBadOperands) {
+  const fs::path dir = fresh_dir("h5_oracle");
+  auto operands = [&](const std::string& name, const psi::Shape& xs, const psi::Shape& ws, const psi::Shape& bs,
+                      const psi::Shape& ys, bool x_as_f32 = false) {
+    return plain_file(dir / name, [&](h5::File& f) {
+      if (x_as_f32) f.write_f32("/x", f32_tensor(xs), {});
+      else f.write_bf16("/x", bf16_tensor(xs, 1.0f), {});
+      f.write_bf16("/w", bf16_tensor(ws, -0.5f), {});
+      f.write_bf16("/b", bf16_tensor(bs, 0.25f), {});
+      f.write_bf16("/y", bf16_tensor(ys, 2.0f), {});
+    });
+  };
+  const std::string good = operands("good.h5", {2, 8}, {3, 8}, {3}, {2, 3}).string();
+  struct Bad {
+    std::vector<std::string> args;
+    std::vector<std::string> mentions;
+  };
+  const std::string x_f32 = operands("x_f32.h5", {2, 8}, {3, 8}, {3}, {2, 3}, true).string();
+  const std::string w_k = operands("w_k.h5", {2, 8}, {3, 7}, {3}, {2, 3}).string();
+  const std::string b_n = operands("b_n.h5", {2, 8}, {3, 8}, {4}, {2, 3}).string();
+  const std::string y_n = operands("y_n.h5", {2, 8}, {3, 8}, {3}, {2, 4}).string();
+  const std::string x_k0 = operands("x_k0.h5", {2, 0}, {3, 0}, {3}, {2, 3}).string();
+  const std::vector<Bad> bad = {
+      {{"oracle", "certify", "--file", good, "--x", "nope", "--w", "w", "--y", "y"}, {good + ":/nope", "no such dataset"}},
+      {{"oracle", "certify", "--file", good, "--x", "x", "--w", "w", "--y", "missing_y"}, {good + ":/missing_y"}},
+      {{"oracle", "certify", "--file", x_f32, "--x", "x", "--w", "w", "--y", "y"}, {x_f32 + ":/x", "expected bfloat16, found float32"}},
+      {{"oracle", "certify", "--file", w_k, "--x", "x", "--w", "w", "--y", "y"}, {w_k, "W [3, 7] does not fit x [2, 8]"}},
+      {{"oracle", "certify", "--file", b_n, "--x", "x", "--w", "w", "--b", "b", "--y", "y"}, {b_n, "bias [4]"}},
+      {{"oracle", "certify", "--file", y_n, "--x", "x", "--w", "w", "--y", "y"}, {y_n + ":/y", "does not fit x"}},
+      {{"oracle", "certify", "--file", x_k0, "--x", "x", "--w", "w", "--y", "y"}, {x_k0 + ":/x", "K >= 1"}},
+      {{"oracle", "certify", "--file", good, "--x", "x", "--w", "w", "--y", "y", "--rows", "1:9"}, {"--rows 1:9"}},
+      {{"oracle", "certify", "--file", good, "--x", "x", "--w", "w", "--y", "y", "--rows", "a:b"}, {"--rows 'a:b'"}},
+      {{"oracle", "certify", "--file", good, "--probe", "no_such_probe"}, {good + ":", "no_such_probe", "no such probe group"}},
+      {{"oracle", "certify", "--file", good, "--x", "x", "--w", "w"}, {"--y Y is required"}},
+      {{"oracle", "explain", "--file", good, "--x", "x", "--w", "w", "--row", "0", "--col", "0", "--candidate", "gpu=3f80"},
+       {"--candidate 'gpu=3f80'"}},
+  };
+  for (const Bad& b : bad) expect_rejected(run_psi(b.args), b.args, Exit::bad_input, b.mentions);
+}
