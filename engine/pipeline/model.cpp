@@ -92,7 +92,8 @@ Bf16Tensor output_head(const model::ModelConfig& c, model::WeightSource& w, cons
 
 ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
                           const ModalityInput& video, const ModalityInput& audio,
-                          const model::NumericsVariant& variant, const BlockHook& hook) {
+                          const model::NumericsVariant& variant, const BlockHook& hook,
+                          const BlockRunner& runner) {
   Prepared v = prepare(c, weights, video, audio.sigma, true);
   Prepared a = prepare(c, weights, audio, video.sigma, false);
   model::BlockRope rope = model::block_rope(c, video.positions, audio.positions);
@@ -106,8 +107,8 @@ ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weig
   in.video.x = std::move(v.x);
   in.audio.x = std::move(a.x);
   for (int b = 0; b < int(c.layers); ++b) {
-    const model::BlockWeights bw = model::load_block_weights(weights, c, b);
-    model::BlockProbes probes = model::block_forward(c, bw, in, variant);
+    model::BlockProbes probes = runner ? runner(b, in)
+                                       : model::block_forward(c, model::load_block_weights(weights, c, b), in, variant);
     in.video.x = probes.video_out;
     in.audio.x = probes.audio_out;
     if (hook) hook(b, probes);

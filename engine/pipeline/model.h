@@ -27,9 +27,13 @@ struct ModelOutput {
 
 // Called after each block with its index (progress, interrupts, probes of block 0).
 using BlockHook = std::function<void(int block, const model::BlockProbes& probes)>;
+// Runs block `index` on prepared inputs; empty: model::block_forward on host tensors with the
+// block's weights from `weights`. The PSI executor plugs in here to run blocks on the runtime.
+using BlockRunner = std::function<model::BlockProbes(int index, const model::BlockInputs& in)>;
 
 ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
                           const ModalityInput& video, const ModalityInput& audio,
-                          const model::NumericsVariant& variant, const BlockHook& hook = {});
+                          const model::NumericsVariant& variant, const BlockHook& hook = {},
+                          const BlockRunner& runner = {});
 
 }  // namespace psi::pipeline

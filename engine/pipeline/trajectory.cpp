@@ -92,7 +92,7 @@ TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource
       BlockHook hook;
       if (hooks.on_block)
         hook = [&](int b, const model::BlockProbes&) { hooks.on_block(st.index, k + 1, b + 1, int(c.layers)); };
-      ModelOutput out = model_forward(c, weights, video, audio, variant, hook);
+      ModelOutput out = model_forward(c, weights, video, audio, variant, hook, hooks.block_runner);
       result.invocations.push_back(
           {st.index, k + 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
       Bf16Tensor x0v = to_denoised(xv, out.video_velocity, sigma);

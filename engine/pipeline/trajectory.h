@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/block.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
@@ -63,6 +64,8 @@ struct TrajectoryHooks {
   // Teacher forcing: called before the step that produces state i (1..8, 10..12); a non-null
   // result replaces the run's own state i-1 as that step's start (the recorded state i-1).
   std::function<const SavedState*(int index)> teacher;
+  // Runs the blocks (see model.h); empty: host block_forward.
+  std::function<model::BlockProbes(int index, const model::BlockInputs& in)> block_runner;
 };
 
 
