@@ -1,0 +1,91 @@
+// psi probe: the linear probe's variants behave as their write boundaries say, the attention
+// kernel on the recorded q/k/v is close to its own backend, outputs are written, bad input is
+// rejected with exit 2.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "engine/sha256.h"
+#include "probes/probe_cases.h"
+#include "reports/h5.h"
+
+namespace fs = std::filesystem;
+namespace probes = psi::probes;
+
+namespace {
+
+const probes::TensorResult& find(const probes::ProbeReport& r, const std::string& variant, const std::string& tensor,
+                                 const std::string& backend) {
+  for (const auto& t : r.results)
+    if (t.variant == variant && t.tensor == tensor && t.backend == backend) return t;
+  throw std::runtime_error("no result " + variant + "/" + tensor + "/" + backend);
+}
+
+int run(const std::string& args, std::string* out = nullptr) {
+  const std::string cmd = std::string(PSI_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, p)) text.append(buf, n);
+  const int status = pclose(p);
+  if (out) *out = text;
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST(Probe, AudioFfUpVariants) {
+  const auto r = probes::run_probe("audio-ff-up", {});
+  const auto& dense = find(r, "dense", "proj_out", "official");
+  const auto& baseline = find(r, "baseline", "proj_out", "official");
+  const auto& modified = find(r, "modified", "proj_out", "official");
+  ASSERT_TRUE(dense.distance && baseline.distance && modified.distance);
+  // modified and dense do the same arithmetic (bias added in float32 before one BF16 write).
+  EXPECT_EQ(r.outputs[0].second[0].second.data, r.outputs[2].second[0].second.data);
+  // Writing the product BF16 before the bias adds differences: the paper's baseline effect.
+  EXPECT_GT(baseline.distance->differing, 10 * modified.distance->differing);
+  EXPECT_EQ(dense.distance->total, 126 * 8192);
+}
+
+TEST(Probe, AttentionKernelOnRecordedQkv) {
+  const auto r = probes::run_probe("audio-self-attn", {});
+  // Recorded q/k/v in: MATH-form attention lands within one BF16 ulp of the MATH recording, the
+  // BF16-P online form within a few ulps of the FLASH recording.
+  const auto& dense = find(r, "dense", "sdpa_out.on_recorded_qkv", "math");
+  const auto& baseline = find(r, "baseline", "sdpa_out.on_recorded_qkv", "flash");
+  const auto& modified = find(r, "modified", "sdpa_out.on_recorded_qkv", "math");
+  ASSERT_TRUE(dense.distance && baseline.distance && modified.distance);
+  EXPECT_LE(dense.distance->max_ulp, 1);
+  EXPECT_LE(modified.distance->max_ulp, 1);
+  EXPECT_LT(baseline.distance->rel_l2, 1e-4);
+  // And with BF16 P against MATH the distance is the FLASH-like one, far larger.
+  EXPECT_GT(find(r, "baseline", "sdpa_out.on_recorded_qkv", "math").distance->rel_l2, 10 * modified.distance->rel_l2);
+}
+
+TEST(ProbeCli, WritesOutputs) {
+  const fs::path out = fs::temp_directory_path() / ("psi_probe_test_" + std::to_string(::getpid()) + ".h5");
+  std::string text;
+  const int rc = run("probe video-q-proj --variant dense --out " + out.string(), &text);
+  EXPECT_EQ(rc, 1) << text;  // psi's GEMM order is not cuBLAS's: some elements differ
+  EXPECT_NE(text.find("dense     q"), std::string::npos) << text;
+  auto f = psi::h5::File::open_read(out);
+  const auto q = f.read_bf16("/probe_video_q_proj/dense/q");
+  EXPECT_EQ(q.shape, (psi::Shape{256, 4096}));
+  EXPECT_EQ(f.attr_string("/probe_video_q_proj/dense/q", "sha256_full"), psi::sha256_hex(q));
+  fs::remove(out);
+}
+
+TEST(ProbeCli, BadInputIsExit2) {
+  std::string text;
+  EXPECT_EQ(run("probe no-such-case", &text), 2);
+  EXPECT_NE(text.find("unknown probe case"), std::string::npos) << text;
+  EXPECT_EQ(run("probe audio-ff-up --variant nope", &text), 2);
+  EXPECT_EQ(run("probe audio-ff-up --reference /nonexistent/file.h5", &text), 2);
+  EXPECT_NE(text.find("/nonexistent/file.h5"), std::string::npos) << text;
+  // A recording without the case's group.
+  EXPECT_EQ(run("probe audio-ff-up --reference " + (fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5").string(), &text), 2);
+  EXPECT_NE(text.find("probe_audio_ff_up"), std::string::npos) << text;
+}
