@@ -68,10 +68,11 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     try {
       e.run(r->o, report);
     } catch (const Error& err) {
-      if (err.code() == Exit::interrupted)
-        std::cerr << "psi: " << err.what() << "; no report written (partial data was in "
-                  << report.temp_path().string() << ", now removed)\n";
-      throw;
+      if (err.code() != Exit::interrupted) throw;
+      const auto partial = report.abandon();
+      throw Error(std::string(err.what()) + "; no report written under " + report.path().string() +
+                      "; the cases finished so far are in " + partial.string(),
+                  Exit::interrupted);
     }
     auto tables = report.commit();
     std::cout << exp::render(tables, exp::Format::markdown);

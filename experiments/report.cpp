@@ -57,6 +57,15 @@ std::vector<Table> Report::commit() {
   return tables;
 }
 
+std::filesystem::path Report::abandon() {
+  std::filesystem::path partial = path();
+  partial.replace_extension(".partial.h5");
+  writer_.write_text(kCases, cases_.dump());
+  writer_.write_text(kOptions, options_.to_json().dump());
+  writer_.abandon_to(partial);
+  return partial;
+}
+
 std::vector<Table> read_tables(const std::filesystem::path& file) {
   reports::StateReader r(file);
   if (!r.file().exists(kTables))

@@ -28,6 +28,8 @@ class Report {
   std::vector<Table> commit();
   // Figure files written by commit(), and notes about any that could not be.
   const std::vector<std::filesystem::path>& figure_files() const { return figure_files_; }
+  // An interrupted run: what was written so far goes to <report>.partial.h5, which is returned.
+  std::filesystem::path abandon();
   const std::filesystem::path& path() const { return writer_.path(); }
   const std::filesystem::path& temp_path() const { return writer_.temp_path(); }
 

@@ -178,6 +178,17 @@ void File::commit() {
   writable_ = false;
 }
 
+void File::abandon_to(const fs::path& partial) {
+  if (!writable_) throw Error(final_path_.string() + ": abandon on a read-only file", Exit::run_failed);
+  H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
+  file_ = Handle();
+  std::error_code ec;
+  fs::rename(temp_path_, partial, ec);
+  if (ec) throw Error(partial.string() + ": cannot rename from " + temp_path_.string() + ": " + ec.message(), Exit::run_failed);
+  temp_path_.clear();
+  writable_ = false;
+}
+
 std::string File::where(const std::string& object) const { return final_path_.string() + ":" + object; }
 
 bool File::exists(const std::string& path) const {

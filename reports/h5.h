@@ -94,6 +94,9 @@ class File {
   void copy_from(const File& src, const std::string& path);
 
   void commit();  // flush, close, rename temp -> final
+  // For an interrupted run: flush, close and rename the temporary file to `partial` (never the
+  // final name), keeping what was written so far readable.
+  void abandon_to(const std::filesystem::path& partial);
 
  private:
   File() = default;

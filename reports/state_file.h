@@ -65,6 +65,9 @@ class StateWriter {
 
   const std::filesystem::path& path() const { return file_.path(); }
   const std::filesystem::path& temp_path() const { return file_.temp_path(); }
+  // Keeps what was written so far under `partial` (an interrupted run); nothing appears under
+  // the final name.
+  void abandon_to(const std::filesystem::path& partial) { file_.abandon_to(partial); }
   // The file being written, for copying objects in (psi merge).
   h5::File& file() { return file_; }
 
