@@ -61,10 +61,9 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
     if (r->o.shard_count > 1 && !e.shardable)
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
-    if (r->o.backend != "cpu" && r->o.backend != "cuda" && r->o.backend != "auto")
-      throw Error("unknown backend '" + r->o.backend + "' (valid: cpu, cuda, auto)");
+    r->o.backend = exp::resolve_backend(r->o.backend, r->o.chaos_seed != 0);
     install_interrupt_handlers();
-    exp::Report report(e, r->o, "cpu");
+    exp::Report report(e, r->o, exp::device_name(r->o.backend));
     try {
       e.run(r->o, report);
     } catch (const Error& err) {

@@ -1,8 +1,11 @@
 #include "experiments/experiment.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <iostream>
 
 #include "engine/error.h"
+#include "engine/runtime/backend_factory.h"
 #include "psi_version.h"
 
 namespace psi::exp {
@@ -25,6 +28,26 @@ const Experiment& find_experiment(std::string_view name) {
   std::string valid;
   for (const Experiment& e : experiments()) valid += (valid.empty() ? "" : ", ") + e.name;
   throw Error("unknown experiment '" + std::string(name) + "' (valid: " + valid + ")");
+}
+
+std::string resolve_backend(const std::string& requested, bool chaos) {
+  std::string why, note;
+  const int devices = rt::cuda_devices(&why);
+  const rt::BackendKind k = rt::choose_backend(requested, devices, rt::cuda_backend_built(), why, chaos, &note);
+  if (!note.empty()) std::cerr << note << "\n";
+  return k == rt::BackendKind::cuda ? "cuda" : "cpu";
+}
+
+std::string device_name(const std::string& backend) {
+  if (backend == "cuda") return "CUDA device 0";
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("model name")) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return "CPU: " + line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "CPU";
 }
 
 std::filesystem::path shared_dir() {

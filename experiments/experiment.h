@@ -52,6 +52,13 @@ const std::vector<Experiment>& experiments();
 // An unknown name is a psi::Error listing the valid ones.
 const Experiment& find_experiment(std::string_view name);
 
+// "cpu" or "cuda" for a requested "cpu" | "cuda" | "auto" (auto: CUDA only with a device,
+// else the CPU with a one-line note on stderr); an unknown name or "cuda" without a device is a
+// psi::Error.
+std::string resolve_backend(const std::string& requested, bool chaos);
+// The device a report names: the CPU model, or the CUDA device.
+std::string device_name(const std::string& backend);
+
 // The shared/ folder (PSI_SHARED, else the build-time default) and its reference/ folder.
 std::filesystem::path shared_dir();
 std::filesystem::path reference_dir(const Options& o);
