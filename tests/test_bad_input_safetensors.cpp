@@ -6,11 +6,9 @@
 #include <limits>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/bf16.h"
 #include "engine/checkpoint/safetensors.h"
-#include "reports/h5.h"
+#include "tests/test_bad_input_checkpoint.h"
 #include "tests/test_bad_input_support.h"
 
 namespace ck = psi::ckpt;
@@ -22,8 +20,6 @@ const bool kCounted = [] {
   ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("safetensors"));
   return true;
 }();
-
-const std::string kPrefix = "model.diffusion_model.";
 
 // The bytes of a safetensors file: length field (the header's size unless overridden), the
 // header text, `data_bytes` zero bytes.
@@ -161,43 +157,6 @@ TEST(BadSafetensors, RunWithCheckpointRefusesEveryMalformedFile) {
   }
 }
 
-namespace {
-
-struct WeightEntry {
-  std::string name;
-  psi::Shape shape;
-};
-
-// Every tensor of the tiny model, as the official implementation lists it beside the recorded
-// trajectory (weights_json of trajectory_tiny).
-std::vector<WeightEntry> tiny_weights() {
-  auto f = psi::h5::File::open_read(fs::path(PSI_SHARED_DIR) / "reference" / "probe_attn_traj.h5");
-  const auto j = nlohmann::json::parse(f.read_text("/trajectory_tiny/weights_json"));
-  std::vector<WeightEntry> out;
-  for (const auto& w : j) out.push_back({w["name"].get<std::string>(), w["shape"].get<psi::Shape>()});
-  return out;
-}
-
-// A complete tiny checkpoint with the official prefix and every weight equal to 2^-7, except
-// tensor `changed` (a model name), which `edit` changes.
-fs::path tiny_checkpoint(const fs::path& p, const std::string& changed = {},
-                         const std::function<void(ck::SafetensorsTensor&)>& edit = {}) {
-  std::vector<ck::SafetensorsTensor> ts;
-  int edits = 0;
-  for (const auto& w : tiny_weights()) {
-    std::vector<psi::Bf16> v(std::size_t(psi::numel(w.shape)), psi::bf16_rne(0.0078125f));
-    ts.push_back(ck::bf16_tensor(kPrefix + w.name, w.shape, v));
-    if (w.name == changed) {
-      edit(ts.back());
-      ++edits;
-    }
-  }
-  EXPECT_EQ(edits, changed.empty() ? 0 : 1) << changed << " is not a tiny-model tensor";
-  ck::write_safetensors(p, ts);
-  return p;
-}
-
-}  // namespace
 
 // Well-formed files whose content does not fit the model: each refused naming the file and the
 // tensor. The complete checkpoint runs (exit 0), so the refusals are about what each one

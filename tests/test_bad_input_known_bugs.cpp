@@ -1,0 +1,159 @@
+// Regression tests for bad-input and non-finite handling bugs found in code outside the
+// reliability work. Each test states the contract, fails until the bug is fixed, and names the
+// code at fault; docs/reliability.md lists them with their reproductions.
+#include <cstring>
+
+#include <hdf5.h>
+
+#include "engine/runtime/backend_factory.h"
+#include "reports/h5.h"
+#include "tests/test_bad_input_checkpoint.h"
+#include "tests/test_bad_input_support.h"
+
+namespace h5 = psi::h5;
+using namespace psi::badinput;
+using psi::Exit;
+
+namespace {
+
+const bool kCounted = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("known bugs"));
+  return true;
+}();
+
+fs::path f32_file(const fs::path& p, const std::vector<float>& v, const h5::Attrs& attrs = {}) {
+  auto f = h5::File::create(p);
+  f.write_f32("/x", psi::F32Tensor({std::int64_t(v.size())}, v), attrs);
+  f.commit();
+  return p;
+}
+
+}  // namespace
+
+// reports/schema.cpp parse_stored: the axis of stored='rows_<a>_to_<b>_of_axis_<k>' is parsed
+// as int64 and cast to int. k = 2^31 becomes negative and passes every range check: psi compare
+// indexes full_shape[-2^31] and dies of SIGSEGV; k = 2^32 silently becomes axis 0.
+TEST(KnownBug, StoredAxisBeyondIntIsRefusedNotCrashing) {
+  const fs::path dir = fresh_dir("kb_axis");
+  for (const std::string axis : {"2147483648", "3000000000", "4294967296"}) {
+    const fs::path p = f32_file(dir / ("axis_" + axis + ".h5"), {1, 2, 3, 4},
+                                {{"full_shape", std::string("[4]")},
+                                 {"stored", "rows_0_to_3_of_axis_" + axis}});
+    const std::vector<std::string> args{"compare", p.string(), p.string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {p.string() + ":/x", "axis_" + axis});
+  }
+}
+
+// experiments/one_token.cpp tabulate_one_token: "max video rel L2 over states" is
+// std::max(worst, rel_l2), which drops NaN; a run whose every state is NaN shows 0.00e+00 there
+// (beside "nan" in the final-state columns and "all finite: NO").
+TEST(KnownBug, MaxRelL2OverStatesDoesNotHideNaN) {
+  const fs::path dir = fresh_dir("kb_maxnan");
+  const fs::path ckpt = tiny_checkpoint(dir / "nan.safetensors", "transformer_blocks.0.ff.net.0.proj.weight",
+                                        [](psi::ckpt::SafetensorsTensor& t) {
+                                          const std::uint16_t nan = 0x7fc0;
+                                          std::memcpy(t.bytes.data(), &nan, 2);
+                                        });
+  const PsiRun r = run_psi({"run", "one-token", "--checkpoint", ckpt.string(), "--out", (dir / "r.h5").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string path : {"| dense ", "| baseline ", "| modified "}) {
+    const auto begin = r.out.find(path);
+    ASSERT_NE(begin, std::string::npos) << r.out;
+    const std::string row = r.out.substr(begin, r.out.find('\n', begin) - begin);
+    EXPECT_EQ(row.find("0.00e+00"), std::string::npos) << "a NaN run shows a zero error: " << row;
+  }
+}
+
+// reports/compare.cpp compare_box: rel_l2 = ||a-b|| / ||b|| with ||b|| = Inf when the reference
+// holds an Inf anywhere (even where A equals it), so a dataset that differs elsewhere is reported
+// with relative L2 0.
+TEST(KnownBug, CompareRelL2IsNotZeroWhenElementsDiffer) {
+  const fs::path dir = fresh_dir("kb_inf");
+  const float inf = std::numeric_limits<float>::infinity();
+  const fs::path a = f32_file(dir / "a.h5", {1.0f, 2.5f, 3.0f, inf});
+  const fs::path b = f32_file(dir / "b.h5", {1.0f, 2.0f, 3.0f, inf});
+  const PsiRun r = run_psi({"compare", "--json", a.string(), b.string()});
+  ASSERT_EQ(r.status, 1) << r.err;
+  const auto d = nlohmann::json::parse(r.out)["datasets"][0];
+  EXPECT_EQ(d["differing"], 1);
+  EXPECT_NE(d["rel_l2"], 0.0) << "one element differs but the relative L2 says 0: " << d.dump();
+}
+
+// cli/cmd_synthinit.cpp: a negative --shape entry reaches std::vector and ends as
+// "psi: internal error: cannot create std::vector larger than max_size()", exit 3.
+TEST(KnownBug, SynthinitRefusesANegativeShape) {
+  const std::vector<std::string> args{"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "-2", "4"};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {"-2"});
+}
+
+// cli/cmd_experiments.cpp: --backend is checked against {cpu, cuda, auto} and then ignored: on a
+// machine without CUDA, `--backend cuda` runs on the CPU, exits 0 and writes root attribute
+// backend='cuda' into the report. The runtime (rt::make_backend) refuses the same request.
+TEST(KnownBug, RunWithBackendCudaWithoutCudaIsRefusedOrRecordedTruthfully) {
+  try {
+    psi::rt::make_backend("cuda", {});
+    GTEST_SKIP() << "this machine has a CUDA device";
+  } catch (const psi::Error&) {
+  }
+  const fs::path dir = fresh_dir("kb_cuda");
+  const fs::path out = dir / "r.h5";
+  const PsiRun r = run_psi({"run", "one-token", "--backend", "cuda", "--out", out.string()});
+  if (r.status == 0) {
+    auto f = h5::File::open_read(out);
+    EXPECT_NE(f.attr_string("/", "backend"), "cuda") << "the CPU ran it";
+  } else {
+    EXPECT_EQ(r.status, int(Exit::bad_input)) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// experiments/one_token.cpp matching_recording: an explicit --reference folder that does not
+// exist is treated like "no recording" and the run compares with the dense path, exit 0.
+TEST(KnownBug, RunRefusesAMissingReferenceFolder) {
+  const fs::path dir = fresh_dir("kb_ref");
+  const std::vector<std::string> args{"run", "one-token", "--reference", (dir / "no_such_folder").string(), "--out",
+                                      (dir / "r.h5").string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {"no_such_folder"});
+  EXPECT_FALSE(fs::exists(dir / "r.h5"));
+}
+
+// cli/main.cpp: an unknown subcommand is reported by CLI11 as "A subcommand is required",
+// without the name that was typed.
+TEST(KnownBug, UnknownSubcommandIsNamed) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"no-such-command"}, {"oracle", "frobnicate"}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {args.back()});
+}
+
+// experiments/table.cpp Table::from_json: a /report/tables entry of the wrong structure is
+// refused as "report table: malformed JSON: ..." without the file's name.
+TEST(KnownBug, ReportNamesTheFileOfAMalformedTable) {
+  const fs::path dir = fresh_dir("kb_table");
+  const fs::path p = dir / "r.h5";
+  {
+    auto f = h5::File::create(p);
+    f.write_text("/report/tables", R"([{"title":"t","columns":"not a list","rows":[]}])", {});
+    f.set_attr("/", "schema", std::string("psi-h5/1"));
+    f.commit();
+  }
+  const std::vector<std::string> args{"report", p.string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {p.string(), "/report/tables"});
+}
+
+// oracle/exact_gmp.cpp and exact_boost.cpp: explain on a non-finite operand says "oracle:
+// non-finite BF16 value has no exact rational value", naming neither the file nor the operand
+// (certify names the operand: "oracle: x 0x7fc0 is NaN").
+TEST(KnownBug, OracleExplainNamesTheNonFiniteOperand) {
+  const fs::path dir = fresh_dir("kb_oracle");
+  const fs::path p = dir / "o.h5";
+  {
+    auto f = h5::File::create(p);
+    psi::Bf16Tensor x({1, 2}), w({1, 2});
+    x.data = {psi::Bf16::from_bits(0x7fc0), psi::bf16_rne(1.0f)};
+    w.data = {psi::bf16_rne(1.0f), psi::bf16_rne(1.0f)};
+    f.write_bf16("/x", x, {});
+    f.write_bf16("/w", w, {});
+    f.commit();
+  }
+  const std::vector<std::string> args{"oracle", "explain", "--file", p.string(), "--x", "x", "--w", "w", "--row", "0", "--col", "0"};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {p.string(), "x", "NaN"});
+}

@@ -1,0 +1,154 @@
+// Unknown names and impossible settings: experiments, model configs, feature profiles,
+// backends, probe cases, numerics variants, output formats, shards on the command line; arena,
+// page and workspace sizes (zero, negative, not a multiple of the alignment, not fitting) and
+// unknown backends through the runtime's API (no command-line option sets them). Each is
+// refused with a one-line error naming the setting and the value, before any work is done.
+#include <cstdint>
+#include <limits>
+
+#include "engine/runtime/arena.h"
+#include "engine/runtime/runtime.h"
+#include "engine/runtime/sizes.h"
+#include "tests/test_bad_input_support.h"
+
+namespace rt = psi::rt;
+using namespace psi::badinput;
+using psi::Exit;
+
+namespace {
+
+const bool kCounted = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("names and sizes"));
+  return true;
+}();
+
+struct BadArgs {
+  std::vector<std::string> args;
+  std::vector<std::string> mentions;
+};
+
+}  // namespace
+
+TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
+  const fs::path out = fresh_dir("names_out");
+  const std::string report = (out / "r.h5").string();
+  const std::vector<BadArgs> bad = {
+      {{"run", "no-such-experiment", "--out", report}, {"unknown experiment 'no-such-experiment'", "one-token"}},
+      {{"run", "One-Token", "--out", report}, {"unknown experiment 'One-Token'"}},
+      {{"run", "", "--out", report}, {"unknown experiment ''"}},
+      {{"run", "one-token", "--model", "huge", "--out", report}, {"unknown model config 'huge'", "tiny"}},
+      {{"run", "one-token", "--model", "", "--out", report}, {"unknown model config ''"}},
+      {{"run", "one-token", "--profile", "ltx3", "--out", report}, {"unknown feature profile 'ltx3'", "ltx25"}},
+      {{"run", "one-token", "--backend", "tpu", "--out", report}, {"unknown backend 'tpu'", "cpu, cuda, auto"}},
+      {{"run", "one-token", "--backend", "CPU", "--out", report}, {"unknown backend 'CPU'"}},
+      {{"run", "one-token", "--shard", "1/1", "--out", report}, {"--shard '1/1'"}},
+      {{"run", "one-token", "--shard", "-1/2", "--out", report}, {"--shard '-1/2'"}},
+      {{"run", "one-token", "--shard", "0/0", "--out", report}, {"--shard '0/0'"}},
+      {{"run", "one-token", "--shard", "0/2x", "--out", report}, {"--shard '0/2x'"}},
+      {{"run", "one-token", "--shard", "0/2", "--out", report}, {"experiment 'one-token' cannot be sharded"}},
+      {{"run", "one-token", "--chaos", "many", "--out", report}, {"--chaos"}},
+      {{"run", "one-token", "--seed", "ten", "--out", report}, {"--seed"}},
+      {{"run", "one-token", "--no-such-option", "--out", report}, {"--no-such-option"}},
+      {{"probe", "no-such-probe", "--out", report}, {"unknown probe case 'no-such-probe'", "audio-ff-up"}},
+      {{"probe", "audio-ff-up", "--variant", "fast", "--out", report}, {"unknown numerics variant 'fast'", "dense"}},
+      {{"report", report, "--format", "xml"}, {"unknown format 'xml'"}},
+      {{"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--y", "y", "--threads", "0"}, {"--threads"}},
+      // CLI11's message does not name the unknown subcommand (test_bad_input_known_bugs.cpp).
+      {{"oracle", "frobnicate"}, {"subcommand"}},
+      {{"no-such-command"}, {"subcommand"}},
+      {{}, {"A subcommand is required"}},
+  };
+  for (const BadArgs& b : bad) {
+    expect_rejected(run_psi(b.args), b.args, Exit::bad_input, b.mentions);
+    EXPECT_EQ(leftovers(out), std::vector<std::string>{}) << join(b.args);
+  }
+}
+
+TEST(BadSizes, ArenaSettingsAreCheckedOneByOne) {
+  constexpr std::int64_t K = 1024;
+  constexpr std::int64_t A = std::int64_t(rt::kAlignment);
+  struct Bad {
+    std::int64_t arena, page, workspace;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Bad> bad = {
+      {0, 4 * K, 4 * K, {"arena_bytes must be positive (got 0)"}},
+      {-64 * K, 4 * K, 4 * K, {"arena_bytes must be positive (got -65536)"}},
+      {std::numeric_limits<std::int64_t>::min(), 4 * K, 4 * K, {"arena_bytes must be positive"}},
+      {64 * K, 0, 4 * K, {"page_bytes must be positive (got 0)"}},
+      {64 * K, -A, 4 * K, {"page_bytes must be positive (got -256)"}},
+      {64 * K, 4 * K, 0, {"workspace_bytes must be positive (got 0)"}},
+      {64 * K, 4 * K, -1, {"workspace_bytes must be positive (got -1)"}},
+      {64 * K + 1, 4 * K, 4 * K, {"arena_bytes 65537 is not a multiple of the 256-byte alignment"}},
+      {64 * K, A - 1, 4 * K, {"page_bytes 255 is not a multiple"}},
+      {64 * K, A + 1, 4 * K, {"page_bytes 257 is not a multiple"}},
+      {64 * K, 4 * K, 1000, {"workspace_bytes 1000 is not a multiple"}},
+      {std::numeric_limits<std::int64_t>::max(), 4 * K, 4 * K, {"arena_bytes 9223372036854775807 is not a multiple"}},
+      {64 * K, 32 * K, A, {"leave no scratch"}},
+      {64 * K, 33 * K, A, {"leave no scratch"}},
+      {64 * K, 16 * K, 32 * K, {"leave no scratch"}},
+      {64 * K, A, 64 * K, {"leave no scratch"}},
+      // 2P + W wraps around 2^64 if computed naively.
+      {64 * K, std::int64_t(1) << 62, A, {"leave no scratch"}},
+  };
+  for (const Bad& b : bad) {
+    const std::string what = "arena " + std::to_string(b.arena) + " page " + std::to_string(b.page) + " workspace " +
+                             std::to_string(b.workspace);
+    expect_error([&] { rt::ArenaLayout::make(b.arena, b.page, b.workspace); }, Exit::bad_input, b.mentions, what);
+    rt::RuntimeConfig c;
+    c.arena_bytes = b.arena;
+    c.page_bytes = b.page;
+    c.workspace_bytes = b.workspace;
+    c.live_bytes = A;
+    expect_error([&] { rt::Runtime r(c); }, Exit::bad_input, b.mentions, "Runtime " + what);
+  }
+  // The smallest legal layout: one alignment unit each, and one left for scratch.
+  const rt::ArenaLayout l = rt::ArenaLayout::make(4 * A, A, A);
+  EXPECT_EQ(l.scratch, std::uint64_t(A));
+}
+
+TEST(BadSizes, RuntimeRefusesUndeclaredOrOversizedLiveStateAndUnknownBackends) {
+  constexpr std::int64_t K = 1024;
+  auto config = [] {
+    rt::RuntimeConfig c;
+    c.arena_bytes = 64 * K;
+    c.page_bytes = 4 * K;
+    c.workspace_bytes = 4 * K;
+    c.live_bytes = 4 * K;
+    return c;
+  };
+  struct Bad {
+    std::function<void(rt::RuntimeConfig&)> edit;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Bad> bad = {
+      {[](rt::RuntimeConfig& c) { c.live_bytes = 0; }, {"live_bytes (S_live) must be declared and positive (got 0)"}},
+      {[](rt::RuntimeConfig& c) { c.live_bytes = -5; }, {"live_bytes (S_live) must be declared and positive (got -5)"}},
+      {[](rt::RuntimeConfig& c) { c.live_bytes = 52 * K + 1; }, {"live_bytes 53249 exceeds the scratch capacity 53248"}},
+      {[](rt::RuntimeConfig& c) { c.eps_bytes = -1; }, {"eps_bytes must not be negative (got -1)"}},
+      {[](rt::RuntimeConfig& c) { c.backend = "tpu"; }, {"backend \"tpu\" is not one of auto, cpu, cuda"}},
+      {[](rt::RuntimeConfig& c) { c.backend = ""; }, {"backend \"\" is not one of auto, cpu, cuda"}},
+      // This machine has no CUDA device (and the sanitizer builds have no CUDA backend).
+      {[](rt::RuntimeConfig& c) { c.backend = "cuda"; }, {"backend cuda requested"}},
+  };
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    rt::RuntimeConfig c = config();
+    bad[i].edit(c);
+    expect_error([&] { rt::Runtime r(c); }, Exit::bad_input, bad[i].mentions, "runtime config case " + std::to_string(i));
+  }
+  rt::RuntimeConfig ok = config();
+  rt::Runtime r(ok);
+  EXPECT_EQ(r.layout().scratch, std::uint64_t(52 * K));
+}
+
+// An arena the machine cannot hold is a clean run failure (exit 3), not a crash: the layout is
+// legal, the one allocation fails.
+TEST(BadSizes, AnArenaTooLargeForTheMachineFailsTheRunCleanly) {
+  rt::RuntimeConfig c;
+  c.arena_bytes = std::int64_t(1) << 56;  // 64 PiB
+  c.page_bytes = 4096;
+  c.workspace_bytes = 4096;
+  c.live_bytes = 4096;
+  expect_error([&] { rt::Runtime r(c); }, Exit::run_failed, {"cannot allocate an arena of 72057594037927936 bytes"},
+               "64 PiB arena");
+}
