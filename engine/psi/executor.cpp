@@ -1,0 +1,152 @@
+#include "engine/psi/executor.h"
+
+#include <chrono>
+
+#include "engine/error.h"
+#include "engine/psi/block_program.h"
+#include "engine/runtime/journal_transport.h"
+#include "engine/runtime/pages.h"
+#include "engine/runtime/sizes.h"
+
+namespace psi::exec {
+
+namespace {
+
+// The journal ring: slots as large as the largest committed tensor, so a commit is one copy.
+constexpr std::size_t kRingSlots = 8;
+
+void check_backend(const std::string& b) {
+  if (b == "cpu" || b == "auto") return;
+  if (b == "cuda")
+    throw Error("the PSI executor's CUDA kernels are not implemented yet (backend cuda requested; use cpu or auto)");
+  throw Error("unknown backend '" + b + "' for the PSI executor (known: cpu, auto; cuda has no kernels yet)");
+}
+
+}  // namespace
+
+struct PsiExecutor::State {
+  model::ModelConfig config;
+  const ckpt::WeightSource& weights;
+  model::NumericsVariant variant;
+  Schedule schedule;
+  ArenaSettings arena;
+  ExecOptions options;
+  rt::ArenaLayout layout;
+
+  // Declared so that the pager and the transport (which drains the streams) go first.
+  std::unique_ptr<rt::Runtime> runtime;
+  rt::HostJournal journal;
+  std::unique_ptr<rt::JournalTransport> transport;
+  std::unique_ptr<rt::WeightPager> pager;
+  BlockPlan plan;
+  ExecCounters counters;
+  int blocks_run = 0;
+  std::string failed;  // the failure that ended the run, empty while healthy
+
+  State(const model::ModelConfig& c, const ckpt::WeightSource& w, const model::NumericsVariant& v, const Schedule& s,
+        const ArenaSettings& a, const ExecOptions& o)
+      : config(c), weights(w), variant(v), schedule(s), arena(a), options(o),
+        layout(rt::ArenaLayout::make(a.arena, a.page, a.workspace)) {}
+
+  void make_runtime() {
+    rt::RuntimeConfig rc;
+    rc.backend = "cpu";
+    rc.arena_bytes = arena.arena;
+    rc.page_bytes = arena.page;
+    rc.workspace_bytes = arena.workspace;
+    rc.live_bytes = std::int64_t(std::min(plan.scratch_bytes, layout.scratch));
+    rc.eps_bytes = 0;
+    rc.validate = options.validate;
+    rc.chaos_seed = options.chaos_seed;
+    rc.fault = options.fault;
+    runtime = std::make_unique<rt::Runtime>(rc);
+    rt::AsyncRingConfig ring;
+    ring.slots = kRingSlots;
+    ring.slot_bytes = rt::align_up(std::max<std::uint64_t>(plan.largest_commit, 2));
+    transport = std::make_unique<rt::JournalTransport>(*runtime, journal, schedule.journal, ring);
+    pager = std::make_unique<rt::WeightPager>(*runtime, weights, schedule.copies);
+  }
+};
+
+PsiExecutor::PsiExecutor(const model::ModelConfig& c, const ckpt::WeightSource& weights,
+                         const model::NumericsVariant& v, const Schedule& s, const ArenaSettings& a,
+                         const ExecOptions& o) {
+  check_backend(o.backend);
+  if (s.ffn != ops::FfnSchedule::recompute && s.ffn != ops::FfnSchedule::reuse)
+    throw Error("PSI schedule " + s.name + ": the FFN schedule must be recompute or reuse");
+  st_ = std::make_unique<State>(c, weights, v, s, a, o);
+}
+
+PsiExecutor::~PsiExecutor() = default;
+
+model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& in) {
+  State& s = *st_;
+  if (!s.failed.empty()) throw Error("PSI executor: the run already failed (" + s.failed + ")", Exit::run_failed);
+  if (index < 0 || index >= s.config.layers)
+    throw Error("PSI executor: block " + std::to_string(index) + " of a " + std::to_string(s.config.layers) +
+                "-block model");
+  const BlockTask task{s.config, s.variant, s.schedule, index, s.blocks_run, block_shapes(s.config, in)};
+  Driver planner(s.layout);
+  block_program(planner, task);
+  s.plan = planner.plan();
+  if (!s.runtime) {
+    s.make_runtime();
+  } else if (s.plan.scratch_bytes > std::uint64_t(s.runtime->config().live_bytes)) {
+    throw Error("PSI executor: block " + std::to_string(index) + " needs S_live " + std::to_string(s.plan.scratch_bytes) +
+                " bytes but the runtime was sized for " + std::to_string(s.runtime->config().live_bytes) +
+                " by the first block (inputs of another size need another executor)");
+  }
+  try {
+    put_inputs(s.journal, task.jblock, s.config, in);
+    for (const rt::WeightSlice& w : s.plan.tiles) s.pager->push(w);
+    Driver d(*s.runtime, *s.transport, *s.pager, s.plan, s.counters);
+    block_program(d, task);
+    s.transport->flush();
+    ++s.blocks_run;
+    return collect_probes(s.journal, task.jblock);
+  } catch (const std::exception& e) {
+    s.failed = e.what();
+    s.runtime->drain();
+    throw;
+  }
+}
+
+rt::RunReport PsiExecutor::finish() { return runtime().finish(); }
+
+rt::RunReport PsiExecutor::report() const {
+  if (!st_->runtime) throw Error("PSI executor: no block has run yet (the runtime is sized by the first block)");
+  return st_->runtime->report();
+}
+
+rt::Runtime& PsiExecutor::runtime() {
+  if (!st_->runtime) throw Error("PSI executor: no block has run yet (the runtime is sized by the first block)");
+  return *st_->runtime;
+}
+
+bool PsiExecutor::has_runtime() const { return st_->runtime != nullptr; }
+
+const BlockPlan& PsiExecutor::last_plan() const { return st_->plan; }
+
+const ExecCounters& PsiExecutor::exec_counters() const { return st_->counters; }
+
+BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int index, const model::BlockInputs& in,
+                   const model::NumericsVariant& v, const Schedule& s, const ArenaSettings& a, const ExecOptions& o) {
+  BlockRun r;
+  const auto t0 = std::chrono::steady_clock::now();
+  PsiExecutor ex(c, w, v, s, a, o);
+  try {
+    r.probes = ex.run_block(index, in);
+    r.report = ex.finish();
+  } catch (const rt::RunFailure& f) {
+    r.outcome = f.outcome();
+    r.failure = f.what();
+    if (ex.has_runtime()) r.report = ex.report();
+    r.report.outcome = f.outcome();
+  }
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.plan = ex.last_plan();
+  r.exec = ex.exec_counters();
+  return r;
+}
+
+}  // namespace psi::exec

@@ -1,0 +1,82 @@
+#pragma once
+// The PSI executor: LTX-2.x AV blocks run as partitioned operators on psi::rt::Runtime, inside
+// one fixed arena (two weight pages, workspace, scratch), with every weight tile streamed
+// through the pages and the state between operators passed through the host journal.
+//
+// For a block, the executor first PLANS it (block_program.h on a planning Driver): the weight
+// tiles in consumption order and the scratch/workspace stacks of the exact allocation sequence.
+// The scratch high water is the declared S_live, so the runtime's bound check
+// S_live + W + 2P + eps (eps = 0: the plan uses the runtime's own rounding) >= measured peak is
+// a real check of the plan. Then it runs the same program on the runtime.
+//
+// The runtime is made at the first run_block, sized by that block's plan (a block's live set
+// depends on its token counts); later blocks must fit it. When the plan does not fit the
+// arena's scratch, the whole scratch is declared and the run fails where the live set outgrows
+// it (scratch_exhausted, naming the operator and tile).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/checkpoint/weight_source.h"
+#include "engine/model/block.h"
+#include "engine/model/config.h"
+#include "engine/model/variant.h"
+#include "engine/psi/arena_settings.h"
+#include "engine/psi/driver.h"
+#include "engine/psi/schedule.h"
+#include "engine/runtime/runtime.h"
+
+namespace psi::exec {
+
+struct ExecOptions {
+  std::string backend = "cpu";  // cpu | auto (= cpu); cuda is rejected (no CUDA kernels yet)
+  bool validate = false;
+  std::optional<std::uint64_t> chaos_seed;
+  rt::Fault fault = rt::Fault::none;  // test-only: drop one dependency
+};
+
+// One runtime (one arena allocation) for many blocks: a whole model invocation or trajectory.
+class PsiExecutor {
+ public:
+  PsiExecutor(const model::ModelConfig& c, const ckpt::WeightSource& weights, const model::NumericsVariant& v,
+              const Schedule& s, const ArenaSettings& a, const ExecOptions& o);
+  ~PsiExecutor();
+  PsiExecutor(const PsiExecutor&) = delete;
+  PsiExecutor& operator=(const PsiExecutor&) = delete;
+
+  // Runs block `index` (weights transformer_blocks.<index>.*). Throws rt::RunFailure on resource
+  // outcomes; after any failure the executor refuses further blocks.
+  model::BlockProbes run_block(int index, const model::BlockInputs& in);
+  // Drains, checks one device allocation and the bound (Runtime::finish).
+  rt::RunReport finish();
+  // A snapshot of the run so far.
+  rt::RunReport report() const;
+  // The runtime (made by the first run_block; a psi::Error before).
+  rt::Runtime& runtime();
+  bool has_runtime() const;
+
+  // The plan of the last block run (tiles, S_live, workspace high water).
+  const BlockPlan& last_plan() const;
+  const ExecCounters& exec_counters() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> st_;
+};
+
+struct BlockRun {
+  rt::Outcome outcome = rt::Outcome::complete;
+  std::string failure;        // the RunFailure message when not complete
+  model::BlockProbes probes;  // when complete
+  rt::RunReport report;
+  double wall_seconds = 0;
+  BlockPlan plan;             // the block's plan (planned S_live = plan.scratch_bytes)
+  ExecCounters exec;
+};
+
+// One block in its own runtime; resource failures are returned as outcomes, never thrown.
+BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int index, const model::BlockInputs& in,
+                   const model::NumericsVariant& v, const Schedule& s, const ArenaSettings& a, const ExecOptions& o);
+
+}  // namespace psi::exec

@@ -1,0 +1,66 @@
+// Streamed Linear layers and the allocation helpers every operator uses.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/psi/operators.h"
+
+namespace psi::exec {
+
+ArenaMat alloc_mat(Frame& f, Pool pool, std::int64_t rows, std::int64_t cols, const std::string& op,
+                   const std::string& name) {
+  ArenaMat m{{}, rows, cols};
+  m.region = f.alloc(pool, m.bytes_bf16(), op, -1, name);
+  return m;
+}
+
+ArenaMat reload_mat(Driver& d, Frame& f, const rt::JournalKey& key, std::int64_t rows, std::int64_t cols,
+                    const std::string& op, const std::string& name) {
+  ArenaMat m = alloc_mat(f, Pool::scratch, rows, cols, op, name);
+  d.reload(key, m.region);
+  return m;
+}
+
+void stage_vector(Driver& d, const std::string& op, const std::string& tensor, std::int64_t n,
+                  const rt::DeviceRegion& dst) {
+  const int p = d.weight({tensor, {0, n, 0, 1}, op, -1});
+  const rt::DeviceRegion page = d.page(p);
+  const std::uint64_t bytes = std::uint64_t(n) * 2;
+  d.launch(op + " stage " + tensor, {rt::reads(page), rt::writes(dst)}, [=](const rt::KernelContext& k) {
+    const auto src = view<const Bf16>(k, page, 1, n, n);
+    const auto out = view<Bf16>(k, dst, 1, n, n);
+    std::memcpy(out.data, src.data, bytes);
+  });
+  d.release(p);
+}
+
+void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y) {
+  const std::int64_t M = x.rows, in = x.cols, out = y.cols;
+  Frame f(d);
+  rt::DeviceRegion bias;
+  if (!s.bias.empty()) {
+    bias = f.alloc(Pool::workspace, std::uint64_t(out) * 2, s.op, -1, "bias");
+    stage_vector(d, s.op, s.bias, out, bias);
+  }
+  const std::int64_t rows = rows_per_tile(d.page_bytes(), in, out);
+  const bool has_bias = !s.bias.empty();
+  const ops::BiasRule rule = s.rule;
+  for (std::int64_t r0 = 0, t = 0; r0 < out; r0 += rows, ++t) {
+    const std::int64_t nr = std::min(rows, out - r0);
+    const std::string op = s.op + " tile " + std::to_string(t);
+    const int p = d.weight({s.weight, {r0, r0 + nr, 0, in}, s.op, int(t)});
+    const rt::DeviceRegion page = d.page(p);
+    rt::Accesses acc = {rt::reads(page), rt::reads(x.region), rt::writes(y.region)};
+    if (has_bias) acc.push_back(rt::reads(bias));
+    // The tile writes columns [r0, r0+nr) of y: strided, so the whole of y is declared.
+    d.launch(op, acc, [=](const rt::KernelContext& k) {
+      const auto X = view<const Bf16>(k, x);
+      const auto W = view<const Bf16>(k, page, nr, in, in);
+      const auto Y = view<Bf16>(k, y).block(0, M, r0, nr);
+      const Bf16* b = has_bias ? view<const Bf16>(k, bias, 1, out, out).data + r0 : nullptr;
+      ops::linear(X, W, b, rule, Y);
+    });
+    d.release(p);
+  }
+}
+
+}  // namespace psi::exec

@@ -1,0 +1,31 @@
+#pragma once
+// Synthetic block inputs and weight sources for running the PSI executor without recordings
+// (tests, benches, experiments): SynthInit v1 values for every input and weight.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "engine/checkpoint/synth_source.h"
+#include "engine/model/block.h"
+#include "engine/model/config.h"
+
+namespace psi::exec {
+
+struct SyntheticShape {
+  std::int64_t frames = 1, height = 4, width = 4;  // video latent grid (tokens = F·H·W)
+  std::int64_t audio_tokens = 8;
+  std::int64_t context_rows = 16;                  // text rows of both streams
+  bool prompt_timestep = true;                     // CA-AdaLN prompt timesteps given
+};
+
+// Inputs named "input.psi.<stream>.<field>" (SynthInit role input) with per-batch timesteps,
+// and RoPE tables of the official positions of that grid (24 fps) and audio tokens.
+model::BlockInputs synthetic_block_inputs(const model::ModelConfig& c, const SyntheticShape& s, std::uint64_t seed);
+
+// Every tensor of the config's blocks with its shape (model::block_weight_specs).
+std::map<std::string, Shape, std::less<>> block_tensor_shapes(const model::ModelConfig& c);
+
+// The SynthInit source of every block tensor.
+ckpt::SynthSource synthetic_weights(const model::ModelConfig& c, std::uint64_t seed);
+
+}  // namespace psi::exec

@@ -1,0 +1,69 @@
+// PSI executor arithmetic: the ten probes of a block run on the runtime (weights through the
+// pages, state through the journal) are bitwise equal to model::block_forward on the same
+// weights and inputs, for every variant under every schedule, both feature profiles, on the
+// tiny and small configs.
+#include <gtest/gtest.h>
+
+#include "tests/test_psi_exec_support.h"
+
+using namespace psi_exec_test;
+
+namespace {
+
+exec::SyntheticShape tiny_shape() { return {.frames = 2, .height = 4, .width = 4, .audio_tokens = 12, .context_rows = 9}; }
+exec::SyntheticShape small_shape() { return {.frames = 2, .height = 4, .width = 6, .audio_tokens = 20, .context_rows = 16}; }
+
+void expect_every_schedule_matches(const BlockCase& bc, const std::string& variant) {
+  const auto& v = model::numerics_variant(variant);
+  const model::BlockProbes want = bc.reference(v);
+  for (const exec::Schedule& s : exec::schedules()) {
+    const exec::BlockRun r =
+        exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, v, s, exec::default_arena(bc.config), {});
+    const std::string where = bc.config.name + "/" + bc.config.features.profile + " " + variant + " " + s.name;
+    ASSERT_EQ(r.outcome, rt::Outcome::complete) << where << ": " << r.failure;
+    expect_bitwise(r.probes, want, where);
+  }
+}
+
+}  // namespace
+
+TEST(PsiExec, TinyBaselineUnderEverySchedule) { expect_every_schedule_matches(BlockCase("tiny", "ltx25", tiny_shape()), "baseline"); }
+
+TEST(PsiExec, TinyModifiedUnderEverySchedule) { expect_every_schedule_matches(BlockCase("tiny", "ltx25", tiny_shape()), "modified"); }
+
+TEST(PsiExec, TinyDenseUnderEverySchedule) { expect_every_schedule_matches(BlockCase("tiny", "ltx25", tiny_shape()), "dense"); }
+
+TEST(PsiExec, SecondBlockOfTinyUsesItsOwnWeights) {
+  expect_every_schedule_matches(BlockCase("tiny", "ltx25", tiny_shape(), 1), "modified");
+}
+
+TEST(PsiExec, Ltx2ProfileWithoutGatesOrTextAdaLn) {
+  expect_every_schedule_matches(BlockCase("tiny", "ltx2", tiny_shape()), "baseline");
+}
+
+TEST(PsiExec, PromptTablesWithoutPromptTimestep) {
+  exec::SyntheticShape s = tiny_shape();
+  s.prompt_timestep = false;
+  expect_every_schedule_matches(BlockCase("tiny", "ltx25", s), "modified");
+}
+
+TEST(PsiExec, SmallBaselineAndModifiedUnderEverySchedule) {
+  const BlockCase bc("small", "ltx25", small_shape());
+  expect_every_schedule_matches(bc, "baseline");
+  expect_every_schedule_matches(bc, "modified");
+}
+
+TEST(PsiExec, TheComparisonSeesTheVariant) {
+  // The bitwise checks above mean something only if the variants' arithmetic differs on these
+  // inputs: the executor's modified block must differ from the host baseline block.
+  const BlockCase bc("tiny", "ltx25", tiny_shape());
+  const exec::BlockRun r = exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, model::numerics_variant("modified"),
+                                           exec::schedule("reuse+prefetch"), exec::default_arena(bc.config), {});
+  ASSERT_EQ(r.outcome, rt::Outcome::complete) << r.failure;
+  const model::BlockProbes base = bc.reference(model::numerics_variant("baseline"));
+  int differing = 0;
+  const auto g = r.probes.named();
+  const auto w = base.named();
+  for (std::size_t i = 0; i < g.size(); ++i) differing += g[i].second->data != w[i].second->data;
+  EXPECT_GT(differing, 0);
+}
