@@ -1,5 +1,6 @@
 // psi list / psi run <experiment> / psi report FILE / psi merge: the named experiments.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -58,6 +59,8 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     r->o.seed_given = seed->count() > 0;
     r->o.out = r->out;
     r->o.reference_dir = r->reference;
+    if (!r->reference.empty() && !std::filesystem::is_directory(r->reference))
+      throw Error("--reference " + r->reference + ": no such folder");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
     if (r->o.shard_count > 1 && !e.shardable)
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
@@ -77,6 +80,8 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     std::cout << exp::render(tables, exp::Format::markdown);
     std::cout << "\nreport: " << report.path().string() << "\n";
     for (const auto& fig : report.figure_files()) std::cout << "figure: " << fig.string() << "\n";
+    for (const auto& f : report.failures()) std::cerr << "psi: error: " << f << "\n";
+    if (!report.failures().empty()) return int(Exit::differs);
     return 0;
   };
 });

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "engine/error.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 
@@ -24,6 +25,8 @@ psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of 
   sub.add_option("--seed", o->seed, "global seed G");
   sub.add_option("--head", o->head, "how many leading values to print");
   return [o] {
+    for (std::int64_t d : o->shape)
+      if (d < 0) throw psi::Error("synthinit: --shape " + std::to_string(d) + " is negative");
     auto spec = psi::synthinit::classify(o->name, o->shape);
     auto t = psi::synthinit::make(o->name, o->shape, o->seed);
     std::printf("%s %s role=%s offset=%g e=%d\n", o->name.c_str(), psi::shape_str(o->shape).c_str(),

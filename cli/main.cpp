@@ -17,6 +17,32 @@ std::vector<Command>& registry() {
 
 }  // namespace psi::cli
 
+namespace {
+
+// CLI11 reports a mistyped subcommand only as "A subcommand is required": walk the words of
+// the command line down the subcommand tree and name the first one that is not a subcommand
+// where one is expected.
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.starts_with("-")) return "";
+    if (at->get_subcommands({}).empty()) return "";
+    CLI::App* next = nullptr;
+    for (CLI::App* s : at->get_subcommands({}))
+      if (s->get_name() == word) next = s;
+    if (!next) {
+      std::string valid;
+      for (CLI::App* s : at->get_subcommands({})) valid += (valid.empty() ? "" : ", ") + s->get_name();
+      return "unknown command '" + word + "' (valid: " + valid + ")";
+    }
+    at = next;
+  }
+  return "";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace psi;
   CLI::App app{"psi: numerical-fidelity and transport-verification harness for PSI (LTX-2.x AV transformer)"};
@@ -38,7 +64,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "psi: error: " << e.what() << "\n";
+    const std::string unknown = unknown_subcommand(app, argc, argv);
+    std::cerr << "psi: error: " << (unknown.empty() ? std::string(e.what()) : unknown) << "\n";
     return int(Exit::bad_input);
   }
   try {

@@ -4,7 +4,9 @@
 // config and seed match a recording, else to the dense path.
 #include "experiments/drivers.h"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "engine/model/variant.h"
 #include "experiments/trajectory_support.h"
@@ -81,7 +83,8 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& cases, const nlohman
     double worst = 0;
     bool finite = true;
     for (auto& r : st) {
-      worst = std::max(worst, r["video_rel_l2"].get<double>());
+      const double v = r["video_rel_l2"].get<double>();
+      worst = std::isnan(v) || std::isnan(worst) ? std::numeric_limits<double>::quiet_NaN() : std::max(worst, v);
       finite = finite && r["finite"].get<bool>();
     }
     const auto& last = st.back();

@@ -77,7 +77,11 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
     throw Error(file.string() + ":" + kTables + ": malformed JSON: " + e.what());
   }
   std::vector<Table> out;
-  for (auto& t : j) out.push_back(Table::from_json(t));
+  try {
+    for (auto& t : j) out.push_back(Table::from_json(t));
+  } catch (const Error& e) {
+    throw Error(file.string() + ":" + kTables + ": " + e.what());
+  }
   return out;
 }
 

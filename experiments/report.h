@@ -22,6 +22,10 @@ class Report {
   // One case's results; `index` orders cases across shards.
   void add_case(std::int64_t index, nlohmann::json record);
   const nlohmann::json& cases() const { return cases_; }
+  // Marks a claim the run makes as broken (e.g. states that must be bitwise equal differ): the
+  // report is still written, then `psi run` exits 1 with these messages.
+  void fail(const std::string& message) { failures_.push_back(message); }
+  const std::vector<std::string>& failures() const { return failures_; }
 
   // Tabulates, stores the tables and cases, commits, then draws the experiment's figures beside
   // the report; returns the tables for printing.
@@ -39,6 +43,7 @@ class Report {
   reports::StateWriter writer_;
   nlohmann::json cases_ = nlohmann::json::array();
   std::vector<std::filesystem::path> figure_files_;
+  std::vector<std::string> failures_;
 };
 
 // Reads the tables of a report written by Report::commit (psi::Error naming the file if it is

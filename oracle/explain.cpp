@@ -98,6 +98,18 @@ Explanation explain(const LinearProblem& p, std::int64_t row, std::int64_t col,
   e.K = p.K;
   e.bias = p.bias(col);
   const auto xr = p.x_row(row), wc = p.w_row(col);
+  // A NaN or Inf operand has no exact value: name it (file, operand, index) instead of failing
+  // deep inside the rational arithmetic.
+  auto check = [&](std::span<const Bf16> v, const std::string& what, std::int64_t r) {
+    for (std::size_t k = 0; k < v.size(); ++k)
+      if (!v[k].is_finite())
+        throw Error("oracle explain: " + p.source.file + ": operand " + what + " row " + std::to_string(r) + " [" +
+                    std::to_string(k) + "] is " + (v[k].is_nan() ? "NaN" : "Inf") + " (" + bf16_hex(v[k]) +
+                    "): no exact value");
+  };
+  check(xr, p.source.x.empty() ? "x" : p.source.x, row);
+  check(wc, p.source.w.empty() ? "w" : p.source.w, col);
+  if (e.bias) check(std::span<const Bf16>(&*e.bias, 1), p.source.b.empty() ? "b" : p.source.b, col);
   e.exact = exact_dot_gmp(xr, wc, e.bias);
   if (exact_dot_fixed(xr, wc, e.bias).to_mpq() != e.exact)
     throw Error("oracle explain: internal error: the fast exact path disagrees with GMP at (" +

@@ -209,8 +209,10 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
     for (std::int64_t j = 0; j < inner; ++j) {
       const T x = a[off_a + j], y = b[off_b + j];
       if constexpr (E::floating) {
+        // The norm of B over its finite elements: an Inf in B (even where A equals it) must not
+        // turn every relative error into 0.
         double vy = E::value(y);
-        sq_ref += vy * vy;
+        if (std::isfinite(vy)) sq_ref += vy * vy;
       }
       if (E::bits(x) == E::bits(y)) continue;
       ++out.differing;
@@ -245,7 +247,14 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
   }
   if constexpr (E::floating) {
     out.max_ulp = max_ulp;
-    out.rel_l2 = sq_diff == 0 ? 0.0 : std::sqrt(sq_diff) / std::sqrt(sq_ref);
+    // Differences involving a non-finite value make sq_diff Inf or NaN, and so the ratio; a
+    // difference between two NaN payloads alone leaves it NaN. It is 0 only when nothing differs.
+    if (out.differing == 0)
+      out.rel_l2 = 0.0;
+    else if (sq_diff == 0)
+      out.rel_l2 = std::numeric_limits<double>::quiet_NaN();
+    else
+      out.rel_l2 = std::sqrt(sq_diff) / std::sqrt(sq_ref);
   }
 }
 

@@ -86,7 +86,7 @@ StoredRegion parse_stored(std::string_view stored, const std::string& where) {
   auto first = parse_int(rest.substr(0, i1));
   auto last = parse_int(rest.substr(i1 + p1.size(), i2 - i1 - p1.size()));
   auto axis = parse_int(rest.substr(i2 + p2.size()));
-  if (!first || !last || !axis || *first < 0 || *last < *first || *axis < 0) throw bad();
+  if (!first || !last || !axis || *first < 0 || *last < *first || *axis < 0 || *axis > 32) throw bad();
   r.kind = StoredRegion::Kind::rows;
   r.first = *first;
   r.last = *last;

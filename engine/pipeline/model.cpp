@@ -90,14 +90,13 @@ Bf16Tensor output_head(const model::ModelConfig& c, model::WeightSource& w, cons
 
 }  // namespace
 
-ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
-                          const ModalityInput& video, const ModalityInput& audio,
-                          const model::NumericsVariant& variant, const BlockHook& hook,
-                          const BlockRunner& runner) {
+PreparedInputs prepare_inputs(const model::ModelConfig& c, model::WeightSource& weights, const ModalityInput& video,
+                              const ModalityInput& audio) {
   Prepared v = prepare(c, weights, video, audio.sigma, true);
   Prepared a = prepare(c, weights, audio, video.sigma, false);
   model::BlockRope rope = model::block_rope(c, video.positions, audio.positions);
-  model::BlockInputs in;
+  PreparedInputs out;
+  model::BlockInputs& in = out.blocks;
   in.video = std::move(v.stream);
   in.audio = std::move(a.stream);
   in.video.pe = std::move(rope.video);
@@ -106,6 +105,17 @@ ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weig
   in.audio.cross_pe = std::move(rope.audio_cross);
   in.video.x = std::move(v.x);
   in.audio.x = std::move(a.x);
+  out.video_embedded = std::move(v.main.embedded);
+  out.audio_embedded = std::move(a.main.embedded);
+  return out;
+}
+
+ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
+                          const ModalityInput& video, const ModalityInput& audio,
+                          const model::NumericsVariant& variant, const BlockHook& hook,
+                          const BlockRunner& runner) {
+  PreparedInputs p = prepare_inputs(c, weights, video, audio);
+  model::BlockInputs& in = p.blocks;
   for (int b = 0; b < int(c.layers); ++b) {
     model::BlockProbes probes = runner ? runner(b, in)
                                        : model::block_forward(c, model::load_block_weights(weights, c, b), in, variant);
@@ -114,8 +124,8 @@ ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weig
     if (hook) hook(b, probes);
   }
   ModelOutput out;
-  out.video_velocity = output_head(c, weights, in.video.x, v.main.embedded, true);
-  out.audio_velocity = output_head(c, weights, in.audio.x, a.main.embedded, false);
+  out.video_velocity = output_head(c, weights, in.video.x, p.video_embedded, true);
+  out.audio_velocity = output_head(c, weights, in.audio.x, p.audio_embedded, false);
   return out;
 }
 

@@ -31,6 +31,15 @@ using BlockHook = std::function<void(int block, const model::BlockProbes& probes
 // block's weights from `weights`. The PSI executor plugs in here to run blocks on the runtime.
 using BlockRunner = std::function<model::BlockProbes(int index, const model::BlockInputs& in)>;
 
+// Spec §5.1: everything the first block takes (patchify projection, keyframe marker, timestep,
+// prompt and cross-modal AdaLN, RoPE tables), plus the embedded timesteps the output heads use.
+struct PreparedInputs {
+  model::BlockInputs blocks;
+  Bf16Tensor video_embedded, audio_embedded;
+};
+PreparedInputs prepare_inputs(const model::ModelConfig& c, model::WeightSource& weights, const ModalityInput& video,
+                              const ModalityInput& audio);
+
 ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
                           const ModalityInput& video, const ModalityInput& audio,
                           const model::NumericsVariant& variant, const BlockHook& hook = {},

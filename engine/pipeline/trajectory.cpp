@@ -1,5 +1,6 @@
 #include "engine/pipeline/trajectory.h"
 
+#include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/pipeline/model.h"
 #include "engine/pipeline/positions.h"
@@ -41,6 +42,24 @@ struct Stage {
 };
 
 }  // namespace
+
+model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::WeightSource& weights,
+                                      const TrajectoryCase& tc, int stage) {
+  if (stage != 1 && stage != 2) throw Error("first_block_inputs: stage " + std::to_string(stage) + " is not 1 or 2");
+  const TrajectoryShape ts = trajectory_shape(c);
+  const std::int64_t h = stage == 1 ? ts.height : 2 * ts.height, w = stage == 1 ? ts.width : 2 * ts.width;
+  const std::string s = "stage" + std::to_string(stage);
+  ModalityInput video, audio;
+  video.latent = noise(tc, s + ".video", {1, ts.frames * h * w, c.in_channels});
+  audio.latent = noise(tc, s + ".audio", {1, ts.audio_tokens, c.audio_in_channels});
+  video.sigma = audio.sigma = (stage == 1 ? stage1_sigmas() : stage2_sigmas()).front();
+  video.positions = video_positions(ts.frames, h, w, ts.fps);
+  video.first_frame_tokens = h * w;
+  audio.positions = audio_positions(ts.audio_tokens);
+  video.context = context(tc, "video", {1, tc.context_len, c.cross_attention_dim});
+  audio.context = context(tc, "audio", {1, tc.context_len, c.audio_cross_attention_dim});
+  return prepare_inputs(c, weights, video, audio).blocks;
+}
 
 TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,

@@ -69,6 +69,12 @@ struct TrajectoryHooks {
 };
 
 
+// The inputs of block 0 at the first invocation of `stage` (1 or 2): the stage's noise as the
+// latent (for stage 2 the pure stage-2 noise stands in for the re-noised upsampled state), the
+// stage's first sigma and token grid. What the single-block experiments run.
+model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::WeightSource& weights,
+                                      const TrajectoryCase& tc, int stage);
+
 TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,
                                 const TrajectoryHooks& hooks = {});
