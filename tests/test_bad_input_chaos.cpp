@@ -220,7 +220,9 @@ TEST(Chaos, EveryScheduleAndSeedGivesTheHostBits) {
                                        std::pair{rt::JournalTransportKind::async, true}})
     for (auto schedule : {rt::CopySchedule::on_compute, rt::CopySchedule::prefetch})
       for (int seed = 0; seed <= kChaosSeeds; ++seed) {
-        Plan s{transport, schedule};
+        Plan s;
+        s.transport = transport;
+        s.schedule = schedule;
         s.large_ring = large_ring;
         if (seed > 0) s.chaos = std::uint64_t(seed);
         const Outputs got = run(s);
