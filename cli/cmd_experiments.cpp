@@ -54,6 +54,8 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)");
+  sub.add_flag("--zero-mask", r->o.zero_mask,
+               "full-prompt: pass an explicit all-zero context mask through the FLASH mask-elision check");
   return [r, seed] {
     const exp::Experiment& e = exp::find_experiment(r->name);
     r->o.seed_given = seed->count() > 0;

@@ -19,7 +19,8 @@ nlohmann::json Options::to_json() const {
           {"shard_index", shard_index},
           {"shard_count", shard_count},
           {"quick", quick},
-          {"chaos_seed", chaos_seed}};
+          {"chaos_seed", chaos_seed},
+          {"zero_mask", zero_mask}};
 }
 
 const Experiment& find_experiment(std::string_view name) {

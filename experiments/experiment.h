@@ -31,6 +31,7 @@ struct Options {
   int shard_index = 0, shard_count = 1;
   bool quick = false;             // a reduced size for tests: fewer cases or cycles
   std::uint64_t chaos_seed = 0;   // CPU backend chaos delays when non-zero
+  bool zero_mask = false;         // full-prompt: an explicit all-zero context mask, checked and elided
 
   // Whether case `i` of this experiment belongs to this shard (i mod n == index).
   bool in_shard(std::int64_t i) const { return i % shard_count == shard_index; }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "engine/model/variant.h"
 #include "experiments/trajectory_support.h"
@@ -15,14 +16,24 @@ namespace psi::exp {
 
 namespace {
 
-const char* kRecordingFile = "probe_attn_traj.h5";
-const char* kRecordingGroup = "trajectory_tiny";
+// The replay's two text contexts, each with the recording it is compared with: the one-token
+// context of the paper's Table III, and 1,024-row contexts, where the text cross-attention's
+// key tiling really works.
+struct ContextCase {
+  const char* label;
+  const char* file;
+  const char* group;  // also the SynthInit name prefix of the run's inputs
+  std::int64_t rows;
+};
+constexpr ContextCase kContexts[] = {{"one-token", "probe_attn_traj.h5", "trajectory_tiny", 1},
+                                     {"ctx1024", "trajectory_ctx1024.h5", "trajectory_tiny_ctx1024", 1024}};
 
-std::optional<RecordedTrajectory> matching_recording(const Options& o, const model::ModelConfig& c) {
-  const auto file = reference_dir(o) / kRecordingFile;
+std::optional<RecordedTrajectory> matching_recording(const Options& o, const model::ModelConfig& c,
+                                                     const ContextCase& cc) {
+  const auto file = reference_dir(o) / cc.file;
   if (c.name != "tiny" || o.profile != "ltx25" || !o.checkpoint.empty() || !std::filesystem::exists(file))
     return std::nullopt;
-  RecordedTrajectory r = read_recorded_trajectory(file, kRecordingGroup);
+  RecordedTrajectory r = read_recorded_trajectory(file, cc.group);
   if (o.seed_given && o.seed != r.seed) return std::nullopt;
   return r;
 }
@@ -31,39 +42,43 @@ std::optional<RecordedTrajectory> matching_recording(const Options& o, const mod
 
 void run_one_token(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
-  const auto recording = matching_recording(o, c);
-  const std::uint64_t seed = recording ? recording->seed : o.seed;
-  auto weights = make_weights(o, seed);
-  pipeline::TrajectoryCase tc{kRecordingGroup, kRecordingGroup, 1, seed, seed};
-
-  std::vector<pipeline::SavedState> dense_states;
   std::int64_t index = 0;
-  for (const std::string& path : model::numerics_variant_names()) {
-    const model::NumericsVariant& v = model::numerics_variant(path);
-    for (bool forced : {false, true}) {
-      const std::int64_t i = index++;
-      if (forced && !recording) continue;  // teacher forcing needs recorded states
-      if (!o.in_shard(i)) continue;
-      pipeline::TrajectoryHooks hooks;
-      if (forced)
-        hooks.teacher = [&](int k) { return &recording->states.at(std::size_t(k - 1)); };
-      auto result = run_with_progress(c, *weights, tc, v,
-                                      "one-token " + path + (forced ? " teacher-forced" : " free-running"), hooks);
-      if (path == "dense" && !forced) dense_states = result.states;
-      const auto& ref = recording ? recording->states : dense_states;
-      auto [mean, sd] = wall_mean_sd(result.invocations);
-      nlohmann::json rec{{"path", path},
-                         {"mode", forced ? "teacher-forced" : "free-running"},
-                         {"reference", recording ? "official " + recording->group + " (" +
-                                                       recording->file.filename().string() + ")"
-                                                 : "dense path"},
-                         {"seed", seed},
-                         {"wall_mean_s", mean},
-                         {"wall_sd_s", sd},
-                         {"invocations", result.invocations.size()},
-                         {"states", compare_states(result.states, ref)}};
-      save_states(report, "/states/" + path + "/" + (forced ? "teacher_forced" : "free_running"), result.states, path);
-      report.add_case(i, std::move(rec));
+  for (const ContextCase& cc : kContexts) {
+    if (o.quick && cc.rows != 1) continue;  // --quick: the one-token context only
+    const auto recording = matching_recording(o, c, cc);
+    const std::uint64_t seed = recording ? recording->seed : o.seed;
+    auto weights = make_weights(o, seed);
+    pipeline::TrajectoryCase tc{cc.group, cc.group, cc.rows, seed, seed};
+    std::vector<pipeline::SavedState> dense_states;
+    for (const std::string& path : model::numerics_variant_names()) {
+      const model::NumericsVariant& v = model::numerics_variant(path);
+      for (bool forced : {false, true}) {
+        const std::int64_t i = index++;
+        if (forced && !recording) continue;  // teacher forcing needs recorded states
+        pipeline::TrajectoryHooks hooks;
+        if (forced) hooks.teacher = [&](int k) { return &recording->states.at(std::size_t(k - 1)); };
+        const std::string mode = forced ? "teacher-forced" : "free-running";
+        auto result = run_with_progress(c, *weights, tc, v, std::string("one-token ") + cc.label + " " + path + " " + mode,
+                                        hooks);
+        if (path == "dense" && !forced) dense_states = result.states;
+        const auto& ref = recording ? recording->states : dense_states;
+        auto [mean, sd] = wall_mean_sd(result.invocations);
+        nlohmann::json rec{{"context", cc.label},
+                           {"context_rows", cc.rows},
+                           {"path", path},
+                           {"mode", mode},
+                           {"reference", recording ? "official " + recording->group + " (" +
+                                                         recording->file.filename().string() + ")"
+                                                   : "dense path"},
+                           {"seed", seed},
+                           {"wall_mean_s", mean},
+                           {"wall_sd_s", sd},
+                           {"invocations", result.invocations.size()},
+                           {"states", compare_states(result.states, ref)}};
+        save_states(report, std::string("/states/") + cc.label + "/" + path + "/" + (forced ? "teacher_forced" : "free_running"),
+                    result.states, path);
+        report.add_case(i, std::move(rec));
+      }
     }
   }
 }
@@ -71,13 +86,10 @@ void run_one_token(const Options& o, Report& report) {
 std::vector<Table> tabulate_one_token(const nlohmann::json& cases, const nlohmann::json& options) {
   Table t;
   t.title = "one-token 8+3 replay (Table III) — model " + options.value("model", std::string("?"));
-  t.columns = {"path", "mode", "invocation wall (s, mean ± SD)", "final video rel L2", "final audio rel L2",
+  t.columns = {"context", "path", "mode", "invocation wall (s, mean ± SD)", "final video rel L2", "final audio rel L2",
                "max video rel L2 over states", "all finite"};
-  Table s;
-  s.title = "per-state relative L2 to the reference (video / audio)";
-  s.columns = {"state"};
-  for (auto& c : cases) s.columns.push_back(c["path"].get<std::string>() + " " + c["mode"].get<std::string>());
-  std::string reference;
+  std::vector<Table> per_state;
+  std::map<std::string, std::string> reference;
   for (auto& c : cases) {
     const auto& st = c["states"];
     double worst = 0;
@@ -88,21 +100,34 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& cases, const nlohman
       finite = finite && r["finite"].get<bool>();
     }
     const auto& last = st.back();
-    t.add_row({c["path"], c["mode"],
+    t.add_row({c["context"], c["path"], c["mode"],
                fmt_fixed(c["wall_mean_s"], 3) + " ± " + fmt_fixed(c["wall_sd_s"], 3),
                fmt_sci(last["video_rel_l2"]), fmt_sci(last["audio_rel_l2"]), fmt_sci(worst), finite ? "yes" : "NO"});
-    reference = c["reference"];
+    reference[c["context"]] = c["reference"];
   }
-  if (!cases.empty()) {
-    for (std::size_t k = 0; k < cases[0]["states"].size(); ++k) {
-      std::vector<std::string> row{cases[0]["states"][k]["state"]};
-      for (auto& c : cases)
-        row.push_back(fmt_sci(c["states"][k]["video_rel_l2"]) + " / " + fmt_sci(c["states"][k]["audio_rel_l2"]));
+  for (const auto& [context, ref] : reference) {
+    Table s;
+    s.title = "per-state relative L2 to " + ref + ", " + context + " context (video / audio)";
+    s.columns = {"state"};
+    std::vector<const nlohmann::json*> in;
+    for (auto& c : cases)
+      if (c["context"] == context) {
+        in.push_back(&c);
+        s.columns.push_back(c["path"].get<std::string>() + " " + c["mode"].get<std::string>());
+      }
+    for (std::size_t k = 0; k < (*in.front())["states"].size(); ++k) {
+      std::vector<std::string> row{(*in.front())["states"][k]["state"]};
+      for (const nlohmann::json* c : in)
+        row.push_back(fmt_sci((*c)["states"][k]["video_rel_l2"]) + " / " + fmt_sci((*c)["states"][k]["audio_rel_l2"]));
       s.add_row(row);
     }
+    per_state.push_back(std::move(s));
+    t.notes.push_back(context + " reference: " + ref);
   }
-  t.notes.push_back("reference: " + reference + "; teacher-forced: each step starts from the recorded state.");
-  return {t, s};
+  t.notes.push_back("teacher-forced: each step starts from the recorded state.");
+  std::vector<Table> out{t};
+  out.insert(out.end(), per_state.begin(), per_state.end());
+  return out;
 }
 
 }  // namespace psi::exp

@@ -125,6 +125,7 @@ void merge_reports(const std::vector<std::filesystem::path>& shards, const std::
   merged.checkpoint = options["checkpoint"];
   merged.quick = options["quick"];
   merged.chaos_seed = options["chaos_seed"];
+  merged.zero_mask = options.value("zero_mask", false);
   merged.out = out;
   Report report(*experiment, merged, readers.front().run_info().device_name);
   for (const auto& r : readers)

@@ -91,14 +91,14 @@ TEST_F(Experiments, OneToken) {
   auto rf = h5::File::open_read(f);
   auto rec = h5::File::open_read(fs::path(PSI_SHARED_DIR) / "reference" / "probe_attn_traj.h5");
   for (const char* path : {"dense", "baseline", "modified"}) {
-    const std::string g = std::string("/states/") + path;
+    const std::string g = std::string("/states/one-token/") + path;
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/00_stage1_initial/video_latent")),
               sha256_hex(rec.read_bf16("/trajectory_tiny/00_stage1_initial/video_latent")));
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/01_stage1_step1/audio_latent")),
               sha256_hex(rf.read_bf16(g + "/teacher_forced/01_stage1_step1/audio_latent")));
   }
   const auto cases = read_json(f, "/report/cases");
-  EXPECT_EQ(cases.size(), 6u);
+  EXPECT_EQ(cases.size(), 12u);  // 2 contexts x 3 paths x (free-running, teacher-forced)
   for (auto& c : cases) EXPECT_EQ(c["states"].size(), 13u);
   CmdResult rep = psi_cmd("report " + f.string() + " --format csv");
   EXPECT_EQ(rep.status, 0);

@@ -157,3 +157,23 @@ TEST(Trajectory, OneTokenStateHashesArePinned) {
   const nlohmann::json want = nlohmann::json::parse(in);
   EXPECT_EQ(got, want);
 }
+
+#include "engine/pipeline/context_mask.h"
+
+TEST(ContextMask, OnlyFiniteExactZerosAreElided) {
+  F32Tensor m({1, 1, 1024});
+  EXPECT_TRUE(pipeline::check_zero_mask(m).elidable);
+  m.data[7] = -0.0f;
+  EXPECT_TRUE(pipeline::check_zero_mask(m).elidable);
+  m.data[700] = -1e-30f;
+  auto c = pipeline::check_zero_mask(m);
+  EXPECT_FALSE(c.elidable);
+  EXPECT_NE(c.reason.find("element 700"), std::string::npos) << c.reason;
+  m.data[700] = 0.0f;
+  m.data[3] = -std::numeric_limits<float>::infinity();
+  c = pipeline::check_zero_mask(m);
+  EXPECT_FALSE(c.elidable);
+  EXPECT_NE(c.reason.find("element 3 is infinite"), std::string::npos) << c.reason;
+  m.data[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(pipeline::check_zero_mask(m).elidable);
+}
