@@ -31,8 +31,10 @@ Driver::Driver(rt::Runtime& rt, rt::JournalTransport& jt, rt::WeightPager& pager
     : layout_(rt.layout()), rt_(&rt), jt_(&jt), pager_(&pager), plan_(&plan), counters_(&counters) {}
 
 rt::DeviceRegion Driver::alloc(Pool pool, std::uint64_t bytes, std::string_view op, int tile, std::string_view name) {
-  if (planning()) return (pool == Pool::scratch ? *plan_scratch_ : *plan_workspace_).allocate(bytes, op, tile, name);
-  return pool == Pool::scratch ? rt_->scratch_alloc(bytes, op, tile, name) : rt_->workspace_alloc(bytes, op, tile, name);
+  // The exhaustion message names "<operator> <tensor> tile <t>".
+  const std::string who = std::string(op) + " " + std::string(name);
+  if (planning()) return (pool == Pool::scratch ? *plan_scratch_ : *plan_workspace_).allocate(bytes, who, tile, name);
+  return pool == Pool::scratch ? rt_->scratch_alloc(bytes, who, tile, name) : rt_->workspace_alloc(bytes, who, tile, name);
 }
 
 void Driver::free(Pool pool, const rt::DeviceRegion& r) {
@@ -62,7 +64,9 @@ int Driver::weight(const rt::WeightSlice& w) {
 }
 
 rt::DeviceRegion Driver::page(int p) const {
-  if (planning()) return layout_.page_region(p).sub(0, last_tile_bytes_, "page " + std::to_string(p));
+  // Planning: the tile's bytes at the page's start, even for a tile larger than the page (the
+  // run, not the plan, reports that).
+  if (planning()) return {layout_.page_region(p).offset, last_tile_bytes_, "page " + std::to_string(p)};
   return rt_->pages().region(p);
 }
 

@@ -90,7 +90,7 @@ struct Ctx {
 
   ArenaMat hidden_tile(Frame& f, std::int64_t t) const {
     ArenaMat H{{}, x.rows, nh(t)};
-    H.region = f.alloc(Pool::workspace, H.bytes_bf16(), s.op + ".up", int(t), "hidden tile");
+    H.region = f.alloc(Pool::workspace, H.bytes_bf16(), s.op + ".up", int(t), "hidden");
     return H;
   }
 
