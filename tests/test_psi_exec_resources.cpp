@@ -122,6 +122,11 @@ TEST(PsiExecResources, PlannedLiveSetIsTheMeasuredOneAndBoundsThePeak) {
     EXPECT_LE(rep.peak, rep.bound) << s.name;
     // Nothing is left out of the peak: pages, and at some point live state plus workspace.
     EXPECT_GT(rep.peak, std::uint64_t(2 * a.page) + r.plan.scratch_bytes / 2) << s.name;
+    // The largest live set is the video self-attention's: x, out, h, the sdpa output, q, k and v
+    // (seven [N, D] tensors) and the one-row gate_msa, reached when v is allocated.
+    const std::uint64_t nd = std::uint64_t(bc.inputs.video.x.numel()) * 2, gate = std::uint64_t(bc.config.video_dim()) * 2;
+    EXPECT_EQ(r.plan.scratch_bytes, 7 * nd + gate) << s.name;
+    EXPECT_EQ(r.plan.scratch_peak_at, "video.attn1 v") << s.name;
     EXPECT_EQ(rep.counters.weight_tiles, r.plan.tiles.size()) << s.name;
     EXPECT_EQ(rep.counters.h2d(rt::CopyKind::weights), r.plan.weight_bytes) << s.name;
   }

@@ -146,13 +146,12 @@ class Program {
     return {op, module, heads, head_dim, c_.features.gated_attention, t_.variant.sdpa(head_dim), eps_};
   }
 
-  // Steps 1–4 of spec §3.3.
+  // Steps 1–4 of spec §3.3. Layout [x | gate_msa | out | h + attention], then n1 where h was.
   void self_attention(const StreamDesc& s) {
     const std::string op = s.name + ".attn1";
     const std::int64_t N = s.sh.tokens, Ts = s.sh.timestep_rows;
     Frame f(d_);
     const ArenaMat x = reload_mat(d_, f, key(s, "x"), N, s.D, op, "x");
-    const ArenaMat n1 = mat(f, N, s.D, op, "n1");
     const ArenaMat gate = mat(f, Ts, s.D, op, "gate_msa");
     ada_value(d_, op + " gate_msa", s.table, 2, key(s, "timesteps", 2), gate);
     const ArenaMat o = mat(f, N, s.D, op, "out");
@@ -164,22 +163,28 @@ class Program {
       attention(d_, attention_spec(op, s.attn1, s.heads, s.head_dim), h, h, &pe, &pe, o);
     }
     d_.commit(key(s, "attn1"), o.region, o.shape());
+    const ArenaMat n1 = mat(f, N, s.D, op, "n1");
     gated_residual(d_, op + " post_sa residual", x, o, gate);
     rms_norm(d_, op + " post_sa norm", x, "", eps_, n1);
     d_.commit(key(s, "x1"), x.region, x.shape());
     d_.commit(key(s, "n1"), n1.region, n1.shape());
   }
 
-  // Steps 5–10 of spec §3.3.
+  // Steps 5–10 of spec §3.3. Layout [x1 | gate_q | out | n1 | context + attention]: x1 and n1
+  // land where self-attention committed them (with CA-AdaLN, whose gate_q is as large as
+  // gate_msa).
   void text_attention(const StreamDesc& s) {
     const std::string op = s.name + ".attn2";
     const std::int64_t N = s.sh.tokens, Ts = s.sh.timestep_rows, L = s.sh.context_rows;
+    const bool ca_adaln = c_.features.cross_attention_adaln;
     Frame f(d_);
     const ArenaMat x = reload_mat(d_, f, key(s, "x1"), N, s.D, op, "x1");
-    const ArenaMat n1 = reload_mat(d_, f, key(s, "n1"), N, s.D, op, "n1");
+    ArenaMat gate;
+    if (ca_adaln) gate = mat(f, Ts, s.D, op, "gate_q");
     const ArenaMat o = mat(f, N, s.D, op, "out");
+    const ArenaMat n1 = reload_mat(d_, f, key(s, "n1"), N, s.D, op, "n1");
     const AttentionSpec spec = attention_spec(op, s.attn2, s.heads, s.head_dim);
-    if (!c_.features.cross_attention_adaln) {
+    if (!ca_adaln) {
       const ArenaMat ctx = reload_mat(d_, f, key(s, "context"), L, s.Dc, op, "context");
       attention(d_, spec, n1, ctx, nullptr, nullptr, o);
       d_.commit(key(s, "attn2"), o.region, o.shape());
@@ -187,7 +192,6 @@ class Program {
       d_.commit(key(s, "x2"), x.region, x.shape());
       return;
     }
-    const ArenaMat gate = mat(f, Ts, s.D, op, "gate_q");
     ada_value(d_, op + " gate_q", s.table, 8, key(s, "timesteps", 8), gate);
     {
       Frame g(d_);  // q_in = modulate(n1; rows 7, 6), in place

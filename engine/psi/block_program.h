@@ -8,9 +8,9 @@
 //   video.self, video.text   the same for video
 //   av           video x2, audio x2 -> A2V and V2A probes, x3 of both streams
 //   video.ff     x3 -> ff probe, out;   audio.ff   the same for audio
-// An operator allocates the state it reloads first, in the order the operator before committed
-// it, so under the async journal a value committed and reloaded at the same offset stays
-// resident (audio x1/n1, video x1/n1, video x2, video x3 never leave the arena).
+// An operator allocates the state it reloads where the operator before committed it, so under
+// the async journal those values stay resident and are not copied back (x1 and n1 of both
+// streams, video x2, video x3); the others are reloaded from the host.
 //
 // Journal keys are (block, branch, role, tile) with block = the run's block sequence number.
 // Inputs: x, timesteps (tile = AdaLN row, [Ts, D]), context, prompt_timestep (tile = row),

@@ -33,7 +33,13 @@ Driver::Driver(rt::Runtime& rt, rt::JournalTransport& jt, rt::WeightPager& pager
 rt::DeviceRegion Driver::alloc(Pool pool, std::uint64_t bytes, std::string_view op, int tile, std::string_view name) {
   // The exhaustion message names "<operator> <tensor> tile <t>".
   const std::string who = std::string(op) + " " + std::string(name);
-  if (planning()) return (pool == Pool::scratch ? *plan_scratch_ : *plan_workspace_).allocate(bytes, who, tile, name);
+  if (planning()) {
+    rt::StackAllocator& a = pool == Pool::scratch ? *plan_scratch_ : *plan_workspace_;
+    const std::uint64_t before = a.high_water();
+    rt::DeviceRegion r = a.allocate(bytes, who, tile, name);
+    if (pool == Pool::scratch && a.high_water() > before) recorded_.scratch_peak_at = who;
+    return r;
+  }
   return pool == Pool::scratch ? rt_->scratch_alloc(bytes, who, tile, name) : rt_->workspace_alloc(bytes, who, tile, name);
 }
 

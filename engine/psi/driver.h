@@ -28,6 +28,7 @@ enum class Pool { scratch, workspace };
 struct BlockPlan {
   std::vector<rt::WeightSlice> tiles;  // in consumption order
   std::uint64_t scratch_bytes = 0;     // S_live: the scratch stack's high water
+  std::string scratch_peak_at;         // the allocation that reached it ("video.attn1 v")
   std::uint64_t workspace_bytes = 0;   // the workspace stack's high water
   std::uint64_t largest_commit = 0;    // bytes of the largest tensor committed to the journal
   std::uint64_t weight_bytes = 0;      // sum of the tiles' bytes
