@@ -47,6 +47,12 @@ TEST(PsiExec, PromptTablesWithoutPromptTimestep) {
   expect_every_schedule_matches(BlockCase("tiny", "ltx25", s), "modified");
 }
 
+TEST(PsiExec, PerTokenTimesteps) {
+  exec::SyntheticShape s = tiny_shape();
+  s.per_token_timesteps = true;
+  expect_every_schedule_matches(BlockCase("tiny", "ltx25", s), "baseline");
+}
+
 TEST(PsiExec, SmallBaselineAndModifiedUnderEverySchedule) {
   const BlockCase bc("small", "ltx25", small_shape());
   expect_every_schedule_matches(bc, "baseline");

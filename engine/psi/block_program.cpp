@@ -235,17 +235,22 @@ class Program {
     // of the audio table (scale before shift).
     one_direction("video.a2v", v, a, vx, ax, 0, v.av_module, o_v);
     d_.commit(key(v, "av"), o_v.region, o_v.shape());
+    // V2A: audio queries from rows 2/3 of the audio table, video keys/values (the pre-A2V x2)
+    // from rows 2/3 of the video table.
     one_direction("audio.v2a", a, v, ax, vx, 2, a.av_module, o_a);
     d_.commit(key(a, "av"), o_a.region, o_a.shape());
-    for (const auto& [s, x, o] : {std::tuple{&v, vx, o_v}, std::tuple{&a, ax, o_a}}) {
-      Frame g(d_);
-      const std::string gop = s->name + (s == &v ? ".a2v" : ".v2a");
-      const ArenaMat gate = mat(g, 1, s->D, gop, "gate");
-      ada_value(d_, gop + " gate", s->av_table, 4, key(*s, "cross_gate"), gate);
-      gated_residual(d_, gop + " residual", x, o, gate);
-    }
+    cross_residual("video.a2v", v, vx, o_v);
+    cross_residual("audio.v2a", a, ax, o_a);
     d_.commit(key(v, "x3"), vx.region, vx.shape());
     d_.commit(key(a, "x3"), ax.region, ax.shape());
+  }
+
+  // x = bf(x + bf(o · g)) with g = row 4 of the stream's A/V table + its cross gate timestep.
+  void cross_residual(const std::string& op, const StreamDesc& s, const ArenaMat& x, const ArenaMat& o) {
+    Frame f(d_);
+    const ArenaMat gate = mat(f, 1, s.D, op, "gate");
+    ada_value(d_, op + " gate", s.av_table, 4, key(s, "cross_gate"), gate);
+    gated_residual(d_, op + " residual", x, o, gate);
   }
 
   void one_direction(const std::string& op, const StreamDesc& q, const StreamDesc& kv, const ArenaMat& xq,

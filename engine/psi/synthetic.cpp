@@ -15,10 +15,11 @@ model::BlockInputs synthetic_block_inputs(const model::ModelConfig& c, const Syn
   auto stream = [&](const std::string& n, std::int64_t N, std::int64_t D, std::int64_t Dc) {
     model::StreamInputs in;
     in.x = make(n + ".x", {1, N, D});
-    in.timesteps = make(n + ".timesteps", {1, 1, rows * D});
+    const std::int64_t Ts = s.per_token_timesteps ? N : 1;
+    in.timesteps = make(n + ".timesteps", {1, Ts, rows * D});
     in.context = make(n + ".context", {1, L, Dc});
     if (s.prompt_timestep && c.features.cross_attention_adaln) in.prompt_timestep = make(n + ".prompt_timestep", {1, 1, 2 * D});
-    in.cross_scale_shift_timestep = make(n + ".cross_scale_shift_timestep", {1, 1, 4 * D});
+    in.cross_scale_shift_timestep = make(n + ".cross_scale_shift_timestep", {1, Ts, 4 * D});
     in.cross_gate_timestep = make(n + ".cross_gate_timestep", {1, 1, D});
     return in;
   };

@@ -16,10 +16,10 @@ struct SyntheticShape {
   std::int64_t audio_tokens = 8;
   std::int64_t context_rows = 16;                  // text rows of both streams
   bool prompt_timestep = true;                     // CA-AdaLN prompt timesteps given
+  bool per_token_timesteps = false;                // AdaLN timesteps [1, N, k·D] instead of [1, 1, k·D]
 };
 
-// Inputs named "input.psi.<stream>.<field>" (SynthInit role input) with per-batch timesteps,
-// and RoPE tables of the official positions of that grid (24 fps) and audio tokens.
+// Inputs named "input.psi.<stream>.<field>" (SynthInit role input), and RoPE tables of the official positions of that grid (24 fps) and audio tokens.
 model::BlockInputs synthetic_block_inputs(const model::ModelConfig& c, const SyntheticShape& s, std::uint64_t seed);
 
 // Every tensor of the config's blocks with its shape (model::block_weight_specs).
