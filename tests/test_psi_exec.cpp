@@ -4,6 +4,7 @@
 // tiny and small configs.
 #include <gtest/gtest.h>
 
+#include "engine/ops/parallel.h"
 #include "tests/test_psi_exec_support.h"
 
 using namespace psi_exec_test;
@@ -72,4 +73,18 @@ TEST(PsiExec, TheComparisonSeesTheVariant) {
   const auto w = base.named();
   for (std::size_t i = 0; i < g.size(); ++i) differing += g[i].second->data != w[i].second->data;
   EXPECT_GT(differing, 0);
+}
+
+TEST(PsiExec, IndependentOfTheThreadCount) {
+  const BlockCase bc("tiny", "ltx25", tiny_shape());
+  const auto& v = model::numerics_variant("baseline");
+  const model::BlockProbes want = bc.reference(v);
+  for (int threads : {1, 3}) {
+    psi::ops::set_thread_count(threads);
+    const exec::BlockRun r = exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, v, exec::schedule("reuse+prefetch"),
+                                             exec::default_arena(bc.config), {});
+    psi::ops::set_thread_count(0);
+    ASSERT_EQ(r.outcome, rt::Outcome::complete) << r.failure;
+    expect_bitwise(r.probes, want, std::to_string(threads) + " threads");
+  }
 }

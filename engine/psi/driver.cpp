@@ -37,7 +37,8 @@ rt::DeviceRegion Driver::alloc(Pool pool, std::uint64_t bytes, std::string_view 
     rt::StackAllocator& a = pool == Pool::scratch ? *plan_scratch_ : *plan_workspace_;
     const std::uint64_t before = a.high_water();
     rt::DeviceRegion r = a.allocate(bytes, who, tile, name);
-    if (pool == Pool::scratch && a.high_water() > before) recorded_.scratch_peak_at = who;
+    if (pool == Pool::scratch && a.high_water() > before)
+      recorded_.scratch_peak_at = tile < 0 ? who : who + " tile " + std::to_string(tile);
     return r;
   }
   return pool == Pool::scratch ? rt_->scratch_alloc(bytes, who, tile, name) : rt_->workspace_alloc(bytes, who, tile, name);
