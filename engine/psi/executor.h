@@ -37,6 +37,7 @@ struct ExecOptions {
 };
 
 // One runtime (one arena allocation) for many blocks: a whole model invocation or trajectory.
+// `weights` is read while blocks run and must outlive the executor.
 class PsiExecutor {
  public:
   PsiExecutor(const model::ModelConfig& c, const ckpt::WeightSource& weights, const model::NumericsVariant& v,
