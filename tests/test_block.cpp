@@ -10,7 +10,7 @@
 
 #include "engine/model/block.h"
 #include "engine/ops/parallel.h"
-#include "engine/synthinit.h"
+#include "engine/pipeline/positions.h"
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "reports/h5.h"
@@ -40,39 +40,6 @@ void expect_specs(const model::ModelConfig& c, int block, const nlohmann::json& 
     EXPECT_EQ(specs[i].name, recorded[i].first);
     EXPECT_EQ(specs[i].shape, recorded[i].second) << specs[i].name;
   }
-}
-
-// SynthInit block inputs for a config (per-batch timesteps, positions of a small video grid).
-model::BlockInputs synthetic_inputs(const model::ModelConfig& c, std::int64_t F, std::int64_t Hh, std::int64_t W,
-                                    std::int64_t Na, std::int64_t L) {
-  const std::int64_t Nv = F * Hh * W, Dv = c.video_dim(), Da = c.audio_dim(), rows = c.features.ada_rows();
-  auto in = [](const std::string& n, psi::Shape s) { return psi::synthinit::make("input.test." + n, s, 0); };
-  model::BlockInputs b;
-  b.video = {in("v.x", {1, Nv, Dv}), in("v.t", {1, 1, rows * Dv}), in("v.c", {1, L, c.cross_attention_dim}),
-             in("v.p", {1, 1, 2 * Dv}), {}, {}, in("v.cs", {1, 1, 4 * Dv}), in("v.cg", {1, 1, Dv})};
-  b.audio = {in("a.x", {1, Na, Da}), in("a.t", {1, 1, rows * Da}), in("a.c", {1, L, c.audio_cross_attention_dim}),
-             in("a.p", {1, 1, 2 * Da}), {}, {}, in("a.cs", {1, 1, 4 * Da}), in("a.cg", {1, 1, Da})};
-  psi::F32Tensor vp({1, 3, Nv, 2}), ap({1, 1, Na, 2});
-  for (std::int64_t f = 0, t = 0; f < F; ++f)
-    for (std::int64_t r = 0; r < Hh; ++r)
-      for (std::int64_t w = 0; w < W; ++w, ++t) {
-        const float s[3] = {std::max(0.0f, 8.0f * f - 7.0f) / 24.0f, 32.0f * r, 32.0f * w};
-        const float e[3] = {(8.0f * f + 1.0f) / 24.0f, 32.0f * r + 32.0f, 32.0f * w + 32.0f};
-        for (int p = 0; p < 3; ++p) {
-          vp.data[(p * Nv + t) * 2] = s[p];
-          vp.data[(p * Nv + t) * 2 + 1] = e[p];
-        }
-      }
-  for (std::int64_t i = 0; i < Na; ++i) {
-    ap.data[i * 2] = std::max(0.0f, 4.0f * i - 3.0f) * 0.01f;
-    ap.data[i * 2 + 1] = (4.0f * i + 1.0f) * 0.01f;
-  }
-  const model::BlockRope rope = model::block_rope(c, vp, ap);
-  b.video.pe = rope.video;
-  b.video.cross_pe = rope.video_cross;
-  b.audio.pe = rope.audio;
-  b.audio.cross_pe = rope.audio_cross;
-  return b;
 }
 
 }  // namespace
@@ -129,8 +96,8 @@ TEST(Block, TinyRunsForEveryVariantIndependentlyOfThreads) {
     const model::ModelConfig c = model::model_config("tiny", profile);
     model::SynthInitSource src(0);
     const model::BlockWeights w = model::load_block_weights(src, c, 1);
-    model::BlockInputs in = synthetic_inputs(c, 3, 4, 6, 18, 5);
-    if (!c.features.cross_attention_adaln) in.video.prompt_timestep = in.audio.prompt_timestep = Bf16Tensor();
+    const model::BlockInputs in = model::synthetic_block_inputs(c, psi::pipeline::video_positions(3, 4, 6, 24.0f),
+                                                                psi::pipeline::audio_positions(18), 5, 0);
     for (const auto& name : model::numerics_variant_names()) {
       const auto& v = model::numerics_variant(name);
       psi::ops::set_thread_count(1);

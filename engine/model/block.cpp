@@ -5,6 +5,7 @@
 #include "engine/ops/adaln.h"
 #include "engine/ops/ffn.h"
 #include "engine/ops/norm.h"
+#include "engine/synthinit.h"
 
 namespace psi::model {
 
@@ -92,6 +93,32 @@ BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, con
   r.video_cross = ops::rope_tables(vt, cross_max, c.audio_cross_attention_dim, c.video_heads, c.rope_theta);
   r.audio_cross = ops::rope_tables(audio_positions, cross_max, c.audio_cross_attention_dim, c.audio_heads, c.rope_theta);
   return r;
+}
+
+BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_positions,
+                                   const F32Tensor& audio_positions, std::int64_t context_len,
+                                   std::uint64_t seed) {
+  const BlockRope rope = block_rope(c, video_positions, audio_positions);
+  const std::int64_t rows = c.features.ada_rows();
+  auto stream = [&](const std::string& s, std::int64_t n, std::int64_t D, std::int64_t ctx_width,
+                    const ops::RopeTables& pe, const ops::RopeTables& cross_pe) {
+    auto in = [&](const std::string& name, Shape shape) {
+      return synthinit::make("input.synthetic." + s + "." + name, shape, seed);
+    };
+    StreamInputs r;
+    r.x = in("x", {1, n, D});
+    r.timesteps = in("timesteps", {1, 1, rows * D});
+    r.context = in("context", {1, context_len, ctx_width});
+    if (c.features.cross_attention_adaln) r.prompt_timestep = in("prompt_timestep", {1, 1, 2 * D});
+    r.pe = pe;
+    r.cross_pe = cross_pe;
+    r.cross_scale_shift_timestep = in("cross_scale_shift_timestep", {1, 1, 4 * D});
+    r.cross_gate_timestep = in("cross_gate_timestep", {1, 1, D});
+    return r;
+  };
+  return {stream("video", video_positions.dim(2), c.video_dim(), c.cross_attention_dim, rope.video, rope.video_cross),
+          stream("audio", audio_positions.dim(2), c.audio_dim(), c.audio_cross_attention_dim, rope.audio,
+                 rope.audio_cross)};
 }
 
 std::vector<std::pair<std::string, const Bf16Tensor*>> BlockProbes::named() const {

@@ -35,6 +35,13 @@ struct BlockRope {
 };
 BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions);
 
+// SynthInit block inputs (names "input.synthetic.{video,audio}.*", per-batch timesteps, text
+// contexts of `context_len` rows) with RoPE tables from the given positions: for runs and
+// benchmarks that have no recording to read.
+BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_positions,
+                                   const F32Tensor& audio_positions, std::int64_t context_len,
+                                   std::uint64_t seed);
+
 // The ten probes (spec §8), named as in the recordings.
 struct BlockProbes {
   Bf16Tensor attn1, attn2, audio_attn1, audio_attn2, audio_to_video_attn, video_to_audio_attn;

@@ -10,17 +10,18 @@ namespace {
 struct AttnGeometry {
   std::string name;
   std::int64_t query_dim, context_dim, heads, head_dim;
+  AttentionWeights BlockWeights::*member;
 };
 
 std::vector<AttnGeometry> attention_geometries(const ModelConfig& c) {
   const std::int64_t Dv = c.video_dim(), Da = c.audio_dim();
   return {
-      {"attn1", Dv, Dv, c.video_heads, c.video_head_dim},
-      {"attn2", Dv, c.cross_attention_dim, c.video_heads, c.video_head_dim},
-      {"audio_attn1", Da, Da, c.audio_heads, c.audio_head_dim},
-      {"audio_attn2", Da, c.audio_cross_attention_dim, c.audio_heads, c.audio_head_dim},
-      {"audio_to_video_attn", Dv, Da, c.av_heads(), c.av_head_dim()},
-      {"video_to_audio_attn", Da, Dv, c.av_heads(), c.av_head_dim()},
+      {"attn1", Dv, Dv, c.video_heads, c.video_head_dim, &BlockWeights::attn1},
+      {"attn2", Dv, c.cross_attention_dim, c.video_heads, c.video_head_dim, &BlockWeights::attn2},
+      {"audio_attn1", Da, Da, c.audio_heads, c.audio_head_dim, &BlockWeights::audio_attn1},
+      {"audio_attn2", Da, c.audio_cross_attention_dim, c.audio_heads, c.audio_head_dim, &BlockWeights::audio_attn2},
+      {"audio_to_video_attn", Dv, Da, c.av_heads(), c.av_head_dim(), &BlockWeights::audio_to_video_attn},
+      {"video_to_audio_attn", Da, Dv, c.av_heads(), c.av_head_dim(), &BlockWeights::video_to_audio_attn},
   };
 }
 
@@ -111,12 +112,7 @@ BlockWeights load_block_weights(WeightSource& src, const ModelConfig& c, int ind
     a.to_gate_logits = linear(g.name + ".to_gate_logits");
     a.q_norm = get(g.name + ".q_norm.weight");
     a.k_norm = get(g.name + ".k_norm.weight");
-    if (g.name == "attn1") w.attn1 = std::move(a);
-    else if (g.name == "attn2") w.attn2 = std::move(a);
-    else if (g.name == "audio_attn1") w.audio_attn1 = std::move(a);
-    else if (g.name == "audio_attn2") w.audio_attn2 = std::move(a);
-    else if (g.name == "audio_to_video_attn") w.audio_to_video_attn = std::move(a);
-    else w.video_to_audio_attn = std::move(a);
+    w.*g.member = std::move(a);
   }
   w.ff = {linear("ff.net.0.proj"), linear("ff.net.2")};
   w.audio_ff = {linear("audio_ff.net.0.proj"), linear("audio_ff.net.2")};
