@@ -8,7 +8,10 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/ops/activation.h"
+#include "engine/ops/gemm.h"
 #include "engine/sha256.h"
+#include "engine/synthinit.h"
 #include "probes/probe_cases.h"
 #include "reports/h5.h"
 
@@ -63,6 +66,37 @@ TEST(Probe, AttentionKernelOnRecordedQkv) {
   EXPECT_LT(baseline.distance->rel_l2, 1e-4);
   // And with BF16 P against MATH the distance is the FLASH-like one, far larger.
   EXPECT_GT(find(r, "baseline", "sdpa_out.on_recorded_qkv", "math").distance->rel_l2, 10 * modified.distance->rel_l2);
+}
+
+TEST(Probe, AnyRecordingOfTheLayoutWorks) {
+  // A recording of the audio-ff-up layout with another seed and other sizes, whose outputs are
+  // psi's own dense arithmetic: the probe must regenerate the seed-7 weights from the file's
+  // root attribute and weights_json, and then agree bit for bit.
+  const fs::path file = fs::temp_directory_path() / ("psi_probe_seed7_" + std::to_string(::getpid()) + ".h5");
+  const std::uint64_t seed = 7;
+  const std::string w_name = "transformer_blocks.3.audio_ff.net.0.proj.weight", b_name = "transformer_blocks.3.audio_ff.net.0.proj.bias";
+  const psi::Bf16Tensor x = psi::synthinit::make("input.other.x", {5, 64}, seed);
+  const psi::Bf16Tensor w = psi::synthinit::make(w_name, {128, 64}, seed), b = psi::synthinit::make(b_name, {128}, seed);
+  psi::Bf16Tensor proj = psi::ops::linear(x, w, &b), gelu(proj.shape);
+  psi::ops::gelu_tanh(proj.ptr(), gelu.ptr(), proj.numel());
+  {
+    auto f = psi::h5::File::create(file);
+    f.set_attr("/", "synthinit_global_seed", std::int64_t(seed));
+    f.write_bf16("/probe_audio_ff_up/x", x, {{"synthinit_name", std::string("input.other.x")}});
+    f.write_bf16("/probe_audio_ff_up/proj_out", proj);
+    f.write_bf16("/probe_audio_ff_up/gelu_out", gelu);
+    f.write_text("/probe_audio_ff_up/weights_json",
+                 "[{\"name\": \"" + w_name + "\", \"shape\": [128, 64]}, {\"name\": \"" + b_name + "\", \"shape\": [128]}]");
+    f.commit();
+  }
+  probes::ProbeOptions o;
+  o.reference = file;
+  const auto r = probes::run_probe("audio-ff-up", o);
+  fs::remove(file);
+  EXPECT_EQ(r.seed, seed);
+  EXPECT_TRUE(find(r, "dense", "proj_out", "official").distance->bitwise_equal());
+  EXPECT_TRUE(find(r, "dense", "gelu_out", "official").distance->bitwise_equal());
+  EXPECT_FALSE(find(r, "baseline", "proj_out", "official").distance->bitwise_equal());
 }
 
 TEST(ProbeCli, WritesOutputs) {
