@@ -78,9 +78,15 @@ ops::RopeTables pick_tables(CaseContext& ctx, const std::string& stream, const s
                             const ops::RopeTables& mine) {
   const std::string rc = "inputs/" + stream + "." + kind + "_cos", rs = "inputs/" + stream + "." + kind + "_sin";
   StoredTensor c = ctx.rec.stored_bf16(rc), s = ctx.rec.stored_bf16(rs);
-  const bool eq = sha256_hex(mine.cos) == c.sha256_full && sha256_hex(mine.sin) == s.sha256_full;
-  std::string note = "RoPE " + stream + "." + kind + ": psi's tables from the recorded positions " +
-                     (eq ? "hash equal to" : "DIFFER from") + " the recording's sha256_full";
+  std::string note = "RoPE " + stream + "." + kind + ": psi's tables from the recorded positions ";
+  if (c.sha256_full.empty() || s.sha256_full.empty())
+    note += "not checked (no sha256_full recorded)";
+  else if (sha256_hex(mine.cos) == c.sha256_full && sha256_hex(mine.sin) == s.sha256_full)
+    note += "hash equal to the recording's sha256_full";
+  else
+    note += std::string("DIFFER from the recording's sha256_full (cos ") +
+            (sha256_hex(mine.cos) == c.sha256_full ? "equal" : "differs") + ", sin " +
+            (sha256_hex(mine.sin) == s.sha256_full ? "equal" : "differs") + ")";
   if (c.full && s.full) {
     ctx.report.notes.push_back(note + "; the recorded tables are used");
     return ops::RopeTables{std::move(c.data), std::move(s.data)};

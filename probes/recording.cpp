@@ -45,7 +45,7 @@ nlohmann::json Recording::attr_json(const std::string& rel, const std::string& n
   if (!t) throw Error(path_.string() + ":" + abs(rel) + ": attribute '" + name + "' is missing");
   try {
     return nlohmann::json::parse(*t);
-  } catch (const std::exception& e) {
+  } catch (const nlohmann::json::exception&) {
     throw Error(path_.string() + ":" + abs(rel) + ": attribute '" + name + "' is not JSON");
   }
 }

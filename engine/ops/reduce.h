@@ -37,10 +37,6 @@ float ordered_sum(std::int64_t n, F&& f) {
   return total;
 }
 
-}  // namespace psi::ops
-
-namespace psi::ops {
-
 // The same order, fed one term at a time: lets a partitioned operator (a row cut into column
 // tiles, tiles visited in order) reproduce ordered_sum exactly across tile boundaries.
 class OrderedAccumulator {
