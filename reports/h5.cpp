@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <random>
 
@@ -215,7 +217,14 @@ DatasetInfo File::info(const std::string& dataset) const {
   if (rank < 0) throw h5_error(where(dataset) + ": unreadable dataspace");
   std::vector<hsize_t> dims(rank);
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  for (hsize_t x : dims) out.shape.push_back(std::int64_t(x));
+  // A corrupt dataspace can claim dimensions whose product overflows psi's int64 sizes.
+  std::uint64_t n = 1;
+  for (hsize_t x : dims) {
+    if (x > hsize_t(INT64_MAX) || (x > 0 && n > std::uint64_t(INT64_MAX) / x))
+      throw h5_error(where(dataset) + ": dataspace has more than 2^63 - 1 elements, more than psi can address");
+    n *= x;
+    out.shape.push_back(std::int64_t(x));
+  }
   return out;
 }
 
@@ -243,9 +252,20 @@ std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& 
                    std::string(kind_name(di.kind)) +
                    (di.kind == ElemKind::u16 ? " (uint16 without dtype='bfloat16')" : ""));
   shape = di.shape;
-  std::vector<T> out(std::size_t(psi::numel(shape)));
-  if (out.empty()) return out;
+  const std::uint64_t n = std::uint64_t(psi::numel(shape));
+  if (n == 0) return {};
   Handle d(H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  // Contiguous and compact data lie in the file uncompressed: a dataset that claims more bytes
+  // than both its storage and the whole file is corrupt; refuse it before allocating.
+  Handle dcpl(H5Dget_create_plist(d.get()), H5Pclose);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  hsize_t file_bytes = 0;
+  H5Fget_filesize(file_.get(), &file_bytes);
+  const std::uint64_t room = std::max<std::uint64_t>(H5Dget_storage_size(d.get()), file_bytes);
+  if ((layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) && n > room / sizeof(T))
+    throw h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
+                   " bytes in a " + std::to_string(file_bytes) + "-byte file (truncated or corrupt file?)");
+  std::vector<T> out(n);
   if (H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     throw h5_error(where(dataset) + ": read failed (truncated or corrupt file?)");
   return out;

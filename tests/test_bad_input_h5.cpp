@@ -249,3 +249,30 @@ TEST(BadHdf5, OracleRefusesBadOperands) {
   };
   for (const Bad& b : bad) expect_rejected(run_psi(b.args), b.args, Exit::bad_input, b.mentions);
 }
+
+// Datasets that claim more elements than psi can hold. The first file is a fuzzer finding
+// (fuzz_h5_report): a psi report whose contiguous /report/tables claims 8.4e14 bytes in a
+// 12-kB file; psi report and psi compare allocated for it and ended in "psi: internal error:
+// std::bad_alloc" (exit 3; AddressSanitizer: allocation-size-too-big). The second is valid HDF5
+// (chunked, never written) whose element count overflows int64.
+TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
+  const fs::path found = fs::path(PSI_TEST_DATA) / "bad_input" / "h5_tables_claims_huge_dims.h5";
+  for (const auto& args : std::vector<std::vector<std::string>>{{"report", found.string()},
+                                                               {"compare", found.string(), found.string()}})
+    expect_rejected(run_psi(args), args, Exit::bad_input,
+                    {found.string() + ":/report/tables: claims 844424930132064 elements", "12192-byte file"});
+  expect_error([&] { h5::File::open_read(found).read_text("/report/tables"); }, Exit::bad_input, {"claims"},
+               "read_text of the fuzzer's file");
+
+  const fs::path dir = fresh_dir("h5_huge");
+  const fs::path big = plain_file(dir / "chunked_2_64.h5", [](h5::File& f) {
+    const hsize_t dims[2] = {hsize_t(1) << 62, 4}, chunk[2] = {1, 1};
+    h5::Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.get(), 2, chunk);
+    h5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    ASSERT_TRUE(d);
+  });
+  const std::vector<std::string> args{"compare", big.string(), big.string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {big.string() + ":/x", "more than 2^63 - 1 elements"});
+}
