@@ -157,3 +157,23 @@ TEST(KnownBug, OracleExplainNamesTheNonFiniteOperand) {
   const std::vector<std::string> args{"oracle", "explain", "--file", p.string(), "--x", "x", "--w", "w", "--row", "0", "--col", "0"};
   expect_rejected(run_psi(args), args, Exit::bad_input, {p.string(), "x", "NaN"});
 }
+
+// reports/state_file.cpp, reports/schema.cpp (and every message that quotes file content): a
+// string read from a file is put into the message as it is, so an attribute holding a newline
+// splits the one-line error and can forge a "psi: error:" line of its own. Found by
+// fuzz_h5_attrs; control characters need escaping where file content is quoted.
+TEST(KnownBug, FileContentInAnErrorStaysOnOneLine) {
+  const fs::path dir = fresh_dir("kb_newline");
+  const fs::path schema = dir / "schema.h5";
+  {
+    auto f = h5::File::create(schema);
+    f.write_f32("/x", psi::F32Tensor({1}, {1.0f}), {});
+    f.set_attr("/", "schema", std::string("psi-h5/1\npsi: error: a forged line"));
+    f.commit();
+  }
+  const std::vector<std::string> report{"report", schema.string()};
+  expect_rejected(run_psi(report), report, Exit::bad_input, {schema.string(), "schema"});
+  const fs::path stored = f32_file(dir / "stored.h5", {1, 2}, {{"stored", std::string("rows\nforged")}});
+  const std::vector<std::string> compare{"compare", stored.string(), stored.string()};
+  expect_rejected(run_psi(compare), compare, Exit::bad_input, {stored.string() + ":/x", "stored"});
+}

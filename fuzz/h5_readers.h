@@ -1,0 +1,81 @@
+#pragma once
+// What the HDF5 fuzz targets do with a file: everything psi reads HDF5 with. h5::File (open,
+// list, info, attributes, typed reads), reports::compare_datasets on each dataset against itself
+// (psi's parsing of full_shape and stored), reports::StateReader (schema, run info, tensor
+// records) and the experiment-report reader behind `psi report` (JSON tables in the file).
+// psi must refuse bad input with a one-line psi::Error; any other exception escapes the fuzz
+// target and counts as a crash, as does a sanitizer report.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "experiments/report.h"
+#include "experiments/table.h"
+#include "reports/compare.h"
+#include "reports/h5.h"
+#include "reports/state_file.h"
+
+namespace psi::fuzz {
+
+constexpr std::size_t kMaxDatasets = 32;
+constexpr std::int64_t kMaxElements = std::int64_t(1) << 20;  // the typed reads load whole datasets
+
+// A path per process, in memory where /dev/shm exists (the file system is the slow part).
+inline std::string temp_path(const std::string& stem) {
+  return std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/psi_fuzz_" + stem + "_" +
+         std::to_string(::getpid()) + ".h5";
+}
+
+// Runs one reading step; a psi::Error is the expected refusal and must be one line.
+template <class F>
+void step(F&& f) {
+  try {
+    f();
+  } catch (const psi::Error& e) {
+    if (std::strchr(e.what(), '\n')) __builtin_trap();
+  }
+}
+
+inline void read_datasets(const h5::File& f) {
+  std::vector<h5::DatasetInfo> list;
+  step([&] { list = f.list_datasets("/"); });
+  if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
+  step([&] { f.attrs("/"); });
+  for (const auto& d : list) {
+    step([&] { f.attrs(d.path); });
+    if (numel(d.shape) > kMaxElements) continue;
+    step([&] {
+      switch (d.kind) {
+        case h5::ElemKind::bf16: f.read_bf16(d.path); break;
+        case h5::ElemKind::f32: f.read_f32(d.path); break;
+        case h5::ElemKind::f64: f.read_f64(d.path); break;
+        case h5::ElemKind::u8: f.read_text(d.path); break;
+        default: break;
+      }
+    });
+    step([&] { reports::compare_datasets(f, d.path, f, d.path); });
+  }
+}
+
+inline void read_state(const std::string& p) {
+  reports::StateReader r(p);
+  if (r.kind() == reports::FileKind::psi) step([&] { r.run_info(); });
+  std::vector<h5::DatasetInfo> list;
+  step([&] { list = r.datasets(); });
+  if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
+  for (const auto& d : list) step([&] { r.record(d.path); });
+}
+
+// Every reader on the HDF5 file at `p`.
+inline void read_everything(const std::string& p) {
+  step([&] { read_datasets(h5::File::open_read(p)); });
+  step([&] { read_state(p); });
+  step([&] { exp::render(exp::read_tables(p), exp::Format::markdown); });
+}
+
+}  // namespace psi::fuzz

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds psi with sanitizers and runs its unit tests under them:
+#   asan  -DPSI_SANITIZE=address,undefined into build-asan/: the whole test suite
+#   tsan  -DPSI_SANITIZE=thread into build-tsan/: the tests that run several threads
+#         (runtime streams and events, the parallel CPU operators, chaos, interrupts)
+# CUDA is off in both (-DPSI_NO_CUDA=ON). UBSan halts on its first finding
+# (-fno-sanitize-recover=all) and every sanitizer report fails the test that raised it.
+#
+#   scripts/sanitize.sh [asan|tsan|all]       (default all)
+#
+# Environment: PSI_BUILD_PREFIX (default "build-"), PSI_JOBS (default nproc),
+# PSI_TSAN_TESTS (ctest -R regex of the TSan subset, default below).
+# Prints, per sanitizer, the build and test times and the ctest summary; exit 1 if any test
+# failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+which=${1:-all}
+prefix=${PSI_BUILD_PREFIX:-build-}
+jobs=${PSI_JOBS:-$(nproc)}
+# The threaded code: the runtime's stream workers, events, pages and journal (CpuBackend ...
+# Transport), PSI execution on it (PsiExec*), the chaos schedules (Chaos), signal handling
+# (Interrupt), and the operators that fan out with parallel_for (Gemm, Attention, Ffn, Block).
+# The rest of the suite is single-threaded file handling and arithmetic, which ASan/UBSan cover.
+tsan_tests=${PSI_TSAN_TESTS:-'^(CpuBackend|BackendFactory|Arena|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec|Chaos|Interrupt|Gemm|Attention|Ffn|Block)\.'}
+
+supp="$PWD/fuzz/lsan.supp"
+# allocator_may_return_null: psi checks allocations that can fail (an arena larger than the
+# machine) and reports them; without it ASan aborts before psi can.
+export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+
+test_targets() {
+  ls tests/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//'
+}
+
+status=0
+run() {
+  local name=$1 sanitize=$2 filter=$3 dir="${prefix}$1" t0 t1 t2 targets
+  t0=$(date +%s)
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSI_NO_CUDA=ON -DPSI_SANITIZE="$sanitize" \
+    -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" >/dev/null
+  targets="psi $(test_targets | tr '\n' ' ')"
+  # shellcheck disable=SC2086
+  cmake --build "$dir" -j"$jobs" --target $targets >"$dir/build.log" 2>&1 || {
+    tail -30 "$dir/build.log"
+    echo "sanitize $name: build failed (log: $dir/build.log)"
+    status=1
+    return
+  }
+  t1=$(date +%s)
+  local args=(--test-dir "$dir" --output-on-failure -j"$jobs" --timeout 1800)
+  [ -n "$filter" ] && args+=(-R "$filter")
+  if ctest "${args[@]}" >"$dir/ctest.log" 2>&1; then :; else status=1; fi
+  t2=$(date +%s)
+  grep -E "tests passed|The following tests FAILED|^\s+[0-9]+ - " "$dir/ctest.log" | sed "s/^/sanitize $name: /"
+  grep -hE "^(SUMMARY: |WARNING: ThreadSanitizer|==[0-9]+==ERROR)" "$dir/ctest.log" | sort | uniq -c | sed "s/^/sanitize $name: /" || true
+  echo "sanitize $name: build $((t1 - t0)) s, tests $((t2 - t1)) s (logs: $dir/build.log, $dir/ctest.log)"
+}
+
+case "$which" in
+  asan) run asan address,undefined "" ;;
+  tsan) run tsan thread "$tsan_tests" ;;
+  all) run asan address,undefined ""; run tsan thread "$tsan_tests" ;;
+  *) echo "usage: scripts/sanitize.sh [asan|tsan|all]" >&2; exit 2 ;;
+esac
+exit $status
