@@ -26,4 +26,14 @@ void run_full_prompt(const Options& o, Report& r);
 std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohmann::json& options);
 std::vector<Figure> figures_full_prompt(const nlohmann::json& cases);
 
+void run_scheduling(const Options& o, Report& r);
+std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohmann::json& options);
+
+void run_capacity(const Options& o, Report& r);
+std::vector<Table> tabulate_capacity(const nlohmann::json& cases, const nlohmann::json& options);
+
+void run_memory_scopes(const Options& o, Report& r);
+std::vector<Table> tabulate_memory_scopes(const nlohmann::json& cases, const nlohmann::json& options);
+std::vector<Figure> figures_memory_scopes(const nlohmann::json& cases);
+
 }  // namespace psi::exp

@@ -1,0 +1,120 @@
+// memory-scopes (Fig. 2, §IV-A): what each memory scope holds at the first invocation of each
+// stage, all blocks through the PSI executor in the default arena: the managed arena and its
+// pages, the scratch and workspace high-water marks, the measured managed peak against its
+// declared bound, and the process peak. On CUDA the process peak would come from NVML; on the
+// CPU backend only the arena accounting is meaningful, so the host process's own peak resident
+// set (VmHWM, which includes the host journal and every weight generated) is shown beside it,
+// marked as such.
+#include "experiments/drivers.h"
+
+#include <chrono>
+#include <fstream>
+
+#include "engine/interrupt.h"
+#include "engine/model/variant.h"
+#include "engine/pipeline/trajectory.h"
+#include "engine/progress.h"
+#include "engine/psi/executor.h"
+#include "engine/runtime/run_report.h"
+#include "experiments/block_support.h"
+
+namespace psi::exp {
+
+namespace {
+std::uint64_t host_peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+}  // namespace
+
+void run_memory_scopes(const Options& o, Report& report) {
+  const model::ModelConfig c = model::model_config(o.model, o.profile);
+  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const exec::ArenaSettings arena = exec::default_arena(c);
+  auto weights = block_weight_source(o, c, o.seed);
+  model::SynthInitSource host(o.seed);
+  exec::ExecOptions eo;
+  eo.backend = o.backend;
+  if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+  pipeline::TrajectoryCase tc{"first_block", "first_block", 1, o.seed, o.seed};
+  Progress progress("memory-scopes", long(2 * c.layers));
+  for (int stage = 1; stage <= 2; ++stage) {
+    model::BlockInputs in = pipeline::first_block_inputs(c, host, tc, stage);
+    exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
+    const auto t0 = std::chrono::steady_clock::now();
+    nlohmann::json outcome{{"outcome", "complete"}};
+    rt::RunReport r;
+    try {
+      for (int b = 0; b < int(c.layers); ++b) {
+        check_interrupt("memory-scopes stage " + std::to_string(stage) + " block " + std::to_string(b + 1));
+        model::BlockProbes p = ex.run_block(b, in);
+        in.video.x = p.video_out;
+        in.audio.x = p.audio_out;
+        progress.step("stage " + std::to_string(stage) + " block " + std::to_string(b + 1) + "/" + std::to_string(c.layers));
+      }
+      r = ex.finish();
+    } catch (const rt::RunFailure& f) {
+      // A stage that does not fit the arena is a result of this table, not a crash.
+      outcome = {{"outcome", std::string(rt::outcome_name(f.outcome()))}, {"failure", f.what()}};
+      if (ex.has_runtime()) r = ex.report();
+    }
+    report.add_case(stage - 1, {{"stage", stage},
+                                {"result", outcome},
+                                {"video_tokens", in.video.x.dim(1)},
+                                {"audio_tokens", in.audio.x.dim(1)},
+                                {"blocks", c.layers},
+                                {"arena", arena.label},
+                                {"backend", o.backend},
+                                {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
+                                {"run", rt::to_json(r)},
+                                {"process_peak_kind", o.backend == "cuda" ? "NVML" : "host VmHWM (CPU backend)"},
+                                {"process_peak_bytes", host_peak_rss_bytes()}});
+  }
+}
+
+std::vector<Table> tabulate_memory_scopes(const nlohmann::json& cases, const nlohmann::json& options) {
+  Table t;
+  t.title = "memory scopes per stage (Fig. 2, §IV-A) — model " + options.value("model", std::string("?"));
+  t.columns = {"stage", "outcome", "tokens (video / audio)", "arena", "pages (2P)", "workspace high-water", "scratch high-water",
+               "managed peak", "declared bound", "process peak", "wall (s)"};
+  for (auto& c : cases) {
+    const auto& r = c["run"];
+    const std::string outcome = c["result"]["outcome"];
+    if (outcome != "complete") t.notes.push_back("stage " + std::to_string(c["stage"].get<int>()) + ": " +
+                                                 c["result"]["failure"].get<std::string>());
+    t.add_row({std::to_string(c["stage"].get<int>()), outcome,
+               std::to_string(c["video_tokens"].get<long long>()) + " / " + std::to_string(c["audio_tokens"].get<long long>()),
+               fmt_mib(r["arena_bytes"]), fmt_mib(2.0 * r["page_bytes"].get<double>()),
+               fmt_mib(r["workspace_high_water_bytes"]), fmt_mib(r["scratch_high_water_bytes"]),
+               fmt_mib(r["managed_peak_bytes"]), fmt_mib(r["bound_bytes"]),
+               fmt_mib(c["process_peak_bytes"]) + " (" + c["process_peak_kind"].get<std::string>() + ")",
+               fmt_fixed(c["wall_s"], 2)});
+  }
+  t.notes.push_back("variant " + std::string(kRuntimeVariant) +
+                    ", schedule reuse+prefetch; the CPU backend has no device, so the process peak is the host "
+                    "process's resident peak, not a GPU number.");
+  return {t};
+}
+
+std::vector<Figure> figures_memory_scopes(const nlohmann::json& cases) {
+  BarChart b;
+  b.title = "Managed memory scopes per stage (MiB)";
+  b.y_label = "MiB";
+  for (auto& c : cases) {
+    const auto& r = c["run"];
+    const std::string stage = "stage " + std::to_string(c["stage"].get<int>());
+    auto mib = [](const nlohmann::json& v) { return v.get<double>() / (1024.0 * 1024.0); };
+    b.bars.push_back({stage, "pages (2P)", 2 * mib(r["page_bytes"])});
+    b.bars.push_back({stage, "workspace high-water", mib(r["workspace_high_water_bytes"])});
+    b.bars.push_back({stage, "scratch high-water", mib(r["scratch_high_water_bytes"])});
+    b.bars.push_back({stage, "managed peak", mib(r["managed_peak_bytes"])});
+    b.bars.push_back({stage, "declared bound", mib(r["bound_bytes"])});
+    b.bars.push_back({stage, "arena", mib(r["arena_bytes"])});
+  }
+  return {{"memory_scopes", render_svg(b)}};
+}
+
+}  // namespace psi::exp

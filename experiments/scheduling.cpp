@@ -1,0 +1,129 @@
+// scheduling (Table IV): the four PSI schedules (baseline, FFN reuse, reuse + async journal,
+// reuse + prefetch) on the first block in the default arena; one warm-up cycle, then five
+// measured cycles with the order rotated each cycle; wall mean and sample SD; every run's ten
+// probes checked bitwise against the first run and against the host block; bytes moved and
+// blocking synchronizations per schedule.
+#include "experiments/drivers.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "engine/interrupt.h"
+#include "engine/model/variant.h"
+#include "engine/progress.h"
+#include "engine/psi/executor.h"
+#include "engine/runtime/run_report.h"
+#include "experiments/block_support.h"
+
+namespace psi::exp {
+
+void run_scheduling(const Options& o, Report& report) {
+  const FirstBlock fb = first_block(o);
+  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const exec::ArenaSettings arena = exec::default_arena(fb.config);
+  model::SynthInitSource host_weights(o.seed);
+  const auto reference = probe_hashes(model::block_forward(
+      fb.config, model::load_block_weights(host_weights, fb.config, 0), fb.inputs, variant));
+
+  exec::ExecOptions eo;
+  eo.backend = o.backend;
+  if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+  const auto& all = exec::schedules();
+  const int cycles = o.quick ? 2 : 5;
+  Progress progress("scheduling", long((cycles + 1) * all.size()));
+  std::int64_t index = 0;
+  for (int cycle = 0; cycle <= cycles; ++cycle)
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const exec::Schedule& s = all[(k + std::size_t(cycle)) % all.size()];  // rotate the order
+      check_interrupt("scheduling cycle " + std::to_string(cycle) + " " + s.name);
+      const exec::BlockRun run = exec::run_block(fb.config, *fb.weights, 0, fb.inputs, variant, s, arena, eo);
+      progress.step((cycle == 0 ? std::string("warm-up ") : "cycle " + std::to_string(cycle) + " ") + s.name);
+      nlohmann::json rec{{"schedule", s.name},
+                         {"cycle", cycle},
+                         {"warmup", cycle == 0},
+                         {"arena", arena.label},
+                         {"outcome", std::string(rt::outcome_name(run.outcome))},
+                         {"failure", run.failure},
+                         {"wall_s", run.wall_seconds},
+                         {"run", rt::to_json(run.report)},
+                         {"inputs", fb.description}};
+      if (run.outcome != rt::Outcome::complete)
+        report.fail("scheduling: " + s.name + " did not complete in " + arena.label + ": " + run.failure);
+      if (run.outcome == rt::Outcome::complete) {
+        const auto h = probe_hashes(run.probes);
+        rec["probe_sha256"] = to_json(h);
+        int equal = 0;
+        for (const auto& [name, sha] : h) equal += reference.count(name) && reference.at(name) == sha;
+        rec["probes_equal_host"] = equal;
+        if (equal != 10) report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
+                                     std::to_string(10 - equal) + " of the ten probes differ from the host block");
+        if (index == 0)
+          for (const auto& [name, t] : run.probes.named())
+            report.writer().write("/probes/" + s.name + "/" + name, *t,
+                                  reports::TensorMeta{variant.name, "first-block probe " + name, "", {}});
+      }
+      report.add_case(index++, std::move(rec));
+    }
+}
+
+std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohmann::json& options) {
+  struct Agg {
+    std::vector<double> walls;
+    nlohmann::json run;
+    bool all_equal = true;
+    int runs = 0;
+    std::string outcome = "complete";
+  };
+  std::map<std::string, Agg> by;
+  std::vector<std::string> order;
+  nlohmann::json first_hashes;
+  std::string arena, inputs;
+  for (auto& c : cases) {
+    const std::string s = c["schedule"];
+    if (!by.count(s)) order.push_back(s);
+    Agg& a = by[s];
+    arena = c["arena"];
+    inputs = c["inputs"];
+    if (c["outcome"] != "complete") {
+      a.outcome = c["outcome"];
+      a.all_equal = false;
+      continue;
+    }
+    if (first_hashes.is_null()) first_hashes = c["probe_sha256"];
+    ++a.runs;
+    a.all_equal = a.all_equal && c["probe_sha256"] == first_hashes && c["probes_equal_host"] == 10;
+    if (!c["warmup"].get<bool>()) a.walls.push_back(c["wall_s"]);
+    a.run = c["run"];
+  }
+  Table t;
+  t.title = "PSI schedules on the first block (Table IV) — model " + options.value("model", std::string("?")) +
+            ", arena " + arena;
+  t.columns = {"schedule", "wall (ms, mean ± SD)", "weights H2D", "journal H2D + D2H", "journal commits / reloads / resident",
+               "blocking syncs", "managed peak / bound", "10 probes bitwise equal in every run"};
+  for (const std::string& s : std::vector<std::string>(order.begin(), order.end())) {
+    const Agg& a = by[s];
+    double mean = 0, ss = 0;
+    for (double w : a.walls) mean += w;
+    mean /= double(std::max<std::size_t>(a.walls.size(), 1));
+    for (double w : a.walls) ss += (w - mean) * (w - mean);
+    const double sd = a.walls.size() > 1 ? std::sqrt(ss / double(a.walls.size() - 1)) : 0.0;
+    const auto& r = a.run;
+    if (r.is_null()) {
+      t.add_row({s, "-", "-", "-", "-", "-", "-", a.outcome});
+      continue;
+    }
+    t.add_row({s, fmt_fixed(mean * 1e3, 1) + " ± " + fmt_fixed(sd * 1e3, 1), fmt_mib(r["h2d_bytes"]["weights"]),
+               fmt_mib(r["h2d_bytes"]["journal"].get<double>() + r["d2h_bytes"]["journal"].get<double>()),
+               std::to_string(r["journal_commits"].get<long long>()) + " / " +
+                   std::to_string(r["journal_reloads"].get<long long>()) + " / " +
+                   std::to_string(r["journal_kept_resident"].get<long long>()),
+               std::to_string(r["blocking_syncs"].get<long long>()),
+               fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
+               a.all_equal ? "yes (" + std::to_string(a.runs) + " runs)" : "NO"});
+  }
+  t.notes.push_back("inputs: " + inputs + "; variant " + kRuntimeVariant +
+                    "; bitwise: every run's probes equal the first run's and the host block's (SHA-256).");
+  return {t};
+}
+
+}  // namespace psi::exp
