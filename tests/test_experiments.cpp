@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -160,4 +161,60 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
   const auto& cands = po["explanation"]["candidates"];
   ASSERT_EQ(cands.size(), 2u);
   EXPECT_NE(cands[0]["bits"], cands[1]["bits"]);
+}
+
+// scheduling --quick: every run of every schedule gives the same ten probes, equal to the host
+// block's; reuse moves fewer weight bytes than recompute; the async journal blocks less.
+TEST_F(Experiments, SchedulingBitwiseAcrossSchedules) {
+  const fs::path f = dir_ / "sched.h5";
+  CmdResult r = psi_cmd("run scheduling --quick --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_report_structure(f, "scheduling");
+  const auto cases = read_json(f, "/report/cases");
+  ASSERT_EQ(cases.size(), 12u);  // (1 warm-up + 2 cycles) x 4 schedules
+  std::map<std::string, nlohmann::json> run_of;
+  for (auto& c : cases) {
+    ASSERT_EQ(c["outcome"], "complete") << c.dump();
+    EXPECT_EQ(c["probes_equal_host"], 10) << c["schedule"];
+    EXPECT_EQ(c["probe_sha256"], cases[0]["probe_sha256"]) << c["schedule"];
+    EXPECT_LE(c["run"]["managed_peak_bytes"].get<long long>(), c["run"]["bound_bytes"].get<long long>());
+    EXPECT_EQ(c["run"]["device_allocations"], 1);
+    run_of[c["schedule"]] = c["run"];
+  }
+  EXPECT_LT(run_of["ffn-reuse"]["h2d_bytes"]["weights"].get<long long>(),
+            run_of["baseline"]["h2d_bytes"]["weights"].get<long long>());
+  EXPECT_LT(run_of["reuse+async-journal"]["blocking_syncs"].get<long long>(),
+            run_of["ffn-reuse"]["blocking_syncs"].get<long long>());
+}
+
+// capacity: the 4 MiB-page setting (scaled) cannot hold an FFN tile; every completed setting is
+// bitwise equal to the reference; memory-scopes reports its scopes within the bound.
+TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
+  const fs::path f = dir_ / "cap.h5";
+  CmdResult r = psi_cmd("run capacity --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_report_structure(f, "capacity");
+  const auto cases = read_json(f, "/report/cases");
+  ASSERT_EQ(cases.size(), 6u);
+  int complete = 0;
+  for (auto& c : cases) {
+    if (c["page_bytes"].get<long long>() * 2 == cases[0]["page_bytes"].get<long long>())
+      EXPECT_EQ(c["outcome"], "tile_exceeds_page") << c["setting"];
+    if (c["outcome"] == "complete") {
+      ++complete;
+      EXPECT_TRUE(c["bitwise_equal_to_reference"].get<bool>()) << c["setting"];
+    } else {
+      EXPECT_FALSE(c["failure"].get<std::string>().empty());
+    }
+  }
+  EXPECT_GE(complete, 1);
+  const fs::path m = dir_ / "ms.h5";
+  CmdResult rm = psi_cmd("run memory-scopes --out " + m.string());
+  ASSERT_EQ(rm.status, 0) << rm.out;
+  expect_report_structure(m, "memory-scopes");
+  const auto ms = read_json(m, "/report/cases");
+  ASSERT_EQ(ms.size(), 2u);
+  EXPECT_EQ(ms[0]["result"]["outcome"], "complete");
+  EXPECT_LE(ms[0]["run"]["managed_peak_bytes"].get<long long>(), ms[0]["run"]["bound_bytes"].get<long long>());
+  EXPECT_TRUE(fs::exists(dir_ / "ms.memory_scopes.svg"));
 }
