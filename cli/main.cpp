@@ -38,6 +38,11 @@ std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
     }
     at = next;
   }
+  if (at != &app && !at->get_subcommands({}).empty()) {
+    std::string valid;
+    for (CLI::App* s : at->get_subcommands({})) valid += (valid.empty() ? "" : ", ") + s->get_name();
+    return "'" + at->get_name() + "' needs a command (valid: " + valid + ")";
+  }
   return "";
 }
 

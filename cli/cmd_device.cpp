@@ -1,0 +1,61 @@
+// psi device ceilings: the measured limits of the GPU a streamed block is compared with.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "engine/error.h"
+#include "engine/runtime/backend_factory.h"
+#ifdef PSI_HAVE_CUDA
+#include "engine/runtime/cuda/ceilings.h"
+#endif
+
+namespace {
+
+struct Opts {
+  int repeats = 10;
+  bool json = false;
+};
+
+psi::cli::Registrar reg("device", "GPU measurements: `psi device ceilings` (pinned copy bandwidth, cuBLAS BF16 rate)",
+                        [](CLI::App& sub) {
+  auto o = std::make_shared<Opts>();
+  sub.require_subcommand(1);
+  CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");
+  ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)");
+  ceil->add_flag("--json", o->json, "JSON lines as in the recordings' h200-ceilings.jsonl");
+  return [o] {
+    std::string why;
+    if (psi::rt::cuda_devices(&why) == 0)
+      throw psi::Error("psi device ceilings needs a CUDA device: " + why);
+#ifdef PSI_HAVE_CUDA
+    psi::rt::Ceilings c;
+    try {
+      c = psi::rt::measure_ceilings(0, o->repeats);
+    } catch (const std::runtime_error& e) {
+      throw psi::Error(e.what(), psi::Exit::run_failed);
+    }
+    for (const auto& x : c.copies) {
+      if (o->json)
+        std::cout << nlohmann::json{{"kind", "copy"}, {"MiB", x.mib}, {"h2d_GBps", x.h2d_gbps}, {"d2h_GBps", x.d2h_gbps}}.dump() << "\n";
+      else
+        std::printf("copy %4lld MiB  H2D %7.2f GB/s  D2H %7.2f GB/s\n", (long long)x.mib, x.h2d_gbps, x.d2h_gbps);
+    }
+    for (const auto& g : c.gemms) {
+      if (o->json)
+        std::cout << nlohmann::json{{"kind", "gemm"}, {"m", g.m}, {"n", g.n}, {"k", g.k}, {"ms", g.ms}, {"TFLOPs", g.tflops}}.dump() << "\n";
+      else
+        std::printf("gemm %5lld x %5lld x %5lld  %8.3f ms  %7.1f TFLOP/s\n", (long long)g.m, (long long)g.n, (long long)g.k,
+                    g.ms, g.tflops);
+    }
+    if (!o->json) std::printf("device: %s\n", c.device.c_str());
+    return 0;
+#else
+    throw psi::Error("this psi was built without the CUDA backend (no nvcc at configure time)");
+#endif
+  };
+});
+
+}  // namespace
