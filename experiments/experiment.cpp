@@ -6,7 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/runtime/backend_factory.h"
-#include "psi_version.h"
+#include "probes/probe_cases.h"
 
 namespace psi::exp {
 
@@ -51,13 +51,8 @@ std::string device_name(const std::string& backend) {
   return "CPU";
 }
 
-std::filesystem::path shared_dir() {
-  if (const char* s = std::getenv("PSI_SHARED"); s && *s) return s;
-  return PSI_SHARED_DIR_DEFAULT;
-}
-
 std::filesystem::path reference_dir(const Options& o) {
-  return o.reference_dir.empty() ? shared_dir() / "reference" : o.reference_dir;
+  return o.reference_dir.empty() ? probes::shared_dir() / "reference" : o.reference_dir;
 }
 
 }  // namespace psi::exp

@@ -60,8 +60,8 @@ std::string resolve_backend(const std::string& requested, bool chaos);
 // The device a report names: the CPU model, or the CUDA device.
 std::string device_name(const std::string& backend);
 
-// The shared/ folder (PSI_SHARED, else the build-time default) and its reference/ folder.
-std::filesystem::path shared_dir();
+// The recordings: --reference, else <shared>/reference (probes::shared_dir: PSI_SHARED, else the
+// build-time default).
 std::filesystem::path reference_dir(const Options& o);
 
 }  // namespace psi::exp
