@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]      (default 60)
 #
 # Environment: PSI_BUILD_PREFIX (default "build-": the build goes to build-fuzz/),
-# PSI_FUZZ_TARGETS (default: all of fuzz/fuzz_*.cpp), PSI_JOBS (build jobs, default nproc).
+# PSI_FUZZ_TARGETS (default: all of fuzz/fuzz_*.cpp), PSI_JOBS (build jobs, default nproc),
+# PSI_CMAKE_ARGS (more configure arguments).
 # Per target it prints executions, corpus size and crashes, then one line per crash class:
 #   psi <file:line>        a sanitizer report in psi's code, or a target's check of psi's promises
 #   psi uncaught <type>    an exception other than psi::Error left psi
@@ -25,7 +26,7 @@ if ! command -v clang++ >/dev/null; then
   echo "psi fuzz: clang++ is needed (apt-get install clang)" >&2
   exit 2
 fi
-CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSI_FUZZ=ON -DPSI_NO_CUDA=ON >/dev/null
+CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSI_FUZZ=ON -DPSI_NO_CUDA=ON ${PSI_CMAKE_ARGS:-} >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$jobs" --target $targets >/dev/null
 

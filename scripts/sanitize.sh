@@ -9,7 +9,8 @@
 #   scripts/sanitize.sh [asan|tsan|all]       (default all)
 #
 # Environment: PSI_BUILD_PREFIX (default "build-"), PSI_JOBS (default nproc),
-# PSI_TSAN_TESTS (ctest -R regex of the TSan subset, default below).
+# PSI_TSAN_TESTS (ctest -R regex of the TSan subset, default below), PSI_CMAKE_ARGS (more
+# configure arguments, e.g. -DPSI_SHARED_DIR=...).
 # Prints, per sanitizer, the build and test times and the ctest summary; exit 1 if any test
 # failed.
 set -euo pipefail
@@ -41,7 +42,8 @@ run() {
   local name=$1 sanitize=$2 filter=$3 dir="${prefix}$1" t0 t1 t2 targets
   t0=$(date +%s)
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSI_NO_CUDA=ON -DPSI_SANITIZE="$sanitize" \
-    -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" >/dev/null
+    -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" ${PSI_CMAKE_ARGS:-} \
+    >/dev/null
   targets="psi $(test_targets | tr '\n' ' ')"
   # shellcheck disable=SC2086
   cmake --build "$dir" -j"$jobs" --target $targets >"$dir/build.log" 2>&1 || {

@@ -39,8 +39,8 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
       {{"run", "one-token", "--model", "huge", "--out", report}, {"unknown model config 'huge'", "tiny"}},
       {{"run", "one-token", "--model", "", "--out", report}, {"unknown model config ''"}},
       {{"run", "one-token", "--profile", "ltx3", "--out", report}, {"unknown feature profile 'ltx3'", "ltx25"}},
-      {{"run", "one-token", "--backend", "tpu", "--out", report}, {"unknown backend 'tpu'", "cpu, cuda, auto"}},
-      {{"run", "one-token", "--backend", "CPU", "--out", report}, {"unknown backend 'CPU'"}},
+      {{"run", "one-token", "--backend", "tpu", "--out", report}, {"backend \"tpu\" is not one of auto, cpu, cuda"}},
+      {{"run", "one-token", "--backend", "CPU", "--out", report}, {"backend \"CPU\""}},
       {{"run", "one-token", "--shard", "1/1", "--out", report}, {"--shard '1/1'"}},
       {{"run", "one-token", "--shard", "-1/2", "--out", report}, {"--shard '-1/2'"}},
       {{"run", "one-token", "--shard", "0/0", "--out", report}, {"--shard '0/0'"}},
@@ -53,9 +53,8 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
       {{"probe", "audio-ff-up", "--variant", "fast", "--out", report}, {"unknown numerics variant 'fast'", "dense"}},
       {{"report", report, "--format", "xml"}, {"unknown format 'xml'"}},
       {{"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--y", "y", "--threads", "0"}, {"--threads"}},
-      // CLI11's message does not name the unknown subcommand (test_bad_input_known_bugs.cpp).
-      {{"oracle", "frobnicate"}, {"subcommand"}},
-      {{"no-such-command"}, {"subcommand"}},
+      {{"oracle", "frobnicate"}, {"unknown command 'frobnicate'", "certify, explain"}},
+      {{"no-such-command"}, {"unknown command 'no-such-command'", "compare"}},
       {{}, {"A subcommand is required"}},
   };
   for (const BadArgs& b : bad) {

@@ -122,12 +122,12 @@ TEST(NonFinite, OracleRefusesNonFiniteOperands) {
   struct Bad {
     std::string name, dataset;
     std::uint16_t bits;
-    std::string mention;
+    std::string certify, explain;  // what each command's message says about the operand
   };
-  for (const Bad& b : std::vector<Bad>{{"x_nan", "/x", 0x7fc0, "NaN"},
-                                       {"x_neg_nan", "/x", 0xffc1, "NaN"},
-                                       {"w_inf", "/w", 0x7f80, "infinite"},
-                                       {"b_ninf", "/b", 0xff80, "infinite"}}) {
+  for (const Bad& b : std::vector<Bad>{{"x_nan", "/x", 0x7fc0, "x 0x7fc0 is NaN", "/x row 0 [0] is NaN (0x7fc0)"},
+                                       {"x_neg_nan", "/x", 0xffc1, "x 0xffc1 is NaN", "/x row 0 [0] is NaN (0xffc1)"},
+                                       {"w_inf", "/w", 0x7f80, "is infinite", "/w row 0 [0] is Inf (0x7f80)"},
+                                       {"b_ninf", "/b", 0xff80, "is infinite", "/b row 0 [0] is Inf (0xff80)"}}) {
     const fs::path p = dir / (b.name + ".h5");
     {
       auto f = h5::File::create(p);
@@ -148,8 +148,7 @@ TEST(NonFinite, OracleRefusesNonFiniteOperands) {
     for (const std::string cmd : {"certify", "explain"}) {
       std::vector<std::string> args{"oracle", cmd, "--file", p.string(), "--x", "x", "--w", "w", "--b", "b", "--y", "y"};
       if (cmd == "explain") args.insert(args.end(), {"--row", "0", "--col", "0"});
-      // explain's message names neither the operand nor the file (test_bad_input_known_bugs.cpp).
-      expect_rejected(run_psi(args), args, Exit::bad_input, {cmd == "certify" ? b.mention : "non-finite"});
+      expect_rejected(run_psi(args), args, Exit::bad_input, {cmd == "certify" ? b.certify : b.explain});
     }
   }
 }
@@ -182,15 +181,15 @@ TEST(NonFinite, RunWithANaNWeightReportsNonFiniteStates) {
                                           std::memcpy(t.bytes.data(), &nan, 2);
                                         });
   const fs::path report = dir / "r.h5";
-  const PsiRun r = run_psi({"run", "one-token", "--checkpoint", ckpt.string(), "--out", report.string()});
+  const PsiRun r = run_psi({"run", "one-token", "--quick", "--checkpoint", ckpt.string(), "--out", report.string()});
   ASSERT_EQ(r.status, 0) << r.err;
   int rows_not_finite = 0;
   for (std::size_t pos = 0; (pos = r.out.find("| NO ", pos)) != std::string::npos; ++pos) ++rows_not_finite;
   EXPECT_EQ(rows_not_finite, 3) << r.out;  // dense, baseline, modified (free-running)
   rp::StateReader s(report);
-  const rp::TensorRecord last = s.record("/states/dense/free_running/12_stage2_step3/video_latent");
+  const rp::TensorRecord last = s.record("/states/one-token/dense/free_running/12_stage2_step3/video_latent");
   ASSERT_TRUE(last.has_stats);
   EXPECT_GT(last.stats.nonfinite_count, 0);
-  const rp::TensorRecord first = s.record("/states/dense/free_running/00_stage1_initial/video_latent");
+  const rp::TensorRecord first = s.record("/states/one-token/dense/free_running/00_stage1_initial/video_latent");
   EXPECT_EQ(first.stats.nonfinite_count, 0);  // the initial noise does not depend on weights
 }

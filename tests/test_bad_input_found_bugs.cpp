@@ -1,6 +1,6 @@
-// Regression tests for bad-input and non-finite handling bugs found in code outside the
-// reliability work. Each test states the contract, fails until the bug is fixed, and names the
-// code at fault; docs/reliability.md lists them with their reproductions.
+// Regression tests for bad-input and non-finite handling bugs that the reliability work found in
+// code outside it. Each test states the contract and names the code at fault; those marked
+// "Open" fail until the bug is fixed. docs/reliability.md lists them with their reproductions.
 #include <cstring>
 
 #include <hdf5.h>
@@ -17,7 +17,7 @@ using psi::Exit;
 namespace {
 
 const bool kCounted = [] {
-  ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("known bugs"));
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("found bugs"));
   return true;
 }();
 
@@ -33,7 +33,8 @@ fs::path f32_file(const fs::path& p, const std::vector<float>& v, const h5::Attr
 // reports/schema.cpp parse_stored: the axis of stored='rows_<a>_to_<b>_of_axis_<k>' is parsed
 // as int64 and cast to int. k = 2^31 becomes negative and passes every range check: psi compare
 // indexes full_shape[-2^31] and dies of SIGSEGV; k = 2^32 silently becomes axis 0.
-TEST(KnownBug, StoredAxisBeyondIntIsRefusedNotCrashing) {
+// Fixed in a56322d.
+TEST(FoundBug, StoredAxisBeyondIntIsRefusedNotCrashing) {
   const fs::path dir = fresh_dir("kb_axis");
   for (const std::string axis : {"2147483648", "3000000000", "4294967296"}) {
     const fs::path p = f32_file(dir / ("axis_" + axis + ".h5"), {1, 2, 3, 4},
@@ -47,14 +48,15 @@ TEST(KnownBug, StoredAxisBeyondIntIsRefusedNotCrashing) {
 // experiments/one_token.cpp tabulate_one_token: "max video rel L2 over states" is
 // std::max(worst, rel_l2), which drops NaN; a run whose every state is NaN shows 0.00e+00 there
 // (beside "nan" in the final-state columns and "all finite: NO").
-TEST(KnownBug, MaxRelL2OverStatesDoesNotHideNaN) {
+// Fixed in a56322d.
+TEST(FoundBug, MaxRelL2OverStatesDoesNotHideNaN) {
   const fs::path dir = fresh_dir("kb_maxnan");
   const fs::path ckpt = tiny_checkpoint(dir / "nan.safetensors", "transformer_blocks.0.ff.net.0.proj.weight",
                                         [](psi::ckpt::SafetensorsTensor& t) {
                                           const std::uint16_t nan = 0x7fc0;
                                           std::memcpy(t.bytes.data(), &nan, 2);
                                         });
-  const PsiRun r = run_psi({"run", "one-token", "--checkpoint", ckpt.string(), "--out", (dir / "r.h5").string()});
+  const PsiRun r = run_psi({"run", "one-token", "--quick", "--checkpoint", ckpt.string(), "--out", (dir / "r.h5").string()});
   ASSERT_EQ(r.status, 0) << r.err;
   for (const std::string path : {"| dense ", "| baseline ", "| modified "}) {
     const auto begin = r.out.find(path);
@@ -67,7 +69,8 @@ TEST(KnownBug, MaxRelL2OverStatesDoesNotHideNaN) {
 // reports/compare.cpp compare_box: rel_l2 = ||a-b|| / ||b|| with ||b|| = Inf when the reference
 // holds an Inf anywhere (even where A equals it), so a dataset that differs elsewhere is reported
 // with relative L2 0.
-TEST(KnownBug, CompareRelL2IsNotZeroWhenElementsDiffer) {
+// Fixed in a56322d.
+TEST(FoundBug, CompareRelL2IsNotZeroWhenElementsDiffer) {
   const fs::path dir = fresh_dir("kb_inf");
   const float inf = std::numeric_limits<float>::infinity();
   const fs::path a = f32_file(dir / "a.h5", {1.0f, 2.5f, 3.0f, inf});
@@ -81,7 +84,8 @@ TEST(KnownBug, CompareRelL2IsNotZeroWhenElementsDiffer) {
 
 // cli/cmd_synthinit.cpp: a negative --shape entry reaches std::vector and ends as
 // "psi: internal error: cannot create std::vector larger than max_size()", exit 3.
-TEST(KnownBug, SynthinitRefusesANegativeShape) {
+// Fixed in a56322d.
+TEST(FoundBug, SynthinitRefusesANegativeShape) {
   const std::vector<std::string> args{"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "-2", "4"};
   expect_rejected(run_psi(args), args, Exit::bad_input, {"-2"});
 }
@@ -89,7 +93,8 @@ TEST(KnownBug, SynthinitRefusesANegativeShape) {
 // cli/cmd_experiments.cpp: --backend is checked against {cpu, cuda, auto} and then ignored: on a
 // machine without CUDA, `--backend cuda` runs on the CPU, exits 0 and writes root attribute
 // backend='cuda' into the report. The runtime (rt::make_backend) refuses the same request.
-TEST(KnownBug, RunWithBackendCudaWithoutCudaIsRefusedOrRecordedTruthfully) {
+// Fixed in a56322d / 7ea105e.
+TEST(FoundBug, RunWithBackendCudaWithoutCudaIsRefusedOrRecordedTruthfully) {
   try {
     psi::rt::make_backend("cuda", {});
     GTEST_SKIP() << "this machine has a CUDA device";
@@ -97,7 +102,7 @@ TEST(KnownBug, RunWithBackendCudaWithoutCudaIsRefusedOrRecordedTruthfully) {
   }
   const fs::path dir = fresh_dir("kb_cuda");
   const fs::path out = dir / "r.h5";
-  const PsiRun r = run_psi({"run", "one-token", "--backend", "cuda", "--out", out.string()});
+  const PsiRun r = run_psi({"run", "one-token", "--quick", "--backend", "cuda", "--out", out.string()});
   if (r.status == 0) {
     auto f = h5::File::open_read(out);
     EXPECT_NE(f.attr_string("/", "backend"), "cuda") << "the CPU ran it";
@@ -109,9 +114,10 @@ TEST(KnownBug, RunWithBackendCudaWithoutCudaIsRefusedOrRecordedTruthfully) {
 
 // experiments/one_token.cpp matching_recording: an explicit --reference folder that does not
 // exist is treated like "no recording" and the run compares with the dense path, exit 0.
-TEST(KnownBug, RunRefusesAMissingReferenceFolder) {
+// Fixed in a56322d.
+TEST(FoundBug, RunRefusesAMissingReferenceFolder) {
   const fs::path dir = fresh_dir("kb_ref");
-  const std::vector<std::string> args{"run", "one-token", "--reference", (dir / "no_such_folder").string(), "--out",
+  const std::vector<std::string> args{"run", "one-token", "--quick", "--reference", (dir / "no_such_folder").string(), "--out",
                                       (dir / "r.h5").string()};
   expect_rejected(run_psi(args), args, Exit::bad_input, {"no_such_folder"});
   EXPECT_FALSE(fs::exists(dir / "r.h5"));
@@ -119,14 +125,16 @@ TEST(KnownBug, RunRefusesAMissingReferenceFolder) {
 
 // cli/main.cpp: an unknown subcommand is reported by CLI11 as "A subcommand is required",
 // without the name that was typed.
-TEST(KnownBug, UnknownSubcommandIsNamed) {
+// Fixed in a56322d.
+TEST(FoundBug, UnknownSubcommandIsNamed) {
   for (const auto& args : std::vector<std::vector<std::string>>{{"no-such-command"}, {"oracle", "frobnicate"}})
     expect_rejected(run_psi(args), args, Exit::bad_input, {args.back()});
 }
 
 // experiments/table.cpp Table::from_json: a /report/tables entry of the wrong structure is
 // refused as "report table: malformed JSON: ..." without the file's name.
-TEST(KnownBug, ReportNamesTheFileOfAMalformedTable) {
+// Fixed in a56322d.
+TEST(FoundBug, ReportNamesTheFileOfAMalformedTable) {
   const fs::path dir = fresh_dir("kb_table");
   const fs::path p = dir / "r.h5";
   {
@@ -142,7 +150,8 @@ TEST(KnownBug, ReportNamesTheFileOfAMalformedTable) {
 // oracle/exact_gmp.cpp and exact_boost.cpp: explain on a non-finite operand says "oracle:
 // non-finite BF16 value has no exact rational value", naming neither the file nor the operand
 // (certify names the operand: "oracle: x 0x7fc0 is NaN").
-TEST(KnownBug, OracleExplainNamesTheNonFiniteOperand) {
+// Fixed in a56322d.
+TEST(FoundBug, OracleExplainNamesTheNonFiniteOperand) {
   const fs::path dir = fresh_dir("kb_oracle");
   const fs::path p = dir / "o.h5";
   {
@@ -162,7 +171,8 @@ TEST(KnownBug, OracleExplainNamesTheNonFiniteOperand) {
 // string read from a file is put into the message as it is, so an attribute holding a newline
 // splits the one-line error and can forge a "psi: error:" line of its own. Found by
 // fuzz_h5_attrs; control characters need escaping where file content is quoted.
-TEST(KnownBug, FileContentInAnErrorStaysOnOneLine) {
+// Open.
+TEST(FoundBug, FileContentInAnErrorStaysOnOneLine) {
   const fs::path dir = fresh_dir("kb_newline");
   const fs::path schema = dir / "schema.h5";
   {
