@@ -1,8 +1,9 @@
-// PSI executor transport correctness on the real block: under chaos mode (random delays on
-// every stream) the probes stay bitwise equal to model::block_forward for 24 seeds spread over
-// the four schedules (validate mode on every other seed); validate mode passes every schedule
-// on both configs; and each dependency the runtime can be made to drop (rt::Fault) is caught
-// by validate mode on the block.
+// PSI executor transport correctness on the real block, cut into token row tiles of 32 rows
+// (three video row tiles; the 72 keys as one block of journal pieces of 32, 32 and 8 rows): under chaos
+// mode (random delays on every stream) the probes stay bitwise equal to model::block_forward
+// for 24 seeds spread over the four schedules (validate mode on every other seed); validate
+// mode passes every schedule on both configs; and each dependency the runtime can be made to
+// drop (rt::Fault) is caught by validate mode on the block.
 #include <gtest/gtest.h>
 
 #include "tests/test_psi_exec_support.h"
@@ -11,10 +12,11 @@ using namespace psi_exec_test;
 
 namespace {
 
-exec::SyntheticShape tiny_shape() { return {.frames = 2, .height = 4, .width = 4, .audio_tokens = 12, .context_rows = 9}; }
+exec::SyntheticShape tiny_shape() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
 
 exec::BlockRun run(const BlockCase& bc, const std::string& variant, const std::string& schedule,
-                   const exec::ExecOptions& o) {
+                   exec::ExecOptions o) {
+  o.row_tile = 32;
   return exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, model::numerics_variant(variant),
                          exec::schedule(schedule), exec::default_arena(bc.config), o);
 }

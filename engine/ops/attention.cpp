@@ -61,14 +61,14 @@ void widen_head(CBf16Mat src, std::int64_t h, std::int64_t d, float factor, bool
 }
 
 void math_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_t d,
-               const float* mask, Bf16Mat out_head) {
+               const float* mask, std::int64_t mask_ld, Bf16Mat out_head) {
   std::vector<float> S(Nq * Nk, 0.0f);
   gemm_accumulate(CF32Mat{hd.q.data(), Nq, d, d}, CF32Mat{hd.k.data(), Nk, d, d}, F32Mat{S.data(), Nq, Nk, Nk});
   parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t t) {
     for (std::int64_t i = t * kQueryRowsPerTask; i < std::min(Nq, (t + 1) * kQueryRowsPerTask); ++i) {
       float* s = S.data() + i * Nk;
       if (mask)
-        for (std::int64_t j = 0; j < Nk; ++j) s[j] = s[j] + mask[i * Nk + j];
+        for (std::int64_t j = 0; j < Nk; ++j) s[j] = s[j] + mask[i * mask_ld + j];
       float m = kNegInf;
       for (std::int64_t j = 0; j < Nk; ++j) m = std::max(m, s[j]);
       if (m == kNegInf) {  // safe softmax: a fully masked row attends to nothing
@@ -90,21 +90,23 @@ void math_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_
     for (std::int64_t c = 0; c < d; ++c) out_head.at(i, c) = bf16_rne(O[i * d + c]);
 }
 
-void online_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_t d,
-                 const SdpaOptions& opt, Bf16Mat out_head) {
+// One head of sdpa_online_update: every query row continues its running (m, l, o) over the
+// keys of hd in tiles of key_tile.
+void online_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_t d, std::int64_t h,
+                 const SdpaOptions& opt, std::int64_t mask_ld, OnlineState st) {
   const std::int64_t T = opt.key_tile;
   parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t task) {
-    std::vector<float> s(T), o(d);
+    std::vector<float> s(T);
     for (std::int64_t i = task * kQueryRowsPerTask; i < std::min(Nq, (task + 1) * kQueryRowsPerTask); ++i) {
       const float* qi = hd.q.data() + i * d;
-      float m = kNegInf, l = 0.0f;
-      std::fill(o.begin(), o.end(), 0.0f);
+      float m = st.m.at(i, h), l = st.l.at(i, h);
+      float* o = st.o.row(i) + h * d;
       for (std::int64_t j0 = 0; j0 < Nk; j0 += T) {
         const std::int64_t nt = std::min(T, Nk - j0);
         float tile_max = kNegInf;
         for (std::int64_t j = 0; j < nt; ++j) {
           float sj = dot_ordered(qi, hd.k.data() + (j0 + j) * d, d);
-          if (opt.mask) sj = sj + opt.mask[i * Nk + j0 + j];
+          if (opt.mask) sj = sj + opt.mask[i * mask_ld + j0 + j];
           s[j] = sj;
           tile_max = std::max(tile_max, sj);
         }
@@ -118,14 +120,37 @@ void online_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int6
           for (std::int64_t c = 0; c < d; ++c) o[c] = o[c] * alpha;
         for (std::int64_t j = 0; j < nt; ++j) {
           const float pj = opt.p_bf16 ? bf(s[j]) : s[j];
-          axpy(pj, hd.v.data() + (j0 + j) * d, o.data(), d);
+          axpy(pj, hd.v.data() + (j0 + j) * d, o, d);
         }
         m = m_new;
       }
-      Bf16* out = out_head.row(i);
-      for (std::int64_t c = 0; c < d; ++c) out[c] = l == 0.0f ? Bf16{} : bf16_rne(o[c] / l);
+      st.m.at(i, h) = m;
+      st.l.at(i, h) = l;
     }
   });
+}
+
+// The head width, after checking that q, k, v split into `heads` heads the kernels support.
+std::int64_t head_width(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads) {
+  if (heads <= 0 || q.cols % heads != 0)
+    throw Error("sdpa: width " + std::to_string(q.cols) + " does not split into " + std::to_string(heads) + " heads");
+  const std::int64_t d = q.cols / heads;
+  if (k.cols != q.cols || v.cols != q.cols || v.rows != k.rows)
+    throw Error("sdpa: q is " + std::to_string(q.rows) + "x" + std::to_string(q.cols) + ", k " +
+                std::to_string(k.rows) + "x" + std::to_string(k.cols) + ", v " + std::to_string(v.rows) +
+                "x" + std::to_string(v.cols));
+  if (d % kLanes != 0 || d > kChunk)
+    throw Error("sdpa: head width " + std::to_string(d) + " must be a multiple of 8 and at most 1024");
+  return d;
+}
+
+void check_state(const OnlineState& s, std::int64_t rows, std::int64_t heads, std::int64_t width) {
+  if (s.m.rows != rows || s.m.cols != heads || s.l.rows != rows || s.l.cols != heads || s.o.rows != rows ||
+      s.o.cols != width)
+    throw Error("sdpa online state: m " + std::to_string(s.m.rows) + "x" + std::to_string(s.m.cols) + ", l " +
+                std::to_string(s.l.rows) + "x" + std::to_string(s.l.cols) + ", o " + std::to_string(s.o.rows) +
+                "x" + std::to_string(s.o.cols) + " for " + std::to_string(rows) + " rows of " +
+                std::to_string(heads) + " heads, width " + std::to_string(width));
 }
 
 }  // namespace
@@ -134,32 +159,66 @@ float sdpa_qk_factor(std::int64_t head_dim) {
   return float(std::sqrt(1.0 / std::sqrt(double(head_dim))));
 }
 
-void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
-          Bf16Mat out) {
-  if (heads <= 0 || q.cols % heads != 0)
-    throw Error("sdpa: width " + std::to_string(q.cols) + " does not split into " + std::to_string(heads) + " heads");
-  const std::int64_t d = q.cols / heads, Nq = q.rows, Nk = k.rows;
-  if (k.cols != q.cols || v.cols != q.cols || v.rows != Nk)
-    throw Error("sdpa: q is " + std::to_string(Nq) + "x" + std::to_string(q.cols) + ", k " +
-                std::to_string(Nk) + "x" + std::to_string(k.cols) + ", v " + std::to_string(v.rows) +
-                "x" + std::to_string(v.cols));
-  if (out.rows != Nq || out.cols != q.cols)
-    throw Error("sdpa: output is " + std::to_string(out.rows) + "x" + std::to_string(out.cols));
-  if (d % kLanes != 0 || d > kChunk)
-    throw Error("sdpa: head width " + std::to_string(d) + " must be a multiple of 8 and at most 1024");
-  if (opt.form == SoftmaxForm::online && opt.key_tile <= 0)
-    throw Error("sdpa: key tile " + std::to_string(opt.key_tile) + " must be positive");
+void sdpa_online_begin(OnlineState s) {
+  for (std::int64_t r = 0; r < s.m.rows; ++r) {
+    std::fill(s.m.row(r), s.m.row(r) + s.m.cols, kNegInf);
+    std::fill(s.l.row(r), s.l.row(r) + s.l.cols, 0.0f);
+    std::fill(s.o.row(r), s.o.row(r) + s.o.cols, 0.0f);
+  }
+}
+
+void sdpa_online_update(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
+                        OnlineState s) {
+  const std::int64_t d = head_width(q, k, v, heads);
+  if (opt.key_tile <= 0) throw Error("sdpa: key tile " + std::to_string(opt.key_tile) + " must be positive");
+  check_state(s, q.rows, heads, q.cols);
   const float factor = sdpa_qk_factor(d);
+  const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : k.rows;
   for (std::int64_t h = 0; h < heads; ++h) {
     HeadData hd;
     widen_head(q, h, d, factor, true, hd.q);
     widen_head(k, h, d, factor, true, hd.k);
     widen_head(v, h, d, factor, false, hd.v);
-    Bf16Mat out_head = out.block(0, Nq, h * d, d);
-    if (opt.form == SoftmaxForm::math)
-      math_head(hd, Nq, Nk, d, opt.mask, out_head);
-    else
-      online_head(hd, Nq, Nk, d, opt, out_head);
+    online_head(hd, q.rows, k.rows, d, h, opt, mask_ld, s);
+  }
+}
+
+void sdpa_online_end(OnlineState s, Bf16Mat out) {
+  const std::int64_t heads = s.m.cols;
+  if (out.rows != s.o.rows || out.cols != s.o.cols || heads <= 0 || s.o.cols % heads != 0)
+    throw Error("sdpa online end: output " + std::to_string(out.rows) + "x" + std::to_string(out.cols) +
+                " for a state of " + std::to_string(s.o.rows) + "x" + std::to_string(s.o.cols));
+  const std::int64_t d = s.o.cols / heads;
+  for (std::int64_t i = 0; i < out.rows; ++i)
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float l = s.l.at(i, h);
+      const float* o = s.o.row(i) + h * d;
+      Bf16* y = out.row(i) + h * d;
+      for (std::int64_t c = 0; c < d; ++c) y[c] = l == 0.0f ? Bf16{} : bf16_rne(o[c] / l);
+    }
+}
+
+void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
+          Bf16Mat out) {
+  const std::int64_t d = head_width(q, k, v, heads), Nq = q.rows, Nk = k.rows;
+  if (out.rows != Nq || out.cols != q.cols)
+    throw Error("sdpa: output is " + std::to_string(out.rows) + "x" + std::to_string(out.cols));
+  if (opt.form == SoftmaxForm::online) {
+    std::vector<float> m(Nq * heads), l(Nq * heads), o(Nq * q.cols);
+    const OnlineState s{{m.data(), Nq, heads, heads}, {l.data(), Nq, heads, heads}, {o.data(), Nq, q.cols, q.cols}};
+    sdpa_online_begin(s);
+    sdpa_online_update(q, k, v, heads, opt, s);
+    sdpa_online_end(s, out);
+    return;
+  }
+  const float factor = sdpa_qk_factor(d);
+  const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : Nk;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    HeadData hd;
+    widen_head(q, h, d, factor, true, hd.q);
+    widen_head(k, h, d, factor, true, hd.k);
+    widen_head(v, h, d, factor, false, hd.v);
+    math_head(hd, Nq, Nk, d, opt.mask, mask_ld, out.block(0, Nq, h * d, d));
   }
 }
 

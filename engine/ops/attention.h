@@ -18,6 +18,12 @@
 // it, float32 throughout.
 //
 // All sums (score dots, softmax sums, P·V in the MATH form) follow reduce.h.
+//
+// The online form is also exposed in pieces (sdpa_online_begin / _update / _end) for callers
+// that hold the running state themselves and see the keys a block at a time (the PSI executor
+// streams key tiles from its journal). ops::sdpa's online form is exactly begin, one update
+// over all keys, end, so the two agree bit for bit whenever the caller's key blocks start at
+// multiples of key_tile.
 #include <cstdint>
 
 #include "engine/ops/matrix.h"
@@ -30,13 +36,34 @@ struct SdpaOptions {
   SoftmaxForm form = SoftmaxForm::math;
   std::int64_t key_tile = 128;  // online only; any positive size, the last tile may be shorter
   bool p_bf16 = true;           // online only
-  // Additive float32 mask [Nq, Nk] (row stride Nk) shared by all heads, or null. −∞ masks.
+  // Additive float32 mask [Nq, Nk] shared by all heads, or null. −∞ masks.
   const float* mask = nullptr;
+  std::int64_t mask_ld = 0;  // the mask's row stride; 0: the key count Nk
 };
 
 // q [Nq, H·d], k and v [Nk, H·d], out [Nq, H·d].
 void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
           Bf16Mat out);
+
+// The online form's running state for a block of query rows, held by the caller: per row and
+// head the running max m and sum l, and the float32 accumulator o (heads merged).
+struct OnlineState {
+  F32Mat m;  // [rows, heads]
+  F32Mat l;  // [rows, heads]
+  F32Mat o;  // [rows, heads·d]
+};
+
+// m = −∞, l = 0, o = 0.
+void sdpa_online_begin(OnlineState s);
+// Visits the keys k, v [nk, H·d] — the next nk keys of the sequence — for the query rows q
+// [rows, H·d], in tiles of opt.key_tile keys starting at k's first row, updating s as above.
+// Successive calls continue the key order, so a key sequence fed in blocks that start at
+// multiples of key_tile gives the one-call state bit for bit. opt.mask, when set, points at the
+// entry of (q row 0, k row 0), rows opt.mask_ld apart (0: nk).
+void sdpa_online_update(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
+                        OnlineState s);
+// out = bf(o / l) per head (0 where every key was masked). out may be q's storage.
+void sdpa_online_end(OnlineState s, Bf16Mat out);
 
 // f32(√(1/√d)), the factor MATH applies to q and to k.
 float sdpa_qk_factor(std::int64_t head_dim);

@@ -1,4 +1,5 @@
-// Row norms, AdaLN modulation values, modulation and residual adds as arena kernels.
+// Row norms, AdaLN modulation values, modulation and residual adds as arena kernels (on token
+// row tiles: every one of them is per token).
 #include <cstring>
 
 #include "engine/ops/adaln.h"
@@ -26,16 +27,14 @@ void rms_norm(Driver& d, const std::string& op, const ArenaMat& x, const std::st
 
 void ada_value(Driver& d, const std::string& op, const std::string& table, int row, const rt::JournalKey& ts,
                const ArenaMat& dst) {
-  Frame f(d);
   const std::int64_t D = dst.cols;
-  const ArenaMat s = alloc_mat(f, Pool::workspace, dst.rows, D, op, ts.role);
-  d.reload(ts, s.region);
+  d.reload(ts, dst.region);
   const int p = d.weight({table, {row, row + 1, 0, D}, op, row});
   const rt::DeviceRegion page = d.page(p);
-  d.launch(op + " row " + std::to_string(row), {rt::reads(page), rt::reads(s.region), rt::writes(dst.region)},
+  d.launch(op + " row " + std::to_string(row), {rt::reads(page), rt::reads(dst.region), rt::writes(dst.region)},
            [=](const rt::KernelContext& k) {
              const Bf16Tensor t = load(k, page, {1, D});
-             store(k, ops::ada_value(t, 0, load(k, s.region, s.shape()), 0), dst.region);
+             store(k, ops::ada_value(t, 0, load(k, dst.region, dst.shape()), 0), dst.region);
            });
   d.release(p);
 }

@@ -1,6 +1,7 @@
-// The attention module (spec §3.2) as arena kernels: streamed projections, full-row q/k norms,
-// split RoPE, ops::sdpa on the stream's whole q, k, v, the per-head gate and the output
-// projection.
+// The attention module (spec §3.2) on token row tiles: keys and values projected per key row
+// tile and journaled in pieces; per query row tile the projection, full-row q norm and split
+// RoPE, then the key blocks streamed back from the journal into the online softmax's running
+// state, the per-head gate and the output projection.
 #include "engine/ops/activation.h"
 #include "engine/ops/rope.h"
 #include "engine/psi/operators.h"
@@ -8,22 +9,6 @@
 namespace psi::exec {
 
 namespace {
-
-// x [T, H·d] <- split RoPE with the journal's tables, applied in place (ops::apply_split_rope).
-void rope(Driver& d, const std::string& op, const ArenaMat& x, const RopeKeys& keys) {
-  Frame f(d);
-  const std::uint64_t bytes = std::uint64_t(numel(keys.shape)) * 2;
-  const rt::DeviceRegion cos = f.alloc(Pool::workspace, bytes, op, -1, "rope cos");
-  const rt::DeviceRegion sin = f.alloc(Pool::workspace, bytes, op, -1, "rope sin");
-  d.reload(keys.cos, cos);
-  d.reload(keys.sin, sin);
-  const Shape shape = keys.shape;
-  d.launch(op, {rt::reads(cos), rt::reads(sin), rt::reads(x.region), rt::writes(x.region)},
-           [=](const rt::KernelContext& k) {
-             const ops::RopeTables t{load(k, cos, shape), load(k, sin, shape)};
-             ops::apply_split_rope(view<Bf16>(k, x), t);
-           });
-}
 
 // a[r, head h] = bf(a · g) with g = bf(2 · bf(sigmoid(z[r, h]))), as model::attention_forward
 // gates each head (spec §3.2 step 6); z is made bf(sigmoid(z)) in place first.
@@ -43,41 +28,138 @@ void apply_gate(Driver& d, const std::string& op, const ArenaMat& z, const Arena
            });
 }
 
+std::uint64_t bf16_bytes(std::int64_t rows, std::int64_t cols) { return std::uint64_t(rows * cols) * 2; }
+
+rt::JournalKey piece_key(rt::JournalKey k, std::int64_t piece) {
+  k.tile = int(piece);
+  return k;
+}
+
+// Reloads the pieces holding key rows [row0, row0 + m.rows) of `key` into m.
+void reload_keys(Driver& d, const rt::JournalKey& key, const KeyStore& store, std::int64_t row0, const ArenaMat& m) {
+  const RowTiles pieces{store.keys, store.piece};
+  for (std::int64_t p = row0 / store.piece; p < pieces.count() && pieces.start(p) < row0 + m.rows; ++p)
+    d.reload(piece_key(key, p),
+             m.region.sub(bf16_bytes(pieces.start(p) - row0, m.cols), bf16_bytes(pieces.rows(p), m.cols), m.region.name));
+}
+
+// Commits rows of m (key rows [row0, row0 + m.rows)) piece by piece.
+void commit_keys(Driver& d, const rt::JournalKey& key, const KeyStore& store, std::int64_t row0, const ArenaMat& m) {
+  const RowTiles pieces{store.keys, store.piece};
+  for (std::int64_t p = row0 / store.piece; p < pieces.count() && pieces.start(p) < row0 + m.rows; ++p) {
+    const std::int64_t n = pieces.rows(p);
+    d.commit(piece_key(key, p), m.region.sub(bf16_bytes(pieces.start(p) - row0, m.cols), bf16_bytes(n, m.cols), m.region.name),
+             {n, m.cols});
+  }
+}
+
 }  // namespace
 
-void attention(Driver& d, const AttentionSpec& s, const ArenaMat& xq, const ArenaMat& xc, const RopeKeys* q_rope,
-               const RopeKeys* k_rope, const ArenaMat& out) {
-  const std::int64_t inner = s.heads * s.head_dim, Nq = xq.rows, Nk = xc.rows;
-  const std::string& m = s.module;
+void rope(Driver& d, const std::string& op, const ArenaMat& x, const RopeKeys& keys, int tile) {
   Frame f(d);
-  const ArenaMat a = alloc_mat(f, Pool::scratch, Nq, inner, s.op, "sdpa out");
+  const std::uint64_t bytes = std::uint64_t(numel(keys.shape)) * 2;
+  const rt::DeviceRegion cos = f.alloc(Pool::scratch, bytes, op, tile, "rope cos");
+  const rt::DeviceRegion sin = f.alloc(Pool::scratch, bytes, op, tile, "rope sin");
+  d.reload(keys.cos, cos);
+  d.reload(keys.sin, sin);
+  const Shape shape = keys.shape;
+  d.launch(op, {rt::reads(cos), rt::reads(sin), rt::reads(x.region), rt::writes(x.region)},
+           [=](const rt::KernelContext& k) {
+             const ops::RopeTables t{load(k, cos, shape), load(k, sin, shape)};
+             ops::apply_split_rope(view<Bf16>(k, x), t);
+           });
+}
+
+void project_keys(Driver& d, const AttentionSpec& s, const KeyStore& store, std::int64_t row0, std::int64_t rows,
+                  int tile, const MakeInput& make_xc, const RopeKeys* k_rope) {
+  const std::int64_t inner = s.heads * s.head_dim;
+  const std::string& m = s.module;
+  const std::string op = s.op + ".keys";
+  Frame f(d);
+  const ArenaMat xc = make_xc(f);
   {
     Frame g(d);
-    const ArenaMat q = alloc_mat(g, Pool::scratch, Nq, inner, s.op, "q");
+    const ArenaMat k = alloc_mat(g, Pool::scratch, rows, inner, op, "k", tile);
+    linear(d, {s.op + ".to_k", m + "to_k.weight", m + "to_k.bias"}, xc, k);
+    rms_norm(d, s.op + ".k_norm", k, m + "k_norm.weight", s.eps, k);
+    if (k_rope) rope(d, s.op + ".k_rope", k, *k_rope, tile);
+    commit_keys(d, store.k, store, row0, k);
+  }
+  Frame g(d);
+  const ArenaMat v = alloc_mat(g, Pool::scratch, rows, inner, op, "v", tile);
+  linear(d, {s.op + ".to_v", m + "to_v.weight", m + "to_v.bias"}, xc, v);
+  commit_keys(d, store.v, store, row0, v);
+}
+
+ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, std::int64_t out_cols, int tile,
+                const MakeInput& make_xq, const RopeKeys* q_rope, const KeyStore& store) {
+  const std::int64_t heads = s.heads, inner = heads * s.head_dim;
+  const std::string& m = s.module;
+  const bool online = s.sdpa.form == ops::SoftmaxForm::online;
+  ArenaMat z;
+  if (s.gated) z = alloc_mat(f, Pool::scratch, rows, heads, s.op, "gate logits", tile);
+  const ArenaMat q = alloc_mat(f, Pool::scratch, rows, inner, s.op, "q", tile);
+  {
+    Frame g(d);
+    const ArenaMat xq = make_xq(g);
     linear(d, {s.op + ".to_q", m + "to_q.weight", m + "to_q.bias"}, xq, q);
-    rms_norm(d, s.op + ".q_norm", q, m + "q_norm.weight", s.eps, q);
-    if (q_rope) rope(d, s.op + ".q_rope", q, *q_rope);
-    const ArenaMat kk = alloc_mat(g, Pool::scratch, Nk, inner, s.op, "k");
-    linear(d, {s.op + ".to_k", m + "to_k.weight", m + "to_k.bias"}, xc, kk);
-    rms_norm(d, s.op + ".k_norm", kk, m + "k_norm.weight", s.eps, kk);
-    if (k_rope) rope(d, s.op + ".k_rope", kk, *k_rope);
-    const ArenaMat v = alloc_mat(g, Pool::scratch, Nk, inner, s.op, "v");
-    linear(d, {s.op + ".to_v", m + "to_v.weight", m + "to_v.bias"}, xc, v);
-    const std::int64_t heads = s.heads;
-    const ops::SdpaOptions opt = s.sdpa;
-    d.launch(s.op + ".sdpa", {rt::reads(q.region), rt::reads(kk.region), rt::reads(v.region), rt::writes(a.region)},
+    if (s.gated)
+      linear(d, {s.op + ".to_gate_logits", m + "to_gate_logits.weight", m + "to_gate_logits.bias"}, xq, z);
+  }
+  rms_norm(d, s.op + ".q_norm", q, m + "q_norm.weight", s.eps, q);
+  if (q_rope) rope(d, s.op + ".q_rope", q, *q_rope, tile);
+  const ops::SdpaOptions opt = s.sdpa;
+  const std::string sdpa = s.op + ".sdpa tile " + std::to_string(tile);
+  // Online: the tile's output is written over q once the last key block has been seen.
+  const ArenaMat a = online ? q : alloc_mat(f, Pool::scratch, rows, inner, s.op, "sdpa out", tile);
+  if (online) {
+    Frame g(d);
+    const rt::DeviceRegion o =
+        g.alloc(Pool::scratch, std::uint64_t(rows * inner) * sizeof(float), s.op, tile, "softmax accumulator");
+    const rt::DeviceRegion mx =
+        g.alloc(Pool::scratch, std::uint64_t(rows * heads) * sizeof(float), s.op, tile, "softmax max");
+    const rt::DeviceRegion sum =
+        g.alloc(Pool::scratch, std::uint64_t(rows * heads) * sizeof(float), s.op, tile, "softmax sum");
+    const auto state = [=](const rt::KernelContext& k) {
+      return ops::OnlineState{view<float>(k, mx, rows, heads, heads), view<float>(k, sum, rows, heads, heads),
+                              view<float>(k, o, rows, inner, inner)};
+    };
+    d.launch(sdpa + " begin", {rt::writes(o), rt::writes(mx), rt::writes(sum)},
+             [=](const rt::KernelContext& k) { ops::sdpa_online_begin(state(k)); });
+    const std::int64_t block = opt.key_tile;
+    for (std::int64_t j0 = 0; j0 < store.keys; j0 += block) {
+      const std::int64_t nk = std::min(block, store.keys - j0);
+      Frame kb(d);
+      const ArenaMat kt = alloc_mat(kb, Pool::scratch, nk, inner, s.op, "key block k", tile);
+      const ArenaMat vt = alloc_mat(kb, Pool::scratch, nk, inner, s.op, "key block v", tile);
+      reload_keys(d, store.k, store, j0, kt);
+      reload_keys(d, store.v, store, j0, vt);
+      d.launch(sdpa + " keys " + std::to_string(j0),
+               {rt::reads(q.region), rt::reads(kt.region), rt::reads(vt.region), rt::reads(o), rt::writes(o),
+                rt::reads(mx), rt::writes(mx), rt::reads(sum), rt::writes(sum)},
+               [=](const rt::KernelContext& k) {
+                 ops::sdpa_online_update(view<const Bf16>(k, q), view<const Bf16>(k, kt), view<const Bf16>(k, vt), heads,
+                                         opt, state(k));
+               });
+    }
+    d.launch(sdpa + " end", {rt::reads(o), rt::reads(sum), rt::reads(mx), rt::writes(a.region)},
+             [=](const rt::KernelContext& k) { ops::sdpa_online_end(state(k), view<Bf16>(k, a)); });
+  } else {
+    Frame g(d);
+    const ArenaMat kt = alloc_mat(g, Pool::scratch, store.keys, inner, s.op, "k", tile);
+    const ArenaMat vt = alloc_mat(g, Pool::scratch, store.keys, inner, s.op, "v", tile);
+    reload_keys(d, store.k, store, 0, kt);
+    reload_keys(d, store.v, store, 0, vt);
+    d.launch(sdpa, {rt::reads(q.region), rt::reads(kt.region), rt::reads(vt.region), rt::writes(a.region)},
              [=](const rt::KernelContext& k) {
-               ops::sdpa(view<const Bf16>(k, q), view<const Bf16>(k, kk), view<const Bf16>(k, v), heads, opt,
+               ops::sdpa(view<const Bf16>(k, q), view<const Bf16>(k, kt), view<const Bf16>(k, vt), heads, opt,
                          view<Bf16>(k, a));
              });
   }
-  if (s.gated) {
-    Frame g(d);
-    const ArenaMat z = alloc_mat(g, Pool::workspace, Nq, s.heads, s.op, "gate logits");
-    linear(d, {s.op + ".to_gate_logits", m + "to_gate_logits.weight", m + "to_gate_logits.bias"}, xq, z);
-    apply_gate(d, s.op + ".gate", z, a, s.heads, s.head_dim);
-  }
+  if (s.gated) apply_gate(d, s.op + ".gate", z, a, heads, s.head_dim);
+  const ArenaMat out = alloc_mat(f, Pool::scratch, rows, out_cols, s.op, "out", tile);
   linear(d, {s.op + ".to_out", m + "to_out.0.weight", m + "to_out.0.bias"}, a, out);
+  return out;
 }
 
 }  // namespace psi::exec

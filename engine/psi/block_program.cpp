@@ -1,5 +1,8 @@
 #include "engine/psi/block_program.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "engine/error.h"
 #include "engine/psi/operators.h"
 
@@ -59,31 +62,56 @@ StreamShapes stream_shapes(const model::ModelConfig& c, const model::StreamInput
   return sh;
 }
 
-// Row r of a [1, T, k·D] modulation tensor as [T, D].
-std::vector<Bf16> row_of(const Bf16Tensor& t, std::int64_t r, std::int64_t D) {
-  const std::int64_t T = t.dim(1), width = t.dim(2);
-  std::vector<Bf16> out(std::size_t(T * D));
-  for (std::int64_t i = 0; i < T; ++i)
-    std::copy_n(t.data.begin() + i * width + r * D, D, out.begin() + i * D);
+std::string indexed(const char* role, int row) { return std::string(role) + "." + std::to_string(row); }
+
+// Rows [r0, r0 + n) of a [1, T, W] tensor, columns [c0, c0 + D), as [n, D].
+std::vector<Bf16> rows_of(const Bf16Tensor& t, std::int64_t r0, std::int64_t n, std::int64_t c0, std::int64_t D) {
+  const std::int64_t width = t.dim(2);
+  std::vector<Bf16> out(std::size_t(n * D));
+  for (std::int64_t i = 0; i < n; ++i)
+    std::copy_n(t.data.begin() + (r0 + i) * width + c0, D, out.begin() + i * D);
   return out;
 }
 
+// Tokens [r0, r0 + n) of a RoPE table [1, H, T, half] as [1, H, n, half].
+std::vector<Bf16> rope_rows(const Bf16Tensor& t, std::int64_t r0, std::int64_t n) {
+  const std::int64_t H = t.dim(1), T = t.dim(2), half = t.dim(3);
+  std::vector<Bf16> out(std::size_t(H * n * half));
+  for (std::int64_t h = 0; h < H; ++h)
+    std::copy_n(t.data.begin() + (h * T + r0) * half, n * half, out.begin() + h * n * half);
+  return out;
+}
+
+// A [1, T, rows·D] modulation tensor: AdaLN row r of row tile t under role.r (tile 0 when T = 1).
+void put_modulation(rt::HostJournal& j, int jb, Branch b, const char* role, const Bf16Tensor& t, int rows,
+                    std::int64_t D, const RowTiles& tiles) {
+  const bool per_token = t.dim(1) != 1;
+  for (int r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < (per_token ? tiles.count() : 1); ++i) {
+      const std::int64_t r0 = per_token ? tiles.start(i) : 0, n = per_token ? tiles.rows(i) : 1;
+      j.put({jb, b, indexed(role, r), int(i)}, {n, D}, rows_of(t, r0, n, r * D, D));
+    }
+}
+
 void put_stream(rt::HostJournal& j, int jb, Branch b, const model::ModelConfig& c, const model::StreamInputs& s,
-                std::int64_t D) {
-  auto key = [&](const char* role, int tile = 0) { return rt::JournalKey{jb, b, role, tile}; };
-  const std::int64_t N = s.x.dim(1);
-  j.put(key("x"), {N, D}, s.x.span());
-  for (int r = 0; r < c.features.ada_rows(); ++r)
-    j.put(key("timesteps", r), {s.timesteps.dim(1), D}, row_of(s.timesteps, r, D));
-  j.put(key("context"), {s.context.dim(1), s.context.dim(2)}, s.context.span());
+                std::int64_t D, std::int64_t R) {
+  auto key = [&](const std::string& role, std::int64_t tile = 0) { return rt::JournalKey{jb, b, role, int(tile)}; };
+  const RowTiles tok{s.x.dim(1), R}, ctx{s.context.dim(1), R};
+  for (std::int64_t t = 0; t < tok.count(); ++t) {
+    const std::int64_t r0 = tok.start(t), n = tok.rows(t);
+    j.put(key("x", t), {n, D}, rows_of(s.x, r0, n, 0, D));
+    for (const auto& [role, table] : {std::pair<const char*, const ops::RopeTables*>{"pe", &s.pe}, {"cross_pe", &s.cross_pe}}) {
+      const Shape shape{1, table->cos.dim(1), n, table->cos.dim(3)};
+      j.put(key(std::string(role) + ".cos", t), shape, rope_rows(table->cos, r0, n));
+      j.put(key(std::string(role) + ".sin", t), shape, rope_rows(table->sin, r0, n));
+    }
+  }
+  put_modulation(j, jb, b, "timesteps", s.timesteps, c.features.ada_rows(), D, tok);
+  for (std::int64_t t = 0; t < ctx.count(); ++t)
+    j.put(key("context", t), {ctx.rows(t), s.context.dim(2)}, rows_of(s.context, ctx.start(t), ctx.rows(t), 0, s.context.dim(2)));
   if (c.features.cross_attention_adaln && s.prompt_timestep.numel() > 0)
-    for (int r = 0; r < 2; ++r) j.put(key("prompt_timestep", r), {1, D}, row_of(s.prompt_timestep, r, D));
-  j.put(key("pe.cos"), s.pe.cos.shape, s.pe.cos.span());
-  j.put(key("pe.sin"), s.pe.sin.shape, s.pe.sin.span());
-  j.put(key("cross_pe.cos"), s.cross_pe.cos.shape, s.cross_pe.cos.span());
-  j.put(key("cross_pe.sin"), s.cross_pe.sin.shape, s.cross_pe.sin.span());
-  for (int r = 0; r < 4; ++r)
-    j.put(key("cross_ss", r), {s.cross_scale_shift_timestep.dim(1), D}, row_of(s.cross_scale_shift_timestep, r, D));
+    put_modulation(j, jb, b, "prompt_timestep", s.prompt_timestep, 2, D, tok);
+  put_modulation(j, jb, b, "cross_ss", s.cross_scale_shift_timestep, 4, D, tok);
   j.put(key("cross_gate"), {1, D}, s.cross_gate_timestep.span());
 }
 
@@ -95,20 +123,23 @@ struct StreamDesc {
   std::int64_t D = 0, Dc = 0, heads = 0, head_dim = 0, hidden = 0;
   bool ff_bias = false;
   StreamShapes sh;
+  RowTiles tok, ctx;  // token and context row tiles
 };
 
 class Program {
  public:
   Program(Driver& d, const BlockTask& t) : d_(d), t_(t), c_(t.config), eps_(t.config.norm_eps) {
     const std::string p = "transformer_blocks." + std::to_string(t.index) + ".";
+    const std::int64_t R = t.row_tile;
     video_ = {Branch::video, "video", p + "attn1.", p + "attn2.", p + "ff.", p + "audio_to_video_attn.",
               p + "scale_shift_table", p + "prompt_scale_shift_table", p + "scale_shift_table_a2v_ca_video",
               c_.video_dim(), c_.cross_attention_dim, c_.video_heads, c_.video_head_dim, c_.video_hidden(),
-              c_.features.ff_bias, t.shapes.video};
+              c_.features.ff_bias, t.shapes.video, {t.shapes.video.tokens, R}, {t.shapes.video.context_rows, R}};
     audio_ = {Branch::audio, "audio", p + "audio_attn1.", p + "audio_attn2.", p + "audio_ff.",
               p + "video_to_audio_attn.", p + "audio_scale_shift_table", p + "audio_prompt_scale_shift_table",
               p + "scale_shift_table_a2v_ca_audio", c_.audio_dim(), c_.audio_cross_attention_dim, c_.audio_heads,
-              c_.audio_head_dim, c_.audio_hidden(), c_.features.audio_ff_bias, t.shapes.audio};
+              c_.audio_head_dim, c_.audio_hidden(), c_.features.audio_ff_bias, t.shapes.audio,
+              {t.shapes.audio.tokens, R}, {t.shapes.audio.context_rows, R}};
   }
 
   void run() {
@@ -122,23 +153,37 @@ class Program {
   }
 
  private:
-  rt::JournalKey key(const StreamDesc& s, const char* role, int tile = 0) const {
-    return {t_.jblock, s.branch, role, tile};
+  rt::JournalKey key(const StreamDesc& s, const std::string& role, std::int64_t tile = 0) const {
+    return {t_.jblock, s.branch, role, int(tile)};
   }
 
-  ArenaMat mat(Frame& f, std::int64_t rows, std::int64_t cols, const std::string& op, const std::string& name) {
-    return alloc_mat(f, Pool::scratch, rows, cols, op, name);
+  // dst = the AdaLN value table[row] + role.ts_row for row tile t ([rows, D] per token, [1, D]
+  // per batch), allocated in f.
+  ArenaMat ada(Frame& f, const StreamDesc& s, const std::string& op, const std::string& name, const std::string& table,
+               int row, const char* role, int ts_row, std::int64_t ts_rows, std::int64_t t) {
+    const bool per_token = ts_rows != 1;
+    const ArenaMat dst = alloc_mat(f, Pool::scratch, per_token ? s.tok.rows(t) : 1, s.D, op, name, int(t));
+    ada_value(d_, op + " " + name, table, row, key(s, indexed(role, ts_row), per_token ? t : 0), dst);
+    return dst;
   }
 
-  // ada_zero(x; table[scale_row] + S[scale_row], table[shift_row] + S[shift_row]) into y.
-  void ada_zero_rows(const std::string& op, const std::string& table, const StreamDesc& s, const char* ts_role,
-                     std::int64_t ts_rows, int scale_row, int shift_row, const ArenaMat& x, const ArenaMat& y) {
+  // x = ada_zero(x; table[scale_row] + S, table[shift_row] + S) in place for row tile t.
+  void ada_zero_tile(const std::string& op, const StreamDesc& s, const std::string& table, const char* role,
+                     std::int64_t ts_rows, int scale_row, int shift_row, std::int64_t t, const ArenaMat& x) {
     Frame f(d_);
-    const ArenaMat shift = mat(f, ts_rows, s.D, op, "shift");
-    const ArenaMat scale = mat(f, ts_rows, s.D, op, "scale");
-    ada_value(d_, op + " shift", table, shift_row, key(s, ts_role, shift_row), shift);
-    ada_value(d_, op + " scale", table, scale_row, key(s, ts_role, scale_row), scale);
-    ada_zero(d_, op, x, scale, shift, eps_, y);
+    const ArenaMat shift = ada(f, s, op, "shift", table, shift_row, role, shift_row, ts_rows, t);
+    const ArenaMat scale = ada(f, s, op, "scale", table, scale_row, role, scale_row, ts_rows, t);
+    ada_zero(d_, op, x, scale, shift, eps_, x);
+  }
+
+  // State role of row tile t, reloaded into f.
+  ArenaMat reload(Frame& f, const StreamDesc& s, const char* role, std::int64_t t, const std::string& op) {
+    return reload_mat(d_, f, key(s, role, t), s.tok.rows(t), s.D, op, role, int(t));
+  }
+
+  RopeKeys rope_keys(const StreamDesc& s, const char* role, const Shape& whole, std::int64_t t) const {
+    return {key(s, std::string(role) + ".cos", t), key(s, std::string(role) + ".sin", t),
+            {1, whole.at(1), s.tok.rows(t), whole.at(3)}};
   }
 
   AttentionSpec attention_spec(const std::string& op, const std::string& module, std::int64_t heads,
@@ -146,156 +191,170 @@ class Program {
     return {op, module, heads, head_dim, c_.features.gated_attention, t_.variant.sdpa(head_dim), eps_};
   }
 
-  // Steps 1–4 of spec §3.3. Layout [x | gate_msa | out | h + attention], then n1 where h was.
-  void self_attention(const StreamDesc& s) {
-    const std::string op = s.name + ".attn1";
-    const std::int64_t N = s.sh.tokens, Ts = s.sh.timestep_rows;
-    Frame f(d_);
-    const ArenaMat x = reload_mat(d_, f, key(s, "x"), N, s.D, op, "x");
-    const ArenaMat gate = mat(f, Ts, s.D, op, "gate_msa");
-    ada_value(d_, op + " gate_msa", s.table, 2, key(s, "timesteps", 2), gate);
-    const ArenaMat o = mat(f, N, s.D, op, "out");
-    {
-      Frame g(d_);
-      const ArenaMat h = mat(g, N, s.D, op, "h");
-      ada_zero_rows(op + " ada", s.table, s, "timesteps", Ts, 1, 0, x, h);
-      const RopeKeys pe{key(s, "pe.cos"), key(s, "pe.sin"), s.sh.pe};
-      attention(d_, attention_spec(op, s.attn1, s.heads, s.head_dim), h, h, &pe, &pe, o);
-    }
-    d_.commit(key(s, "attn1"), o.region, o.shape());
-    const ArenaMat n1 = mat(f, N, s.D, op, "n1");
-    gated_residual(d_, op + " post_sa residual", x, o, gate);
-    rms_norm(d_, op + " post_sa norm", x, "", eps_, n1);
-    d_.commit(key(s, "x1"), x.region, x.shape());
-    d_.commit(key(s, "n1"), n1.region, n1.shape());
+  // Key pieces of gcd(R, key tile) rows: a key block of the online form is whole pieces, and so
+  // is every key row tile (tiling.h).
+  KeyStore key_store(const StreamDesc& owner, const std::string& role, std::int64_t keys,
+                     const AttentionSpec& spec) const {
+    const std::int64_t piece =
+        spec.sdpa.form == ops::SoftmaxForm::online ? std::gcd(t_.row_tile, spec.sdpa.key_tile) : t_.row_tile;
+    return {key(owner, role + ".k"), key(owner, role + ".v"), keys, piece};
   }
 
-  // Steps 5–10 of spec §3.3. Layout [x1 | gate_q | out | n1 | context + attention]: x1 and n1
-  // land where self-attention committed them (with CA-AdaLN, whose gate_q is as large as
-  // gate_msa).
+  // Steps 1–4 of spec §3.3 per row tile: h = ada_zero(x; rows 1, 0) is both the query and the
+  // key side; x1 = bf(x + bf(attn1 · gate_msa)).
+  void self_attention(const StreamDesc& s) {
+    const std::string op = s.name + ".attn1";
+    const AttentionSpec spec = attention_spec(op, s.attn1, s.heads, s.head_dim);
+    const KeyStore keys = key_store(s, "attn1", s.tok.n, spec);
+    const auto h_of = [&](std::int64_t t) -> MakeInput {
+      return [this, &s, op, t](Frame& f) {
+        const ArenaMat x = reload(f, s, "x", t, op);
+        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, 1, 0, t, x);
+        return x;
+      };
+    };
+    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
+      const RopeKeys pe = rope_keys(s, "pe", s.sh.pe, t);
+      project_keys(d_, spec, keys, s.tok.start(t), s.tok.rows(t), int(t), h_of(t), &pe);
+    }
+    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
+      Frame f(d_);
+      const RopeKeys pe = rope_keys(s, "pe", s.sh.pe, t);
+      const ArenaMat o = attend(d_, f, spec, s.tok.rows(t), s.D, int(t), h_of(t), &pe, keys);
+      d_.commit(key(s, "attn1", t), o.region, o.shape());
+      const ArenaMat x = reload(f, s, "x", t, op);
+      const ArenaMat gate = ada(f, s, op, "gate_msa", s.table, 2, "timesteps", 2, s.sh.timestep_rows, t);
+      gated_residual(d_, op + " post_sa residual", x, o, gate);
+      d_.commit(key(s, "x1", t), x.region, x.shape());
+    }
+  }
+
+  // Steps 5–10 of spec §3.3. Queries: n1 = rms(x1) (post_sa's normed output), modulated by
+  // rows 7/6 under CA-AdaLN; keys: the context, modulated by the prompt rows 1/0.
   void text_attention(const StreamDesc& s) {
     const std::string op = s.name + ".attn2";
-    const std::int64_t N = s.sh.tokens, Ts = s.sh.timestep_rows, L = s.sh.context_rows;
     const bool ca_adaln = c_.features.cross_attention_adaln;
-    Frame f(d_);
-    const ArenaMat x = reload_mat(d_, f, key(s, "x1"), N, s.D, op, "x1");
-    ArenaMat gate;
-    if (ca_adaln) gate = mat(f, Ts, s.D, op, "gate_q");
-    const ArenaMat o = mat(f, N, s.D, op, "out");
-    const ArenaMat n1 = reload_mat(d_, f, key(s, "n1"), N, s.D, op, "n1");
     const AttentionSpec spec = attention_spec(op, s.attn2, s.heads, s.head_dim);
-    if (!ca_adaln) {
-      const ArenaMat ctx = reload_mat(d_, f, key(s, "context"), L, s.Dc, op, "context");
-      attention(d_, spec, n1, ctx, nullptr, nullptr, o);
-      d_.commit(key(s, "attn2"), o.region, o.shape());
-      residual(d_, op + " residual", x, o);
-      d_.commit(key(s, "x2"), x.region, x.shape());
-      return;
+    const KeyStore keys = key_store(s, "attn2", s.ctx.n, spec);
+    for (std::int64_t t = 0; t < s.ctx.count(); ++t) {
+      const MakeInput c_in = [this, &s, op, t, ca_adaln](Frame& f) {
+        const ArenaMat ctx = reload_mat(d_, f, key(s, "context", t), s.ctx.rows(t), s.Dc, op, "context", int(t));
+        if (ca_adaln) {
+          Frame g(d_);
+          const ArenaMat shift = alloc_mat(g, Pool::scratch, 1, s.D, op, "shift_kv", int(t));
+          const ArenaMat scale = alloc_mat(g, Pool::scratch, 1, s.D, op, "scale_kv", int(t));
+          if (s.sh.prompt) {
+            ada_value(d_, op + " shift_kv", s.prompt_table, 0, key(s, indexed("prompt_timestep", 0)), shift);
+            ada_value(d_, op + " scale_kv", s.prompt_table, 1, key(s, indexed("prompt_timestep", 1)), scale);
+          } else {
+            table_row(d_, op + " shift_kv", s.prompt_table, 0, shift);
+            table_row(d_, op + " scale_kv", s.prompt_table, 1, scale);
+          }
+          modulate(d_, op + " c_in", ctx, scale, shift, ctx);
+        }
+        return ctx;
+      };
+      project_keys(d_, spec, keys, s.ctx.start(t), s.ctx.rows(t), int(t), c_in, nullptr);
     }
-    ada_value(d_, op + " gate_q", s.table, 8, key(s, "timesteps", 8), gate);
-    {
-      Frame g(d_);  // q_in = modulate(n1; rows 7, 6), in place
-      const ArenaMat shift = mat(g, Ts, s.D, op, "shift_q");
-      const ArenaMat scale = mat(g, Ts, s.D, op, "scale_q");
-      ada_value(d_, op + " shift_q", s.table, 6, key(s, "timesteps", 6), shift);
-      ada_value(d_, op + " scale_q", s.table, 7, key(s, "timesteps", 7), scale);
-      modulate(d_, op + " q_in", n1, scale, shift, n1);
-    }
-    const ArenaMat ctx = reload_mat(d_, f, key(s, "context"), L, s.Dc, op, "context");
-    {
-      Frame g(d_);  // c_in = modulate(context; prompt rows 1, 0), in place
-      const ArenaMat shift = mat(g, 1, s.D, op, "shift_kv");
-      const ArenaMat scale = mat(g, 1, s.D, op, "scale_kv");
-      if (s.sh.prompt) {
-        ada_value(d_, op + " shift_kv", s.prompt_table, 0, key(s, "prompt_timestep", 0), shift);
-        ada_value(d_, op + " scale_kv", s.prompt_table, 1, key(s, "prompt_timestep", 1), scale);
+    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
+      const MakeInput q_in = [this, &s, op, t, ca_adaln](Frame& f) {
+        const ArenaMat n1 = reload(f, s, "x1", t, op);
+        rms_norm(d_, op + " n1", n1, "", eps_, n1);
+        if (ca_adaln) {
+          Frame g(d_);
+          const ArenaMat shift = ada(g, s, op, "shift_q", s.table, 6, "timesteps", 6, s.sh.timestep_rows, t);
+          const ArenaMat scale = ada(g, s, op, "scale_q", s.table, 7, "timesteps", 7, s.sh.timestep_rows, t);
+          modulate(d_, op + " q_in", n1, scale, shift, n1);
+        }
+        return n1;
+      };
+      Frame f(d_);
+      const ArenaMat o = attend(d_, f, spec, s.tok.rows(t), s.D, int(t), q_in, nullptr, keys);
+      d_.commit(key(s, "attn2", t), o.region, o.shape());
+      const ArenaMat x = reload(f, s, "x1", t, op);
+      if (ca_adaln) {
+        const ArenaMat gate = ada(f, s, op, "gate_q", s.table, 8, "timesteps", 8, s.sh.timestep_rows, t);
+        gated_residual(d_, op + " residual", x, o, gate);
       } else {
-        table_row(d_, op + " shift_kv", s.prompt_table, 0, shift);
-        table_row(d_, op + " scale_kv", s.prompt_table, 1, scale);
+        residual(d_, op + " residual", x, o);
       }
-      modulate(d_, op + " c_in", ctx, scale, shift, ctx);
+      d_.commit(key(s, "x2", t), x.region, x.shape());
     }
-    attention(d_, spec, n1, ctx, nullptr, nullptr, o);
-    d_.commit(key(s, "attn2"), o.region, o.shape());
-    gated_residual(d_, op + " residual", x, o, gate);
-    d_.commit(key(s, "x2"), x.region, x.shape());
+  }
+
+  // ada_zero(x2 of row tile t; A/V table rows row, row + 1 + cross_ss) — the A/V tables list
+  // scale before shift.
+  MakeInput av_input(const StreamDesc& s, const std::string& op, int row, std::int64_t t) {
+    return [this, &s, op, row, t](Frame& f) {
+      const ArenaMat x = reload(f, s, "x2", t, op);
+      ada_zero_tile(op + " ada", s, s.av_table, "cross_ss", s.sh.cross_timestep_rows, row, row + 1, t, x);
+      return x;
+    };
   }
 
   // Steps 11–12 of spec §3.3: both directions read the pre-A/V snapshots x2.
   void av_attention() {
-    const StreamDesc& v = video_;
-    const StreamDesc& a = audio_;
-    const std::string op = "av";
-    Frame f(d_);
-    const ArenaMat vx = reload_mat(d_, f, key(v, "x2"), v.sh.tokens, v.D, op, "video x2");
-    const ArenaMat ax = reload_mat(d_, f, key(a, "x2"), a.sh.tokens, a.D, op, "audio x2");
-    const ArenaMat o_v = mat(f, v.sh.tokens, v.D, op, "a2v out");
-    const ArenaMat o_a = mat(f, a.sh.tokens, a.D, op, "v2a out");
     // A2V: video queries from rows 0/1 of the video A/V table, audio keys/values from rows 0/1
-    // of the audio table (scale before shift).
-    one_direction("video.a2v", v, a, vx, ax, 0, v.av_module, o_v);
-    d_.commit(key(v, "av"), o_v.region, o_v.shape());
+    // of the audio table.
+    one_direction("video.a2v", video_, audio_, 0, video_.av_module);
     // V2A: audio queries from rows 2/3 of the audio table, video keys/values (the pre-A2V x2)
     // from rows 2/3 of the video table.
-    one_direction("audio.v2a", a, v, ax, vx, 2, a.av_module, o_a);
-    d_.commit(key(a, "av"), o_a.region, o_a.shape());
-    cross_residual("video.a2v", v, vx, o_v);
-    cross_residual("audio.v2a", a, ax, o_a);
-    d_.commit(key(v, "x3"), vx.region, vx.shape());
-    d_.commit(key(a, "x3"), ax.region, ax.shape());
+    one_direction("audio.v2a", audio_, video_, 2, audio_.av_module);
   }
 
-  // x = bf(x + bf(o · g)) with g = row 4 of the stream's A/V table + its cross gate timestep.
-  void cross_residual(const std::string& op, const StreamDesc& s, const ArenaMat& x, const ArenaMat& o) {
-    Frame f(d_);
-    const ArenaMat gate = mat(f, 1, s.D, op, "gate");
-    ada_value(d_, op + " gate", s.av_table, 4, key(s, "cross_gate"), gate);
-    gated_residual(d_, op + " residual", x, o, gate);
+  void one_direction(const std::string& op, const StreamDesc& q, const StreamDesc& kv, int row,
+                     const std::string& module) {
+    const AttentionSpec spec = attention_spec(op, module, c_.av_heads(), c_.av_head_dim());
+    const KeyStore keys = key_store(q, "av", kv.tok.n, spec);
+    for (std::int64_t t = 0; t < kv.tok.count(); ++t) {
+      const RopeKeys pe = rope_keys(kv, "cross_pe", kv.sh.cross_pe, t);
+      project_keys(d_, spec, keys, kv.tok.start(t), kv.tok.rows(t), int(t), av_input(kv, op + " kv", row, t), &pe);
+    }
+    for (std::int64_t t = 0; t < q.tok.count(); ++t) {
+      Frame f(d_);
+      const RopeKeys pe = rope_keys(q, "cross_pe", q.sh.cross_pe, t);
+      const ArenaMat o = attend(d_, f, spec, q.tok.rows(t), q.D, int(t), av_input(q, op + " q", row, t), &pe, keys);
+      d_.commit(key(q, "av", t), o.region, o.shape());
+      // x3 = bf(x2 + bf(o · g)), g = row 4 of the stream's A/V table + its cross gate timestep.
+      const ArenaMat x = reload(f, q, "x2", t, op);
+      const ArenaMat gate = alloc_mat(f, Pool::scratch, 1, q.D, op, "gate", int(t));
+      ada_value(d_, op + " gate", q.av_table, 4, key(q, "cross_gate"), gate);
+      gated_residual(d_, op + " residual", x, o, gate);
+      d_.commit(key(q, "x3", t), x.region, x.shape());
+    }
   }
 
-  void one_direction(const std::string& op, const StreamDesc& q, const StreamDesc& kv, const ArenaMat& xq,
-                     const ArenaMat& xkv, int row, const std::string& module, const ArenaMat& out) {
-    Frame f(d_);
-    const ArenaMat q_in = mat(f, q.sh.tokens, q.D, op, "q_in");
-    const ArenaMat kv_in = mat(f, kv.sh.tokens, kv.D, op, "kv_in");
-    ada_zero_rows(op + " q ada", q.av_table, q, "cross_ss", q.sh.cross_timestep_rows, row, row + 1, xq, q_in);
-    ada_zero_rows(op + " kv ada", kv.av_table, kv, "cross_ss", kv.sh.cross_timestep_rows, row, row + 1, xkv, kv_in);
-    const RopeKeys q_pe{key(q, "cross_pe.cos"), key(q, "cross_pe.sin"), q.sh.cross_pe};
-    const RopeKeys k_pe{key(kv, "cross_pe.cos"), key(kv, "cross_pe.sin"), kv.sh.cross_pe};
-    attention(d_, attention_spec(op, module, c_.av_heads(), c_.av_head_dim()), q_in, kv_in, &q_pe, &k_pe, out);
-  }
-
-  // Steps 13–14 of spec §3.3.
+  // Steps 13–14 of spec §3.3 per row tile.
   void feed_forward(const StreamDesc& s) {
     const std::string op = s.name + ".ff";
-    const std::int64_t N = s.sh.tokens, Ts = s.sh.timestep_rows;
-    Frame f(d_);
-    const ArenaMat x = reload_mat(d_, f, key(s, "x3"), N, s.D, op, "x3");
-    const ArenaMat gate = mat(f, Ts, s.D, op, "gate_mlp");
-    ada_value(d_, op + " gate_mlp", s.table, 5, key(s, "timesteps", 5), gate);
-    const ArenaMat o = mat(f, N, s.D, op, "out");
-    {
-      Frame g(d_);
-      const ArenaMat h = mat(g, N, s.D, op, "h");
-      ada_zero_rows(op + " ada", s.table, s, "timesteps", Ts, 4, 3, x, h);
-      FfnSpec spec;
-      spec.op = op;
-      spec.up_weight = s.ff + "net.0.proj.weight";
-      spec.down_weight = s.ff + "net.2.weight";
-      if (s.ff_bias) {
-        spec.up_bias = s.ff + "net.0.proj.bias";
-        spec.down_bias = s.ff + "net.2.bias";
-      }
-      spec.hidden = s.hidden;
-      spec.up_rule = t_.variant.ffn_up_bias;
-      spec.schedule = t_.schedule.ffn;
-      spec.geometry = ffn_geometry(c_, t_.variant, s.hidden, s.D, d_.page_bytes());
-      spec.hidden_key = key(s, "ffn.h");
-      ffn(d_, spec, h, o);
+    FfnSpec spec;
+    spec.op = op;
+    spec.up_weight = s.ff + "net.0.proj.weight";
+    spec.down_weight = s.ff + "net.2.weight";
+    if (s.ff_bias) {
+      spec.up_bias = s.ff + "net.0.proj.bias";
+      spec.down_bias = s.ff + "net.2.bias";
     }
-    d_.commit(key(s, "ff"), o.region, o.shape());
-    gated_residual(d_, op + " residual", x, o, gate);
-    d_.commit(key(s, "out"), x.region, x.shape());
+    spec.hidden = s.hidden;
+    spec.up_rule = t_.variant.ffn_up_bias;
+    spec.schedule = t_.schedule.ffn;
+    spec.geometry = ffn_geometry(c_, t_.variant, s.hidden, s.D, d_.page_bytes());
+    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
+      Frame f(d_);
+      const ArenaMat o = alloc_mat(f, Pool::scratch, s.tok.rows(t), s.D, op, "out", int(t));
+      {
+        Frame g(d_);
+        const ArenaMat h = reload(g, s, "x3", t, op);
+        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, 4, 3, t, h);
+        spec.hidden_key = key(s, "ffn.h", t * spec.geometry.n_hidden);
+        ffn(d_, spec, h, o);
+      }
+      d_.commit(key(s, "ff", t), o.region, o.shape());
+      const ArenaMat x = reload(f, s, "x3", t, op);
+      const ArenaMat gate = ada(f, s, op, "gate_mlp", s.table, 5, "timesteps", 5, s.sh.timestep_rows, t);
+      gated_residual(d_, op + " residual", x, o, gate);
+      d_.commit(key(s, "out", t), x.region, x.shape());
+    }
   }
 
   Driver& d_;
@@ -305,9 +364,39 @@ class Program {
   StreamDesc video_, audio_;
 };
 
-Bf16Tensor probe(const rt::HostJournal& j, int jb, Branch b, const char* role) {
-  const rt::HostJournal::Entry& e = j.get({jb, b, role, 0});
-  return Bf16Tensor({1, e.shape.at(0), e.shape.at(1)}, e.data);
+// A probe [1, N, D] from its row tiles.
+Bf16Tensor probe(const rt::HostJournal& j, int jb, Branch b, const char* role, const RowTiles& tok) {
+  std::vector<Bf16> data;
+  std::int64_t cols = 0;
+  for (std::int64_t t = 0; t < tok.count(); ++t) {
+    const rt::HostJournal::Entry& e = j.get({jb, b, role, int(t)});
+    cols = e.shape.at(1);
+    data.insert(data.end(), e.data.begin(), e.data.end());
+  }
+  return Bf16Tensor({1, tok.n, cols}, std::move(data));
+}
+
+StreamShapes counted_stream(const model::ModelConfig& c, std::int64_t N, std::int64_t L, const TokenCounts& n,
+                            std::int64_t D, std::int64_t heads) {
+  StreamShapes sh;
+  sh.tokens = N;
+  sh.context_rows = L;
+  sh.timestep_rows = n.per_token_timesteps ? N : 1;
+  sh.cross_timestep_rows = sh.timestep_rows;
+  sh.prompt = c.features.cross_attention_adaln && n.prompt_timestep;
+  sh.pe = {1, heads, N, D / (2 * heads)};
+  sh.cross_pe = {1, heads, N, c.av_inner() / (2 * heads)};
+  return sh;
+}
+
+StreamShapes full_tiles(StreamShapes s, std::int64_t rows) {
+  s.tokens = std::max(s.tokens, rows);
+  s.context_rows = std::max(s.context_rows, rows);
+  s.timestep_rows = s.tokens;
+  s.cross_timestep_rows = s.tokens;
+  s.pe.at(2) = s.tokens;
+  s.cross_pe.at(2) = s.tokens;
+  return s;
 }
 
 }  // namespace
@@ -317,25 +406,39 @@ BlockShapes block_shapes(const model::ModelConfig& c, const model::BlockInputs& 
           stream_shapes(c, in.audio, "audio", c.audio_dim(), c.audio_cross_attention_dim, c.audio_dim())};
 }
 
-void put_inputs(rt::HostJournal& j, int jblock, const model::ModelConfig& c, const model::BlockInputs& in) {
-  put_stream(j, jblock, Branch::video, c, in.video, c.video_dim());
-  put_stream(j, jblock, Branch::audio, c, in.audio, c.audio_dim());
+BlockShapes block_shapes(const model::ModelConfig& c, const TokenCounts& n) {
+  if (n.video <= 0 || n.audio <= 0 || n.context <= 0)
+    throw Error("block shapes: token counts must be positive (video " + std::to_string(n.video) + ", audio " +
+                std::to_string(n.audio) + ", context " + std::to_string(n.context) + ")");
+  return {counted_stream(c, n.video, n.context, n, c.video_dim(), c.video_heads),
+          counted_stream(c, n.audio, n.context, n, c.audio_dim(), c.audio_heads)};
+}
+
+BlockShapes full_tile_shapes(const BlockShapes& b, std::int64_t rows) {
+  return {full_tiles(b.video, rows), full_tiles(b.audio, rows)};
+}
+
+void put_inputs(rt::HostJournal& j, int jblock, const model::ModelConfig& c, const model::BlockInputs& in,
+                std::int64_t row_tile) {
+  put_stream(j, jblock, Branch::video, c, in.video, c.video_dim(), row_tile);
+  put_stream(j, jblock, Branch::audio, c, in.audio, c.audio_dim(), row_tile);
 }
 
 void block_program(Driver& d, const BlockTask& task) { Program(d, task).run(); }
 
-model::BlockProbes collect_probes(const rt::HostJournal& j, int jb) {
+model::BlockProbes collect_probes(const rt::HostJournal& j, int jb, const BlockShapes& shapes, std::int64_t row_tile) {
+  const RowTiles v{shapes.video.tokens, row_tile}, a{shapes.audio.tokens, row_tile};
   model::BlockProbes p;
-  p.attn1 = probe(j, jb, Branch::video, "attn1");
-  p.attn2 = probe(j, jb, Branch::video, "attn2");
-  p.audio_attn1 = probe(j, jb, Branch::audio, "attn1");
-  p.audio_attn2 = probe(j, jb, Branch::audio, "attn2");
-  p.audio_to_video_attn = probe(j, jb, Branch::video, "av");
-  p.video_to_audio_attn = probe(j, jb, Branch::audio, "av");
-  p.ff = probe(j, jb, Branch::video, "ff");
-  p.audio_ff = probe(j, jb, Branch::audio, "ff");
-  p.video_out = probe(j, jb, Branch::video, "out");
-  p.audio_out = probe(j, jb, Branch::audio, "out");
+  p.attn1 = probe(j, jb, Branch::video, "attn1", v);
+  p.attn2 = probe(j, jb, Branch::video, "attn2", v);
+  p.audio_attn1 = probe(j, jb, Branch::audio, "attn1", a);
+  p.audio_attn2 = probe(j, jb, Branch::audio, "attn2", a);
+  p.audio_to_video_attn = probe(j, jb, Branch::video, "av", v);
+  p.video_to_audio_attn = probe(j, jb, Branch::audio, "av", a);
+  p.ff = probe(j, jb, Branch::video, "ff", v);
+  p.audio_ff = probe(j, jb, Branch::audio, "ff", a);
+  p.video_out = probe(j, jb, Branch::video, "out", v);
+  p.audio_out = probe(j, jb, Branch::audio, "out", a);
   return p;
 }
 

@@ -1,21 +1,24 @@
 #pragma once
-// One LTX-2.x AV block (spec §3.3, both streams) as a sequence of PSI operators on a Driver.
+// One LTX-2.x AV block (spec §3.3, both streams) as a sequence of PSI operators on a Driver,
+// every one of them on token row tiles of R rows (tiling.h).
 //
-// Operators, in order (each starts on an empty scratch stack and ends with its outputs
-// committed to the journal):
-//   audio.self   x -> attn1 probe, x1 = post_sa residual, n1 = rms(x1)
-//   audio.text   x1, n1 -> attn2 probe, x2
-//   video.self, video.text   the same for video
-//   av           video x2, audio x2 -> A2V and V2A probes, x3 of both streams
-//   video.ff     x3 -> ff probe, out;   audio.ff   the same for audio
-// An operator allocates the state it reloads where the operator before committed it, so under
-// the async journal those values stay resident and are not copied back (x1 and n1 of both
-// streams, video x2, video x3); the others are reloaded from the host.
+// Operators, in order:
+//   audio.attn1   keys (k, v of every row tile), then per query row tile: x -> attn1 probe,
+//                 x1 = post_sa residual
+//   audio.attn2   context keys, then per row tile: x1, n1 = rms(x1) -> attn2 probe, x2
+//   video.attn1, video.attn2   the same for video
+//   av            A2V keys (audio x2), per video row tile -> A2V probe, video x3; then V2A keys
+//                 (video x2, the pre-A2V state), per audio row tile -> V2A probe, audio x3
+//   video.ff      per row tile: x3 -> ff probe, out;   audio.ff   the same for audio
+// Each row tile reloads what it needs from the journal and commits what it produces, so no
+// tensor of a whole stream is ever in the arena.
 //
-// Journal keys are (block, branch, role, tile) with block = the run's block sequence number.
-// Inputs: x, timesteps (tile = AdaLN row, [Ts, D]), context, prompt_timestep (tile = row),
-// pe.cos/pe.sin, cross_pe.cos/cross_pe.sin, cross_ss (tile = row), cross_gate. State: x1, n1,
-// x2, x3, out, ffn.h (tile = hidden tile). Probes: attn1, attn2, av, ff (and out).
+// Journal keys are (block, branch, role, tile) with block = the run's block sequence number and
+// tile = the row tile unless said otherwise. Inputs: x, timesteps.<row> (the AdaLN row; tile 0
+// when per batch), context (context row tiles), prompt_timestep.<row>, pe.cos/pe.sin and
+// cross_pe.cos/cross_pe.sin ([1, H, rows, half] per row tile), cross_ss.<row>, cross_gate.
+// State: x1, x2, x3, out; attn1.k/.v, attn2.k/.v, av.k/.v (key pieces, tile = piece); ffn.h
+// (tile = row tile · hidden tiles + hidden tile). Probes: attn1, attn2, av, ff (and out).
 #include <cstdint>
 
 #include "engine/model/block.h"
@@ -41,8 +44,23 @@ struct BlockShapes {
 // Checks the inputs against the config (psi::Error naming the input) and returns their shapes.
 BlockShapes block_shapes(const model::ModelConfig& c, const model::BlockInputs& in);
 
-// Puts the block's inputs into the journal (host side) under block `jblock`.
-void put_inputs(rt::HostJournal& j, int jblock, const model::ModelConfig& c, const model::BlockInputs& in);
+// The shapes of a block with these token counts, for planning without tensors.
+struct TokenCounts {
+  std::int64_t video = 0, audio = 0, context = 0;  // context: text rows of both streams
+  bool per_token_timesteps = true;                 // AdaLN and A/V timesteps [1, N, k·D]
+  bool prompt_timestep = true;                     // CA-AdaLN prompt timesteps given
+};
+BlockShapes block_shapes(const model::ModelConfig& c, const TokenCounts& n);
+
+// The same block with every token and context count raised to at least `rows` and per-token
+// timesteps: its row tiles and key blocks are all full, so its live set bounds that of every
+// block of the config whose row tiles and key blocks are at most `rows` (online attention).
+BlockShapes full_tile_shapes(const BlockShapes& b, std::int64_t rows);
+
+// Puts the block's inputs into the journal (host side) under block `jblock`, cut into row tiles
+// of `row_tile` rows.
+void put_inputs(rt::HostJournal& j, int jblock, const model::ModelConfig& c, const model::BlockInputs& in,
+                std::int64_t row_tile);
 
 struct BlockTask {
   const model::ModelConfig& config;
@@ -51,12 +69,14 @@ struct BlockTask {
   int index = 0;   // the model block (weight names)
   int jblock = 0;  // the journal's block number
   BlockShapes shapes;
+  std::int64_t row_tile = 0;  // R
 };
 
 // Plans or runs the block on d.
 void block_program(Driver& d, const BlockTask& task);
 
-// The ten probes from the journal (after a flush).
-model::BlockProbes collect_probes(const rt::HostJournal& j, int jblock);
+// The ten probes from the journal (after a flush), put together from their row tiles.
+model::BlockProbes collect_probes(const rt::HostJournal& j, int jblock, const BlockShapes& shapes,
+                                  std::int64_t row_tile);
 
 }  // namespace psi::exec

@@ -37,8 +37,10 @@ rt::DeviceRegion Driver::alloc(Pool pool, std::uint64_t bytes, std::string_view 
     rt::StackAllocator& a = pool == Pool::scratch ? *plan_scratch_ : *plan_workspace_;
     const std::uint64_t before = a.high_water();
     rt::DeviceRegion r = a.allocate(bytes, who, tile, name);
-    if (pool == Pool::scratch && a.high_water() > before)
-      recorded_.scratch_peak_at = tile < 0 ? who : who + " tile " + std::to_string(tile);
+    const std::string at = tile < 0 ? who : who + " tile " + std::to_string(tile);
+    if (pool == Pool::scratch && a.high_water() > before) recorded_.scratch_peak_at = at;
+    if (a.in_use() > (pool == Pool::scratch ? layout_.scratch : layout_.workspace))
+      note_failure(pool == Pool::scratch ? rt::Outcome::scratch_exhausted : rt::Outcome::workspace_exhausted, at);
     return r;
   }
   return pool == Pool::scratch ? rt_->scratch_alloc(bytes, who, tile, name) : rt_->workspace_alloc(bytes, who, tile, name);
@@ -54,6 +56,7 @@ int Driver::weight(const rt::WeightSlice& w) {
     recorded_.tiles.push_back(w);
     recorded_.weight_bytes += w.bytes();
     last_tile_bytes_ = w.bytes();
+    if (w.bytes() > layout_.page) note_failure(rt::Outcome::tile_exceeds_page, w.describe());
     return 0;
   }
   if (next_tile_ >= plan_->tiles.size() || !same_tile(plan_->tiles[next_tile_], w))
@@ -95,6 +98,12 @@ void Driver::commit(const rt::JournalKey& key, const rt::DeviceRegion& src, cons
     return;
   }
   jt_->commit(key, src, shape, rt_->compute());
+}
+
+void Driver::note_failure(rt::Outcome o, const std::string& what) {
+  if (recorded_.outcome != rt::Outcome::complete) return;
+  recorded_.outcome = o;
+  recorded_.failure = what;
 }
 
 BlockPlan Driver::plan() const {

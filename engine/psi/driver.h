@@ -19,6 +19,7 @@
 #include "engine/runtime/arena.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
+#include "engine/runtime/run_failure.h"
 #include "engine/runtime/runtime.h"
 
 namespace psi::exec {
@@ -32,6 +33,11 @@ struct BlockPlan {
   std::uint64_t workspace_bytes = 0;   // the workspace stack's high water
   std::uint64_t largest_commit = 0;    // bytes of the largest tensor committed to the journal
   std::uint64_t weight_bytes = 0;      // sum of the tiles' bytes
+  // What a run of this plan in the planning arena meets first, in program order: complete, or
+  // the first allocation beyond the scratch or workspace capacity or the first tile larger
+  // than a page (`failure` names it: "video.attn1 q tile 3").
+  rt::Outcome outcome = rt::Outcome::complete;
+  std::string failure;
 };
 
 // What the executor counts on top of the runtime's counters.
@@ -79,6 +85,7 @@ class Driver {
   std::optional<rt::StackAllocator> plan_scratch_, plan_workspace_;
   BlockPlan recorded_;
   std::uint64_t last_tile_bytes_ = 0;
+  void note_failure(rt::Outcome o, const std::string& what);
   // Execution.
   rt::Runtime* rt_ = nullptr;
   rt::JournalTransport* jt_ = nullptr;

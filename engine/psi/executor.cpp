@@ -1,9 +1,12 @@
 #include "engine/psi/executor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/psi/block_program.h"
+#include "engine/psi/tiling.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/sizes.h"
@@ -22,6 +25,31 @@ void check_backend(const std::string& b) {
   throw Error("unknown backend '" + b + "' for the PSI executor (known: cpu, auto; cuda has no kernels yet)");
 }
 
+std::int64_t row_tile_of(const model::ModelConfig& c, std::int64_t requested) {
+  if (requested < 0) throw Error("PSI executor: row tile " + std::to_string(requested) + " must be positive (0: the default)");
+  return requested == 0 ? default_row_tile(c) : requested;
+}
+
+BlockPlan plan_of(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
+                  const rt::ArenaLayout& layout, const BlockShapes& shapes, std::int64_t row_tile, int index,
+                  int jblock) {
+  const BlockTask task{c, v, s, index, jblock, shapes, row_tile};
+  Driver planner(layout);
+  block_program(planner, task);
+  return planner.plan();
+}
+
+// The full-tile plan's S_live (online attention) or the whole scratch (MATH), and the full-tile
+// plan's largest commit.
+std::pair<std::uint64_t, std::uint64_t> declared(const model::ModelConfig& c, const model::NumericsVariant& v,
+                                                 const Schedule& s, const rt::ArenaLayout& layout,
+                                                 const BlockShapes& shapes, std::int64_t row_tile) {
+  const BlockShapes full = full_tile_shapes(shapes, std::max(row_tile, v.key_tile));
+  const BlockPlan p = plan_of(c, v, s, layout, full, row_tile, 0, 0);
+  const bool online = v.attention == ops::SoftmaxForm::online;
+  return {online ? p.scratch_bytes : layout.scratch, p.largest_commit};
+}
+
 }  // namespace
 
 struct PsiExecutor::State {
@@ -32,6 +60,7 @@ struct PsiExecutor::State {
   ArenaSettings arena;
   ExecOptions options;
   rt::ArenaLayout layout;
+  std::int64_t row_tile;
 
   // Declared so that the pager and the transport (which drains the streams) go first.
   std::unique_ptr<rt::Runtime> runtime;
@@ -46,15 +75,16 @@ struct PsiExecutor::State {
   State(const model::ModelConfig& c, const ckpt::WeightSource& w, const model::NumericsVariant& v, const Schedule& s,
         const ArenaSettings& a, const ExecOptions& o)
       : config(c), weights(w), variant(v), schedule(s), arena(a), options(o),
-        layout(rt::ArenaLayout::make(a.arena, a.page, a.workspace)) {}
+        layout(rt::ArenaLayout::make(a.arena, a.page, a.workspace)), row_tile(row_tile_of(c, o.row_tile)) {}
 
-  void make_runtime() {
+  void make_runtime(const BlockShapes& shapes) {
+    const auto [live, largest_commit] = declared(config, variant, schedule, layout, shapes, row_tile);
     rt::RuntimeConfig rc;
     rc.backend = "cpu";
     rc.arena_bytes = arena.arena;
     rc.page_bytes = arena.page;
     rc.workspace_bytes = arena.workspace;
-    rc.live_bytes = std::int64_t(std::min(plan.scratch_bytes, layout.scratch));
+    rc.live_bytes = std::int64_t(std::min(live, layout.scratch));
     rc.eps_bytes = 0;
     rc.validate = options.validate;
     rc.chaos_seed = options.chaos_seed;
@@ -62,7 +92,7 @@ struct PsiExecutor::State {
     runtime = std::make_unique<rt::Runtime>(rc);
     rt::AsyncRingConfig ring;
     ring.slots = kRingSlots;
-    ring.slot_bytes = rt::align_up(std::max<std::uint64_t>(plan.largest_commit, 2));
+    ring.slot_bytes = rt::align_up(std::max<std::uint64_t>(largest_commit, 2));
     transport = std::make_unique<rt::JournalTransport>(*runtime, journal, schedule.journal, ring);
     pager = std::make_unique<rt::WeightPager>(*runtime, weights, schedule.copies);
   }
@@ -85,25 +115,17 @@ model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& i
   if (index < 0 || index >= s.config.layers)
     throw Error("PSI executor: block " + std::to_string(index) + " of a " + std::to_string(s.config.layers) +
                 "-block model");
-  const BlockTask task{s.config, s.variant, s.schedule, index, s.blocks_run, block_shapes(s.config, in)};
-  Driver planner(s.layout);
-  block_program(planner, task);
-  s.plan = planner.plan();
-  if (!s.runtime) {
-    s.make_runtime();
-  } else if (s.plan.scratch_bytes > std::uint64_t(s.runtime->config().live_bytes)) {
-    throw Error("PSI executor: block " + std::to_string(index) + " needs S_live " + std::to_string(s.plan.scratch_bytes) +
-                " bytes but the runtime was sized for " + std::to_string(s.runtime->config().live_bytes) +
-                " by the first block (inputs of another size need another executor)");
-  }
+  const BlockTask task{s.config, s.variant, s.schedule, index, s.blocks_run, block_shapes(s.config, in), s.row_tile};
+  s.plan = plan_of(s.config, s.variant, s.schedule, s.layout, task.shapes, s.row_tile, index, task.jblock);
+  if (!s.runtime) s.make_runtime(task.shapes);
   try {
-    put_inputs(s.journal, task.jblock, s.config, in);
+    put_inputs(s.journal, task.jblock, s.config, in, s.row_tile);
     for (const rt::WeightSlice& w : s.plan.tiles) s.pager->push(w);
     Driver d(*s.runtime, *s.transport, *s.pager, s.plan, s.counters);
     block_program(d, task);
     s.transport->flush();
     ++s.blocks_run;
-    return collect_probes(s.journal, task.jblock);
+    return collect_probes(s.journal, task.jblock, task.shapes, s.row_tile);
   } catch (const std::exception& e) {
     s.failed = e.what();
     s.runtime->drain();
@@ -128,6 +150,20 @@ bool PsiExecutor::has_runtime() const { return st_->runtime != nullptr; }
 const BlockPlan& PsiExecutor::last_plan() const { return st_->plan; }
 
 const ExecCounters& PsiExecutor::exec_counters() const { return st_->counters; }
+
+std::int64_t PsiExecutor::row_tile() const { return st_->row_tile; }
+
+BlockPlan plan_block(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
+                     const ArenaSettings& a, const BlockShapes& shapes, std::int64_t row_tile, int index) {
+  return plan_of(c, v, s, rt::ArenaLayout::make(a.arena, a.page, a.workspace), shapes, row_tile_of(c, row_tile), index,
+                 0);
+}
+
+std::uint64_t declared_live(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
+                            const ArenaSettings& a, const BlockShapes& shapes, std::int64_t row_tile) {
+  return declared(c, v, s, rt::ArenaLayout::make(a.arena, a.page, a.workspace), shapes, row_tile_of(c, row_tile))
+      .first;
+}
 
 BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int index, const model::BlockInputs& in,
                    const model::NumericsVariant& v, const Schedule& s, const ArenaSettings& a, const ExecOptions& o) {

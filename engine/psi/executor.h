@@ -1,18 +1,24 @@
 #pragma once
 // The PSI executor: LTX-2.x AV blocks run as partitioned operators on psi::rt::Runtime, inside
 // one fixed arena (two weight pages, workspace, scratch), with every weight tile streamed
-// through the pages and the state between operators passed through the host journal.
+// through the pages, every per-token operator run on token row tiles, attention run per query
+// row tile over key blocks streamed back from the journal, and the BF16 state between
+// operators kept in the host journal as row tiles.
 //
-// For a block, the executor first PLANS it (block_program.h on a planning Driver): the weight
-// tiles in consumption order and the scratch/workspace stacks of the exact allocation sequence.
-// The scratch high water is the declared S_live, so the runtime's bound check
-// S_live + W + 2P + eps (eps = 0: the plan uses the runtime's own rounding) >= measured peak is
-// a real check of the plan. Then it runs the same program on the runtime.
+// For a block, the executor first PLANS it (block_program.h on a planning Driver, from shapes
+// alone): the weight tiles in consumption order and the scratch/workspace stacks of the exact
+// allocation sequence. Then it runs the same program on the runtime.
 //
-// The runtime is made at the first run_block, sized by that block's plan (a block's live set
-// depends on its token counts); later blocks must fit it. When the plan does not fit the
-// arena's scratch, the whole scratch is declared and the run fails where the live set outgrows
-// it (scratch_exhausted, naming the operator and tile).
+// The runtime is made at the first run_block. Its declared S_live is the scratch high water of
+// the FULL-TILE plan of that block's config (full_tile_shapes: every row tile and key block
+// full, per-token timesteps), which bounds the live set of every block whatever its token
+// counts, so one executor serves every block of a trajectory (stage 1 and stage 2 alike), and
+// the bound check S_live + W + 2P + eps (eps = 0: the plan uses the runtime's own rounding)
+// >= measured peak is a real check of the plan. The dense variant's MATH attention holds a
+// block's whole k and v, whose size no full-tile plan bounds: for it the whole scratch is
+// declared. When the full-tile plan does not fit the arena's scratch, the whole scratch is
+// declared and a block fails where its live set outgrows it (scratch_exhausted, naming the
+// operator and tile).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,6 +29,7 @@
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
 #include "engine/psi/arena_settings.h"
+#include "engine/psi/block_program.h"
 #include "engine/psi/driver.h"
 #include "engine/psi/schedule.h"
 #include "engine/runtime/runtime.h"
@@ -32,8 +39,9 @@ namespace psi::exec {
 struct ExecOptions {
   std::string backend = "cpu";  // cpu | auto (= cpu); cuda is rejected (no CUDA kernels yet)
   bool validate = false;
-  std::optional<std::uint64_t> chaos_seed;
+  std::optional<std::uint64_t> chaos_seed = std::nullopt;
   rt::Fault fault = rt::Fault::none;  // test-only: drop one dependency
+  std::int64_t row_tile = 0;          // token rows per row tile; 0: default_row_tile(config)
 };
 
 // One runtime (one arena allocation) for many blocks: a whole model invocation or trajectory.
@@ -57,9 +65,11 @@ class PsiExecutor {
   rt::Runtime& runtime();
   bool has_runtime() const;
 
-  // The plan of the last block run (tiles, S_live, workspace high water).
+  // The plan of the last block run (tiles, its own scratch and workspace high water).
   const BlockPlan& last_plan() const;
   const ExecCounters& exec_counters() const;
+  // Token rows per row tile.
+  std::int64_t row_tile() const;
 
  private:
   struct State;
@@ -75,6 +85,16 @@ struct BlockRun {
   BlockPlan plan;             // the block's plan (planned S_live = plan.scratch_bytes)
   ExecCounters exec;
 };
+
+// The plan of one block of these shapes in arena a (planning only: no tensor, no arithmetic,
+// no runtime). row_tile 0: default_row_tile(c).
+BlockPlan plan_block(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
+                     const ArenaSettings& a, const BlockShapes& shapes, std::int64_t row_tile = 0, int index = 0);
+
+// The S_live an executor declares for blocks of this config (see above), before capping it to
+// the arena's scratch.
+std::uint64_t declared_live(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
+                            const ArenaSettings& a, const BlockShapes& shapes, std::int64_t row_tile = 0);
 
 // One block in its own runtime; resource failures are returned as outcomes, never thrown.
 BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int index, const model::BlockInputs& in,

@@ -1,11 +1,13 @@
-// The hidden-channel-tiled feed-forward network (ops/ffn.h's partitioned form) as arena
-// kernels, in its two schedules:
+// The hidden-channel-tiled feed-forward network (ops/ffn.h's partitioned form) on one token
+// row tile, as arena kernels, in its two schedules:
 //   recompute: for each output group, every hidden tile is computed again and applied at once;
-//   reuse:     each hidden tile is computed once and journaled (BF16, role ffn.h, tile t), then
-//              reloaded for every output group.
+//   reuse:     each hidden tile [row tile, hidden tile] is computed once and journaled (BF16,
+//              role ffn.h, one journal tile per (row tile, hidden tile)), then reloaded for
+//              every output group.
 // Layout: the biases and the hidden tile are workspace temporaries (the hidden tile on top, at
 // the same offset in both phases, so an async journal keeps a single tile resident); the
-// output group's float32 accumulator is live in scratch while the hidden tiles are applied.
+// output group's float32 accumulator [row tile, group] is live in scratch while the hidden
+// tiles are applied.
 #include <algorithm>
 
 #include "engine/ops/activation.h"
@@ -88,16 +90,16 @@ struct Ctx {
     return acc;
   }
 
-  ArenaMat hidden_tile(Frame& f, std::int64_t t) const {
-    ArenaMat H{{}, x.rows, nh(t)};
-    H.region = f.alloc(Pool::workspace, H.bytes_bf16(), s.op + ".up", int(t), "hidden");
-    return H;
-  }
-
   rt::JournalKey key(std::int64_t t) const {
     rt::JournalKey k = s.hidden_key;
-    k.tile = int(t);
+    k.tile += int(t);
     return k;
+  }
+
+  ArenaMat hidden_tile(Frame& f, std::int64_t t) const {
+    ArenaMat H{{}, x.rows, nh(t)};
+    H.region = f.alloc(Pool::workspace, H.bytes_bf16(), s.op + ".up", key(t).tile, "hidden");
+    return H;
   }
 };
 

@@ -7,15 +7,15 @@
 namespace psi::exec {
 
 ArenaMat alloc_mat(Frame& f, Pool pool, std::int64_t rows, std::int64_t cols, const std::string& op,
-                   const std::string& name) {
+                   const std::string& name, int tile) {
   ArenaMat m{{}, rows, cols};
-  m.region = f.alloc(pool, m.bytes_bf16(), op, -1, name);
+  m.region = f.alloc(pool, m.bytes_bf16(), op, tile, name);
   return m;
 }
 
 ArenaMat reload_mat(Driver& d, Frame& f, const rt::JournalKey& key, std::int64_t rows, std::int64_t cols,
-                    const std::string& op, const std::string& name) {
-  ArenaMat m = alloc_mat(f, Pool::scratch, rows, cols, op, name);
+                    const std::string& op, const std::string& name, int tile) {
+  ArenaMat m = alloc_mat(f, Pool::scratch, rows, cols, op, name, tile);
   d.reload(key, m.region);
   return m;
 }

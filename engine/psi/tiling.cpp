@@ -9,6 +9,7 @@ namespace psi::exec {
 namespace {
 
 constexpr std::int64_t kFullOutGroup = 1024;                   // channels, ltx2-22b
+constexpr std::int64_t kFullRowTile = 1024;                    // tokens, ltx2-22b
 constexpr std::int64_t kFullFfnTileBytes = 4096 * 1024 * 2;    // the arena rule's unit at full size
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -18,6 +19,11 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 std::int64_t rows_per_tile(std::uint64_t page_bytes, std::int64_t in, std::int64_t out) {
   const std::int64_t fit = std::int64_t(page_bytes / std::uint64_t(2 * in));
   return std::clamp<std::int64_t>(fit, 1, out);
+}
+
+std::int64_t default_row_tile(const model::ModelConfig& c) {
+  const std::int64_t scaled = kFullRowTile * ffn_tile_bytes(c) / kFullFfnTileBytes;
+  return std::max<std::int64_t>(16, scaled / 16 * 16);
 }
 
 FfnGeometry ffn_geometry(const model::ModelConfig& c, const model::NumericsVariant& v, std::int64_t hidden,

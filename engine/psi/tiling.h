@@ -12,6 +12,13 @@
 // every hidden tile is applied: 1,024 channels at full size (a 4096-channel output in four
 // groups), scaled like the arena (ffn_tile_bytes / 8 MiB) for smaller configs, and cut further
 // if a [group, hidden_tile] slice would not fit the page.
+//
+// Tokens: every per-token operator runs on token row tiles of R rows (the last may be
+// shorter). The default R is 1,024 rows at full size, scaled like the arena (r = ffn_tile_bytes
+// / 8 MiB, arena_settings.h) and kept a multiple of 16: 64 on tiny, 128 on small. Attention
+// keys are journaled in pieces of gcd(R, key tile) rows, so that a key block of the variant's
+// key tile (128 keys) is a whole number of pieces whatever R is.
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/model/config.h"
@@ -20,6 +27,17 @@
 namespace psi::exec {
 
 std::int64_t rows_per_tile(std::uint64_t page_bytes, std::int64_t in, std::int64_t out);
+
+// An axis of n rows cut into tiles of `height` rows; the last may be shorter.
+struct RowTiles {
+  std::int64_t n = 0, height = 1;
+  std::int64_t count() const { return (n + height - 1) / height; }
+  std::int64_t start(std::int64_t t) const { return t * height; }
+  std::int64_t rows(std::int64_t t) const { return std::min(height, n - start(t)); }
+};
+
+// The default token row tile of a config (see above).
+std::int64_t default_row_tile(const model::ModelConfig& c);
 
 struct FfnGeometry {
   std::int64_t hidden_tile = 0, n_hidden = 0;  // up-projection tiles
