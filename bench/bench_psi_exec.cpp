@@ -1,8 +1,10 @@
 // The PSI executor on the CPU backend: one LTX-2 AV block (tiny and small configs, default
-// arena, baseline variant) per schedule, against the host block (model::block_forward) on the
-// same weights. Counters per run: planned S_live, declared bound, measured managed peak (bytes),
-// weight and journal bytes moved, journal reloads kept resident, blocking host synchronizations,
-// weight tiles copied ahead of their consumer.
+// arena and row tile, baseline variant; 288 video tokens = the tiny trajectory's stage 2, 32
+// audio tokens, 32 context rows) per schedule, against the host block (model::block_forward)
+// on the same weights. Counters per run: row tile, declared S_live (the full-tile plan's), the
+// block's own planned S_live, declared bound, measured managed peak (bytes), weight and journal
+// bytes moved, journal reloads kept resident, blocking host synchronizations, weight tiles
+// copied ahead of their consumer.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -11,6 +13,7 @@
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/psi/executor.h"
 #include "engine/psi/synthetic.h"
+#include "engine/psi/tiling.h"
 
 namespace exec = psi::exec;
 namespace model = psi::model;
@@ -25,7 +28,7 @@ struct Case {
   explicit Case(const char* name)
       : config(model::model_config(name)),
         weights(std::make_shared<psi::ckpt::SynthSource>(exec::synthetic_weights(config, 7))),
-        inputs(exec::synthetic_block_inputs(config, {.frames = 2, .height = 8, .width = 8, .audio_tokens = 32, .context_rows = 32}, 8)) {}
+        inputs(exec::synthetic_block_inputs(config, {.frames = 2, .height = 12, .width = 12, .audio_tokens = 32, .context_rows = 32}, 8)) {}
 };
 
 const Case& case_of(int i) {
@@ -47,7 +50,9 @@ void BM_PsiBlock(benchmark::State& state) {
     }
   }
   const rt::Counters& k = last.report.counters;
-  state.counters["S_live"] = double(last.plan.scratch_bytes);
+  state.counters["row_tile"] = double(exec::default_row_tile(c.config));
+  state.counters["S_live"] = double(last.report.live_bytes);
+  state.counters["plan_live"] = double(last.plan.scratch_bytes);
   state.counters["bound"] = double(last.report.bound);
   state.counters["peak"] = double(last.report.peak);
   state.counters["weights_h2d"] = double(k.h2d(rt::CopyKind::weights));

@@ -82,7 +82,7 @@ struct BlockRun {
   model::BlockProbes probes;  // when complete
   rt::RunReport report;
   double wall_seconds = 0;
-  BlockPlan plan;             // the block's plan (planned S_live = plan.scratch_bytes)
+  BlockPlan plan;             // the block's own plan (report.live_bytes is the declared S_live)
   ExecCounters exec;
 };
 
