@@ -2,6 +2,8 @@
 // tile and journaled in pieces; per query row tile the projection, full-row q norm and split
 // RoPE, then the key blocks streamed back from the journal into the online softmax's running
 // state, the per-head gate and the output projection.
+#include <algorithm>
+
 #include "engine/ops/activation.h"
 #include "engine/ops/rope.h"
 #include "engine/psi/operators.h"

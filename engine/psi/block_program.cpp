@@ -192,7 +192,7 @@ class Program {
   }
 
   // Key pieces of gcd(R, key tile) rows: a key block of the online form is whole pieces, and so
-  // is every key row tile (tiling.h).
+  // is every key row tile (tiling.h). MATH reads all keys at once: pieces of R rows.
   KeyStore key_store(const StreamDesc& owner, const std::string& role, std::int64_t keys,
                      const AttentionSpec& spec) const {
     const std::int64_t piece =

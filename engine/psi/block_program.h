@@ -11,7 +11,7 @@
 //                 (video x2, the pre-A2V state), per audio row tile -> V2A probe, audio x3
 //   video.ff      per row tile: x3 -> ff probe, out;   audio.ff   the same for audio
 // Each row tile reloads what it needs from the journal and commits what it produces, so no
-// tensor of a whole stream is ever in the arena.
+// tensor of a whole stream is ever in the arena (but the whole k and v of MATH attention).
 //
 // Journal keys are (block, branch, role, tile) with block = the run's block sequence number and
 // tile = the row tile unless said otherwise. Inputs: x, timesteps.<row> (the AdaLN row; tile 0
