@@ -27,7 +27,7 @@ struct FirstBlock {
 // The stage whose first invocation the single-block experiments run. Stage 1: the executor
 // keeps whole-stream tensors in scratch (no token tiling yet, docs/psi-executor.md), so the
 // scaled default arena holds a stage-1 block but not a stage-2 one.
-inline constexpr int kFirstBlockStage = 1;
+inline constexpr int kFirstBlockStage = 2;
 
 // Block 0 at the first invocation of kFirstBlockStage, SynthInit inputs
 // named "input.first_block.*" with the options' seed, weights from SynthInit or the checkpoint.

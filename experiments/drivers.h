@@ -36,4 +36,10 @@ void run_memory_scopes(const Options& o, Report& r);
 std::vector<Table> tabulate_memory_scopes(const nlohmann::json& cases, const nlohmann::json& options);
 std::vector<Figure> figures_memory_scopes(const nlohmann::json& cases);
 
+void run_transport_control(const Options& o, Report& r);
+std::vector<Table> tabulate_transport_control(const nlohmann::json& cases, const nlohmann::json& options);
+
+void run_fixed_budget(const Options& o, Report& r);
+std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options);
+
 }  // namespace psi::exp

@@ -71,7 +71,8 @@ void expect_report_structure(const fs::path& f, const std::string& experiment) {
 TEST_F(Experiments, ListAndUnknownName) {
   CmdResult l = psi_cmd("list");
   EXPECT_EQ(l.status, 0);
-  for (const char* n : {"one-token", "full-prompt", "block-controls", "probes", "projection-oracle"})
+  for (const char* n : {"memory-scopes", "full-prompt", "one-token", "scheduling", "capacity", "block-controls",
+                        "fixed-budget", "transport-control", "probes", "projection-oracle"})
     EXPECT_NE(l.out.find(n), std::string::npos) << n;
   CmdResult u = psi_cmd("run no-such-table --out " + (dir_ / "x.h5").string());
   EXPECT_EQ(u.status, 2);
@@ -217,4 +218,39 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   EXPECT_EQ(ms[0]["result"]["outcome"], "complete");
   EXPECT_LE(ms[0]["run"]["managed_peak_bytes"].get<long long>(), ms[0]["run"]["bound_bytes"].get<long long>());
   EXPECT_TRUE(fs::exists(dir_ / "ms.memory_scopes.svg"));
+}
+
+// transport-control --quick under chaos: the synchronous journal and the asynchronous journal
+// with prefetch give all 26 saved states bitwise equal, for several chaos seeds; the per-schedule
+// state files compare equal with psi compare too.
+TEST_F(Experiments, TransportControlUnderChaos) {
+  for (int seed : {0, 11, 29}) {
+    const fs::path f = dir_ / ("tc" + std::to_string(seed) + ".h5");
+    CmdResult r = psi_cmd("run transport-control --quick --out " + f.string() + (seed ? " --chaos " + std::to_string(seed) : ""));
+    ASSERT_EQ(r.status, 0) << r.out;
+    expect_report_structure(f, "transport-control");
+    const auto cases = read_json(f, "/report/cases");
+    ASSERT_EQ(cases.size(), 2u);
+    for (auto& c : cases) {
+      EXPECT_EQ(c["compare_exit"], 0) << c["schedule"];
+      EXPECT_EQ(c["datasets_equal"], 26) << c["schedule"];
+    }
+    CmdResult cmp = psi_cmd("compare " + cases[0]["file"].get<std::string>() + " " + cases[1]["file"].get<std::string>());
+    EXPECT_EQ(cmp.status, 0) << cmp.out;
+  }
+}
+
+// fixed-budget: the capped PSI run fits its cap and reproduces the uncapped host run bit for bit.
+TEST_F(Experiments, FixedBudgetBitwiseToUncapped) {
+  const fs::path f = dir_ / "fb.h5";
+  CmdResult r = psi_cmd("run fixed-budget --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_report_structure(f, "fixed-budget");
+  const auto c = read_json(f, "/report/cases")[0];
+  EXPECT_TRUE(c["fits"].get<bool>());
+  EXPECT_LE(c["held_bytes"].get<long long>(), c["cap_bytes"].get<long long>());
+  EXPECT_EQ(c["states_equal"], c["states_total"]);
+  EXPECT_EQ(c["states_total"], 26);
+  CmdResult cmp = psi_cmd("compare " + f.string() + " " + f.string() + " --map /states/capped=/states/uncapped --only '^/states/capped'");
+  EXPECT_EQ(cmp.status, 0) << cmp.out;
 }

@@ -1,0 +1,87 @@
+// fixed-budget (Table VII): a complete 8+3 run through the PSI executor under a fixed cap on
+// available memory, against the uncapped run (the same variant on whole host tensors): success,
+// wall, managed peak and the whole footprint the run held (arena + pinned staging + journal
+// ring), and bitwise equality of every saved state to the uncapped run. On CUDA the cap is the
+// free pool a reservation allocation leaves (default 3 GiB); on the CPU backend the cap bounds
+// what the run may hold — the arena and its pinned host buffers — scaled like the arena for
+// smaller configs (ltx2-22b: 3 GiB).
+#include "experiments/drivers.h"
+
+#include <chrono>
+
+#include "engine/model/variant.h"
+#include "engine/psi/arena_settings.h"
+#include "engine/psi/executor.h"
+#include "engine/runtime/run_report.h"
+#include "engine/sha256.h"
+#include "experiments/block_support.h"
+#include "experiments/trajectory_support.h"
+
+namespace psi::exp {
+
+namespace {
+constexpr std::int64_t kFullSizeCap = std::int64_t(3) << 30;  // 3 GiB
+}
+
+void run_fixed_budget(const Options& o, Report& report) {
+  const model::ModelConfig c = model::model_config(o.model, o.profile);
+  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const exec::ArenaSettings arena = exec::default_arena(c);
+  const std::int64_t cap = exec::scale_bytes(c, kFullSizeCap);
+  auto weights = block_weight_source(o, c, o.seed);
+  auto host = make_weights(o, o.seed);
+  pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
+
+  const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");
+  exec::ExecOptions eo;
+  eo.backend = o.backend;
+  if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+  exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
+  pipeline::TrajectoryHooks hooks;
+  hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex.run_block(b, in); };
+  const auto capped = run_with_progress(c, *host, tc, variant, "fixed-budget capped (PSI)", hooks);
+  const rt::RunReport run = ex.finish();
+  const std::uint64_t held = run.layout.arena + run.pinned_bytes;
+  int equal = 0;
+  for (std::size_t i = 0; i < capped.states.size(); ++i)
+    equal += (sha256_hex(capped.states[i].video) == sha256_hex(uncapped.states[i].video)) +
+             (sha256_hex(capped.states[i].audio) == sha256_hex(uncapped.states[i].audio));
+  save_states(report, "/states/capped", capped.states, variant.name);
+  save_states(report, "/states/uncapped", uncapped.states, variant.name);
+  auto [cm, cs] = wall_mean_sd(capped.invocations);
+  auto [um, us] = wall_mean_sd(uncapped.invocations);
+  const bool fits = std::int64_t(held) <= cap;
+  if (!fits) report.fail("fixed-budget: the run held " + fmt_mib(double(held)) + ", over the cap of " + fmt_mib(double(cap)));
+  if (equal != int(2 * capped.states.size())) report.fail("fixed-budget: capped states differ from the uncapped run");
+  report.add_case(0, {{"cap_bytes", cap},
+                      {"arena", arena.label},
+                      {"held_bytes", held},
+                      {"fits", fits},
+                      {"run", rt::to_json(run)},
+                      {"capped_wall_mean_s", cm},
+                      {"capped_wall_sd_s", cs},
+                      {"uncapped_wall_mean_s", um},
+                      {"uncapped_wall_sd_s", us},
+                      {"states_equal", equal},
+                      {"states_total", 2 * capped.states.size()}});
+}
+
+std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options) {
+  Table t;
+  t.title = "complete 8+3 run under a fixed memory cap (Table VII) — model " + options.value("model", std::string("?"));
+  t.columns = {"cap", "success", "held (arena + pinned)", "managed peak / bound", "invocation wall capped (s)",
+               "uncapped (s)", "states bitwise equal to uncapped"};
+  for (auto& c : cases) {
+    const auto& r = c["run"];
+    t.add_row({fmt_mib(c["cap_bytes"]), c["fits"].get<bool>() ? "yes" : "NO", fmt_mib(c["held_bytes"]),
+               fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
+               fmt_fixed(c["capped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["capped_wall_sd_s"], 3),
+               fmt_fixed(c["uncapped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["uncapped_wall_sd_s"], 3),
+               std::to_string(c["states_equal"].get<long long>()) + " / " + std::to_string(c["states_total"].get<long long>())});
+    t.notes.push_back("arena " + c["arena"].get<std::string>() + "; the uncapped run is the same variant (" +
+                      kRuntimeVariant + ") on whole host tensors, with no arena.");
+  }
+  return {t};
+}
+
+}  // namespace psi::exp

@@ -1,0 +1,88 @@
+// transport-control (§IV-C): with the arithmetic fixed (one numerics variant), the whole 8+3
+// one-token run through the PSI executor under each schedule — synchronous journal, asynchronous
+// journal, prefetch (and the recompute baseline) — each written to its own state file, then
+// compared with `psi compare`'s comparison: all 13 saved states per modality must be bitwise
+// equal to the first schedule's, else the run fails (exit 1).
+#include "experiments/drivers.h"
+
+#include "engine/model/variant.h"
+#include "engine/psi/executor.h"
+#include "engine/runtime/run_report.h"
+#include "experiments/block_support.h"
+#include "experiments/trajectory_support.h"
+#include "reports/compare.h"
+
+namespace psi::exp {
+
+void run_transport_control(const Options& o, Report& report) {
+  const model::ModelConfig c = model::model_config(o.model, o.profile);
+  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const exec::ArenaSettings arena = exec::default_arena(c);
+  auto weights = block_weight_source(o, c, o.seed);
+  auto host = make_weights(o, o.seed);
+  exec::ExecOptions eo;
+  eo.backend = o.backend;
+  if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+  pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
+
+  std::vector<std::filesystem::path> files;
+  std::int64_t index = 0;
+  for (const exec::Schedule& s : exec::schedules()) {
+    // --quick: the synchronous journal against the asynchronous journal with prefetch.
+    if (o.quick && s.name != "ffn-reuse" && s.name != "reuse+prefetch") continue;
+    exec::PsiExecutor ex(c, *weights, variant, s, arena, eo);
+    pipeline::TrajectoryHooks hooks;
+    hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex.run_block(b, in); };
+    auto result = run_with_progress(c, *host, tc, variant, "transport-control " + s.name, hooks);
+    const rt::RunReport run = ex.finish();
+    // Each schedule's states in a file of their own, compared below as `psi compare` would.
+    std::filesystem::path file = report.path();
+    file.replace_extension("." + s.name + ".h5");
+    reports::RunInfo info;
+    info.experiment = "transport-control/" + s.name;
+    info.model_config = o.model + "/" + o.profile;
+    info.backend = o.backend;
+    info.device_name = device_name(o.backend);
+    info.seed = o.seed;
+    reports::StateWriter w(file, info);
+    for (const auto& st : result.states) {
+      w.write("/states/" + st.name + "/video_latent", st.video, reports::TensorMeta{variant.name, "video latent", "", {}});
+      w.write("/states/" + st.name + "/audio_latent", st.audio, reports::TensorMeta{variant.name, "audio latent", "", {}});
+    }
+    w.commit();
+    files.push_back(file);
+    auto [mean, sd] = wall_mean_sd(result.invocations);
+    nlohmann::json rec{{"schedule", s.name}, {"file", file.string()}, {"wall_mean_s", mean}, {"wall_sd_s", sd},
+                       {"run", rt::to_json(run)}, {"chaos_seed", o.chaos_seed}};
+    const reports::CompareReport cmp = reports::compare_files(file, files.front());
+    rec["compared_to"] = files.front().string();
+    rec["datasets_compared"] = cmp.datasets.size();
+    rec["datasets_equal"] = cmp.count(reports::CompareStatus::equal);
+    rec["compare_exit"] = cmp.exit_code();
+    if (cmp.exit_code() != 0) report.fail("transport-control: schedule " + s.name + " differs from " + files.front().stem().string() +
+                                          " (psi compare " + file.string() + " " + files.front().string() + ")");
+    report.add_case(index++, std::move(rec));
+  }
+}
+
+std::vector<Table> tabulate_transport_control(const nlohmann::json& cases, const nlohmann::json& options) {
+  Table t;
+  t.title = "bitwise transport control over the 8+3 run (§IV-C) — model " + options.value("model", std::string("?"));
+  t.columns = {"schedule", "states bitwise equal to the first schedule", "invocation wall (s, mean ± SD)",
+               "weights H2D", "journal H2D + D2H", "blocking syncs", "managed peak / bound"};
+  for (auto& c : cases) {
+    const auto& r = c["run"];
+    t.add_row({c["schedule"],
+               std::to_string(c["datasets_equal"].get<long long>()) + " / " +
+                   std::to_string(c["datasets_compared"].get<long long>()) + (c["compare_exit"] == 0 ? " (equal)" : " (DIFFER)"),
+               fmt_fixed(c["wall_mean_s"], 3) + " ± " + fmt_fixed(c["wall_sd_s"], 3), fmt_mib(r["h2d_bytes"]["weights"]),
+               fmt_mib(r["h2d_bytes"]["journal"].get<double>() + r["d2h_bytes"]["journal"].get<double>()),
+               std::to_string(r["blocking_syncs"].get<long long>()),
+               fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"])});
+  }
+  t.notes.push_back(std::string("variant ") + kRuntimeVariant + "; 13 states x 2 modalities per schedule, each in its own "
+                    "file beside the report (check any pair with psi compare).");
+  return {t};
+}
+
+}  // namespace psi::exp
