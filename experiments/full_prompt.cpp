@@ -56,9 +56,10 @@ void run_full_prompt(const Options& o, Report& report) {
       for (const std::string& path : model::numerics_variant_names()) {
         const std::string label = "full-prompt case " + std::to_string(index + 1) + "/9 " + kPrompts[p].name +
                                   " #" + std::to_string(s + 1) + " " + path;
-        auto result = run_with_progress(c, *weights, tc, model::numerics_variant(path), label);
+        PathRun run = run_path(o, c, *weights, tc, path, label);
+        const auto& result = run.result;
         auto [mean, sd] = wall_mean_sd(result.invocations);
-        nlohmann::json pr{{"wall_mean_s", mean}, {"wall_sd_s", sd}};
+        nlohmann::json pr{{"wall_mean_s", mean}, {"wall_sd_s", sd}, {"per_invocation", run.invocations}, {"run", run.run}};
         if (path == "dense") dense = result.states;
         const auto cmp = compare_states(result.states, dense);
         pr["endpoint_video_rel_l2"] = cmp.back()["video_rel_l2"];
@@ -77,7 +78,7 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohm
   Table t;
   t.title = "full-prompt cohort (Table II) — model " + options.value("model", std::string("?")) +
             ", 1,024-row contexts, endpoint relative L2 to the dense path";
-  t.columns = {"case", "prompt", "run", "wall dense (s)", "wall baseline (s)", "wall modified (s)",
+  t.columns = {"case", "prompt", "run", "wall dense (s)", "wall baseline (s)", "wall modified (s)", "PSI managed peak",
                "baseline video", "modified video", "Δ video (mod − base)", "baseline audio", "modified audio",
                "Δ audio"};
   for (auto& c : cases) {
@@ -88,7 +89,8 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohm
     const double bv = p["baseline"]["endpoint_video_rel_l2"], mv = p["modified"]["endpoint_video_rel_l2"];
     const double ba = p["baseline"]["endpoint_audio_rel_l2"], ma = p["modified"]["endpoint_audio_rel_l2"];
     t.add_row({std::to_string(c["index"].get<long long>() + 1), c["prompt"], std::to_string(c["run"].get<int>()),
-               wall("dense"), wall("baseline"), wall("modified"), fmt_sci(bv), fmt_sci(mv), fmt_sci(mv - bv),
+               wall("dense"), wall("baseline"), wall("modified"),
+               p["baseline"]["run"].is_null() ? "-" : fmt_mib(p["baseline"]["run"]["managed_peak_bytes"]), fmt_sci(bv), fmt_sci(mv), fmt_sci(mv - bv),
                fmt_sci(ba), fmt_sci(ma), fmt_sci(ma - ba)});
   }
   if (!cases.empty() && !cases[0]["context_mask"].is_null())

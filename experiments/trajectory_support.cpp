@@ -3,7 +3,11 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/model/variant.h"
 #include "engine/pipeline/checkpoint_weights.h"
+#include "engine/psi/executor.h"
+#include "engine/runtime/run_report.h"
+#include "experiments/block_support.h"
 #include "engine/progress.h"
 #include "probes/metrics.h"
 #include "reports/h5.h"
@@ -96,6 +100,47 @@ pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model:
     if (extra.on_block) extra.on_block(stage, step, block, blocks);
   };
   return pipeline::run_trajectory(c, w, tc, v, hooks);
+}
+
+PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSource& host,
+                 const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,
+                 pipeline::TrajectoryHooks hooks) {
+  const model::NumericsVariant& v = model::numerics_variant(variant);
+  PathRun out;
+  std::shared_ptr<const ckpt::WeightSource> blocks;  // outlives the executor, which reads it
+  std::unique_ptr<exec::PsiExecutor> ex;
+  if (variant != "dense") {
+    blocks = block_weight_source(o, c, tc.context_seed);
+    exec::ExecOptions eo;
+    eo.backend = o.backend;
+    if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+    ex = std::make_unique<exec::PsiExecutor>(c, *blocks, v,
+                                             exec::schedule("reuse+prefetch"), exec::default_arena(c), eo);
+    hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex->run_block(b, in); };
+    // After the last block of each invocation: the arena's numbers so far.
+    auto user = hooks.on_block;
+    hooks.on_block = [&, user](int stage, int step, int block, int blocks) {
+      if (user) user(stage, step, block, blocks);
+      if (block != blocks) return;
+      const nlohmann::json r = rt::to_json(ex->report());
+      out.invocations.push_back({{"stage", stage},
+                                 {"step", step},
+                                 {"managed_peak_bytes", r["managed_peak_bytes"]},
+                                 {"scratch_high_water_bytes", r["scratch_high_water_bytes"]},
+                                 {"arena_bytes", r["arena_bytes"]},
+                                 {"h2d_weights_bytes", r["h2d_bytes"]["weights"]},
+                                 {"journal_bytes", r["h2d_bytes"]["journal"].get<std::uint64_t>() +
+                                                       r["d2h_bytes"]["journal"].get<std::uint64_t>()}});
+    };
+  }
+  out.result = run_with_progress(c, host, tc, v, label, hooks);
+  if (ex) out.run = rt::to_json(ex->finish());
+  for (std::size_t i = 0; i < out.result.invocations.size(); ++i) {
+    if (i >= out.invocations.size()) out.invocations.push_back({{"stage", out.result.invocations[i].stage},
+                                                                {"step", out.result.invocations[i].step}});
+    out.invocations[i]["wall_s"] = out.result.invocations[i].wall_seconds;
+  }
+  return out;
 }
 
 std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv) {

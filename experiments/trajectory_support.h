@@ -42,6 +42,20 @@ pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model:
                                              const model::NumericsVariant& v, const std::string& label,
                                              const pipeline::TrajectoryHooks& extra = {});
 
+// One path of a trajectory experiment. The PSI variants (baseline, modified) run their blocks
+// through the PSI executor in the config's default arena (schedule reuse+prefetch), one arena for
+// the whole run, and record per invocation the managed peak, scratch high-water and bytes moved;
+// dense runs on whole host tensors (no arena). States are bitwise the same either way for the
+// PSI variants (the executor's tests), so the executor only adds the resource numbers.
+struct PathRun {
+  pipeline::TrajectoryResult result;
+  nlohmann::json invocations = nlohmann::json::array();  // per invocation: stage, step, wall, arena numbers
+  nlohmann::json run = nullptr;                           // the executor's run report (PSI paths)
+};
+PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSource& host,
+                 const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,
+                 pipeline::TrajectoryHooks hooks = {});
+
 // Mean and sample standard deviation of invocation wall times, in seconds.
 std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv);
 
