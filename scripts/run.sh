@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-experiment=${1:-one-token}
+experiment=${1:-scheduling}
 shift || true
 exec build/psi run "$experiment" "$@"
