@@ -45,7 +45,7 @@ psi::cli::Registrar reg("compare", "compare the datasets two HDF5 files share (b
     auto report = psi::reports::compare_files(o->a, o->b, opt);
     std::cout << (o->json ? psi::reports::format_json(report) : psi::reports::format_table(report));
     std::cout.flush();
-    for (const auto& e : report.errors()) std::cerr << "psi: error: " << e << "\n";
+    for (const auto& e : report.errors()) std::cerr << "psi: error: " << psi::one_line(e) << "\n";
     return report.exit_code();
   };
 });

@@ -82,7 +82,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     std::cout << exp::render(tables, exp::Format::markdown);
     std::cout << "\nreport: " << report.path().string() << "\n";
     for (const auto& fig : report.figure_files()) std::cout << "figure: " << fig.string() << "\n";
-    for (const auto& f : report.failures()) std::cerr << "psi: error: " << f << "\n";
+    for (const auto& f : report.failures()) std::cerr << "psi: error: " << one_line(f) << "\n";
     if (!report.failures().empty()) return int(Exit::differs);
     return 0;
   };

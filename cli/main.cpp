@@ -78,10 +78,10 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return run();
     }
   } catch (const Error& e) {
-    std::cerr << "psi: error: " << e.what() << "\n";
+    std::cerr << "psi: error: " << one_line(e.what()) << "\n";
     return int(e.code());
   } catch (const std::exception& e) {
-    std::cerr << "psi: internal error: " << e.what() << "\n";
+    std::cerr << "psi: internal error: " << one_line(e.what()) << "\n";
     return int(Exit::run_failed);
   }
   return int(Exit::bad_input);

@@ -20,4 +20,8 @@ class Error : public std::runtime_error {
   Exit code_;
 };
 
+// Error messages can quote file content (attribute values, JSON): printed through this, control
+// characters are escaped so that every error stays exactly one line.
+std::string one_line(const std::string& message);
+
 }  // namespace psi

@@ -120,7 +120,7 @@ void StateWriter::write_text(const std::string& dataset, const std::string& utf8
 
 void StateWriter::set_attrs(const std::string& object, const h5::Attrs& a) { file_.set_attrs(object, a); }
 
-void StateWriter::commit() {
+void StateWriter::write_root_attrs() {
   file_.set_attrs("/", {
       {root::schema, std::string(kSchema)},
       {root::psi_version, std::string(PSI_VERSION)},
@@ -137,7 +137,17 @@ void StateWriter::commit() {
                                        "attribute dtype='bfloat16'; sha256_full is over the "
                                        "little-endian bytes of the full row-major tensor")},
   });
+}
+
+void StateWriter::commit() {
+  write_root_attrs();
   file_.commit();
+}
+
+void StateWriter::abandon_to(const std::filesystem::path& partial) {
+  write_root_attrs();
+  file_.set_attr("/", "partial", std::string("interrupted run: holds only what was written before the interrupt"));
+  file_.abandon_to(partial);
 }
 
 template void StateWriter::write(const std::string&, const Bf16Tensor&, const TensorMeta&);

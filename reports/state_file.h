@@ -67,11 +67,14 @@ class StateWriter {
   const std::filesystem::path& temp_path() const { return file_.temp_path(); }
   // Keeps what was written so far under `partial` (an interrupted run); nothing appears under
   // the final name.
-  void abandon_to(const std::filesystem::path& partial) { file_.abandon_to(partial); }
+  // It is a psi-h5/1 file like any other (root attributes written, end time now) with root
+  // attribute `partial`.
+  void abandon_to(const std::filesystem::path& partial);
   // The file being written, for copying objects in (psi merge).
   h5::File& file() { return file_; }
 
  private:
+  void write_root_attrs();
   template <class T>
   void write_dataset(const std::string& dataset, const Tensor<T>& stored, const Shape& full_shape,
                      const StoredRegion& region, const TensorStats& stats, const TensorMeta& meta);
