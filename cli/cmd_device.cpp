@@ -26,7 +26,7 @@ psi::cli::Registrar reg("device", "GPU measurements: `psi device ceilings` (pinn
   CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");
   ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)");
   ceil->add_flag("--json", o->json, "JSON lines as in the recordings' h200-ceilings.jsonl");
-  return [o] {
+  return [o]() -> int {
     std::string why;
     if (psi::rt::cuda_devices(&why) == 0)
       throw psi::Error("psi device ceilings needs a CUDA device: " + why);
