@@ -22,7 +22,7 @@ constexpr std::int64_t kQueryRowsPerTask = 16;
 
 // Σ a[c]·b[c] over c < n in the reduce.h order (n ≤ kChunk here: one chunk, eight strided
 // lanes, the lane tree, added to +0), vectorized as one V8 of lanes. n is a multiple of 8.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+PSI_ISA_CLONES
 float dot_ordered(const float* a, const float* b, std::int64_t n) {
   V8 acc = {};
   for (std::int64_t c = 0; c < n; c += kLanes) {
@@ -38,7 +38,7 @@ float dot_ordered(const float* a, const float* b, std::int64_t n) {
 }
 
 // o[c] += p·v[c], one float32 product and one float32 sum per channel.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+PSI_ISA_CLONES
 void axpy(float p, const float* v, float* o, std::int64_t n) {
   for (std::int64_t c = 0; c < n; ++c) {
     const float t = p * v[c];

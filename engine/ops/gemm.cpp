@@ -49,7 +49,7 @@ void load_panel(Matrix<const T> src, std::int64_t r0, std::int64_t nr, std::int6
 // One chunk of the product for an (mr x nr) block of padded panels: P[i][j] = lane_tree of the
 // eight strided lane sums of A_i · W_j over kc_pad (a multiple of 8). Cloned per ISA level for
 // speed only; every clone performs the same float operations in the same order.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+PSI_ISA_CLONES
 void chunk_kernel(const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mr,
                   std::int64_t nr, float* P, std::int64_t ldp) {
   for (std::int64_t m = 0; m < mr; m += kMr) {
