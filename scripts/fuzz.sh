@@ -26,9 +26,11 @@ if ! command -v clang++ >/dev/null; then
   echo "psi fuzz: clang++ is needed (apt-get install clang)" >&2
   exit 2
 fi
+t0=$(date +%s)
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSI_FUZZ=ON -DPSI_NO_CUDA=ON ${PSI_CMAKE_ARGS:-} >/dev/null
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$jobs" --target $targets >/dev/null
+echo "fuzz: build $(( $(date +%s) - t0 )) s"
 
 export LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"

@@ -9,8 +9,8 @@
 #   scripts/sanitize.sh [asan|tsan|all]       (default all)
 #
 # Environment: PSI_BUILD_PREFIX (default "build-"), PSI_JOBS (default nproc),
-# PSI_TSAN_TESTS (ctest -R regex of the TSan subset, default below), PSI_CMAKE_ARGS (more
-# configure arguments, e.g. -DPSI_SHARED_DIR=...).
+# PSI_TSAN_SUITES (the TSan subset: test suite names, an ERE alternation, default below),
+# PSI_CMAKE_ARGS (more configure arguments, e.g. -DPSI_SHARED_DIR=...).
 # Prints, per sanitizer, the build and test times and the ctest summary; exit 1 if any test
 # failed.
 set -euo pipefail
@@ -20,10 +20,13 @@ which=${1:-all}
 prefix=${PSI_BUILD_PREFIX:-build-}
 jobs=${PSI_JOBS:-$(nproc)}
 # The threaded code: the runtime's stream workers, events, pages and journal (CpuBackend ...
-# Transport), PSI execution on it (PsiExec*), the chaos schedules (Chaos), signal handling
-# (Interrupt), and the operators that fan out with parallel_for (Gemm, Attention, Ffn, Block).
-# The rest of the suite is single-threaded file handling and arithmetic, which ASan/UBSan cover.
-tsan_tests=${PSI_TSAN_TESTS:-'^(CpuBackend|BackendFactory|Arena|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec|Chaos|Interrupt|Gemm|Attention|Ffn|Block)\.'}
+# Transport), PSI execution on it (PsiExec*), the chaos schedules (Chaos), and the operators that
+# fan out with parallel_for (Gemm, Attention, Ffn, Block). The rest of the suite is
+# single-threaded file handling and arithmetic, which ASan/UBSan cover; the Interrupt tests are
+# left out because their signal handler only sets an atomic flag and their complete `psi run`
+# takes two minutes under TSan.
+# Only the test programs holding these suites are built for TSan.
+tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec[A-Za-z]*|Chaos|Gemm|Attention|Ffn|Block'}
 
 supp="$PWD/fuzz/lsan.supp"
 # allocator_may_return_null: psi checks allocations that can fail (an arena larger than the
@@ -33,18 +36,20 @@ export LSAN_OPTIONS="suppressions=$supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 
+# The test programs (all, or those holding a TEST of the suites in $1).
 test_targets() {
-  ls tests/test_*.cpp | xargs -n1 basename | sed 's/\.cpp$//'
+  if [ -z "${1:-}" ]; then ls tests/test_*.cpp; else grep -lE "^TEST(_F|_P)?\(($1)," tests/test_*.cpp; fi |
+    xargs -n1 basename | sed 's/\.cpp$//'
 }
 
 status=0
 run() {
-  local name=$1 sanitize=$2 filter=$3 dir="${prefix}$1" t0 t1 t2 targets
+  local name=$1 sanitize=$2 suites=$3 dir="${prefix}$1" t0 t1 t2 targets
   t0=$(date +%s)
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPSI_NO_CUDA=ON -DPSI_SANITIZE="$sanitize" \
     -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" ${PSI_CMAKE_ARGS:-} \
     >/dev/null
-  targets="psi $(test_targets | tr '\n' ' ')"
+  targets="psi $(test_targets "$suites" | tr '\n' ' ')"
   # shellcheck disable=SC2086
   cmake --build "$dir" -j"$jobs" --target $targets >"$dir/build.log" 2>&1 || {
     tail -30 "$dir/build.log"
@@ -54,7 +59,7 @@ run() {
   }
   t1=$(date +%s)
   local args=(--test-dir "$dir" --output-on-failure -j"$jobs" --timeout 1800)
-  [ -n "$filter" ] && args+=(-R "$filter")
+  [ -n "$suites" ] && args+=(-R "^($suites)\\.")
   if ctest "${args[@]}" >"$dir/ctest.log" 2>&1; then :; else status=1; fi
   t2=$(date +%s)
   grep -E "tests passed|The following tests FAILED|^\s+[0-9]+ - " "$dir/ctest.log" | sed "s/^/sanitize $name: /"
@@ -64,8 +69,8 @@ run() {
 
 case "$which" in
   asan) run asan address,undefined "" ;;
-  tsan) run tsan thread "$tsan_tests" ;;
-  all) run asan address,undefined ""; run tsan thread "$tsan_tests" ;;
+  tsan) run tsan thread "$tsan_suites" ;;
+  all) run asan address,undefined ""; run tsan thread "$tsan_suites" ;;
   *) echo "usage: scripts/sanitize.sh [asan|tsan|all]" >&2; exit 2 ;;
 esac
 exit $status
