@@ -10,18 +10,37 @@ namespace psi {
 // 3 a run failed (resource outcome, internal error), 130 interrupted.
 enum class Exit : int { ok = 0, differs = 1, bad_input = 2, run_failed = 3, interrupted = 130 };
 
+// Escapes control characters (\n, \r, \xNN) so that a message is exactly one line. Inline:
+// the CUDA backend library throws psi::Error without linking back to psi_engine.
+inline std::string one_line(const std::string& message) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : message) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+// The message is kept on one line (control characters escaped by one_line): errors can quote
+// file content, and a newline there must not split an error or forge another line.
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& msg, Exit code = Exit::bad_input)
-      : std::runtime_error(msg), code_(code) {}
+      : std::runtime_error(one_line(msg)), code_(code) {}
   Exit code() const { return code_; }
 
  private:
   Exit code_;
 };
-
-// Error messages can quote file content (attribute values, JSON): printed through this, control
-// characters are escaped so that every error stays exactly one line.
-std::string one_line(const std::string& message);
 
 }  // namespace psi
