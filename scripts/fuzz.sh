@@ -8,10 +8,10 @@
 # PSI_FUZZ_TARGETS (default: all of fuzz/fuzz_*.cpp), PSI_JOBS (build jobs, default nproc),
 # PSI_CMAKE_ARGS (more configure arguments).
 # Per target it prints executions, corpus size and crashes, then one line per crash class:
-#   psi <file:line>        a sanitizer report in psi's code, or a target's check of psi's promises
+#   psi <kind> at <file:line>  a sanitizer report in psi's code, or a target's check of psi's promises
 #   psi uncaught <type>    an exception other than psi::Error left psi
 #   psi multi-line error   a psi::Error whose message spans several lines
-#   libhdf5 <function>     a crash, hang or huge allocation inside libhdf5 (see docs/reliability.md)
+#   libhdf5 <kind> in <fn> a crash, hang or huge allocation inside libhdf5 (see docs/reliability.md)
 # Crash inputs stay in <build>/fuzz-artifacts/<target>/. Exit status 1 when psi's code crashed,
 # 0 otherwise (libhdf5's crashes are reported, not failed on).
 set -euo pipefail
@@ -38,7 +38,7 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN
 # The class of one crash input: re-run it and find the first stack frame that is libhdf5's or in
 # psi's sources (fuzz/ included: the targets' own checks of psi's promises).
 classify() {
-  local bin=$1 input=$2 log frame
+  local bin=$1 input=$2 log frame kind
   log=$(timeout 60 "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 "$input" 2>&1 || true)
   if grep -q "terminate called after throwing" <<<"$log"; then
     echo "psi uncaught $(grep -o "throwing an instance of '[^']*'" <<<"$log" | head -1 | cut -d"'" -f2)"
@@ -46,14 +46,19 @@ classify() {
   fi
   frame=$(grep -E '^ +#[0-9]+ ' <<<"$log" | grep -E 'libhdf5|/(engine|reports|experiments|oracle|probes|cli|fuzz)/' |
           head -1 || true)
+  kind=$(grep -m1 -oE 'Sanitizer: [A-Za-z-]+( allocation size)?|libFuzzer: (timeout|out-of-memory|deadly signal)' <<<"$log" |
+         sed 's/.*: //' || true)
   if grep -q libhdf5 <<<"$frame"; then
-    echo "libhdf5 $(grep -oE ' in [A-Za-z0-9_]+' <<<"$frame" | head -1 | cut -c5-)"
+    # libhdf5 has no symbols for its static functions: name the first frame that has one.
+    echo "libhdf5 ${kind:-crash} in $(grep -E '^ +#[0-9]+ .*libhdf5' <<<"$log" | grep -oE ' in [A-Za-z0-9_]+' | head -1 | cut -c5-)"
   elif grep -q 'psi::fuzz::step' <<<"$frame"; then
     echo "psi multi-line error"
   elif [ -n "$frame" ]; then
-    echo "psi $(grep -oE '/(engine|reports|experiments|oracle|probes|cli|fuzz)/[^ ]+' <<<"$frame" | head -1 | sed 's/^\///')"
+    echo "psi ${kind:-crash} at $(grep -oE '/(engine|reports|experiments|oracle|probes|cli|fuzz)/[^ ]+' <<<"$frame" | head -1 | sed 's/^\///')"
+  elif [ -n "$kind" ]; then
+    echo "unclassified $kind"
   else
-    echo "unclassified ($(grep -m1 -oE 'ERROR: [A-Za-z]+: [a-z -]+|libFuzzer: [a-z -]+' <<<"$log" || echo no report))"
+    echo "not reproduced on re-run"
   fi
 }
 

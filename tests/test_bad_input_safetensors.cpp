@@ -133,9 +133,8 @@ TEST(BadSafetensors, LibraryRefusesWhatIsNotAFile) {
   expect_error([&] { ck::SafetensorsFile f(dir); }, psi::Exit::bad_input, {dir.string() + ": "}, "a directory");
 }
 
-// A 128-element BF16 header is accepted only with a shape whose every entry fits a signed
-// 64-bit dimension: an entry above 2^63 - 1 next to a zero one passes the byte-count check
-// (0 elements) and must not turn into a negative dimension.
+// Every shape entry must fit psi's signed 64-bit dimensions: an entry above 2^63 - 1 beside a
+// zero one passes the byte-count check (0 elements) and used to become a negative dimension.
 TEST(BadSafetensors, ShapeEntryAboveInt64IsRefused) {
   const fs::path dir = fresh_dir("st_lib_int64");
   const fs::path p = dir / "huge_dim.safetensors";
