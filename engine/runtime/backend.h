@@ -14,6 +14,8 @@
 
 namespace psi::rt {
 
+class OpKernels;  // op_kernels.h
+
 // Handles are indices into the backend's own tables; they are only meaningful to the backend
 // that made them.
 using StreamHandle = int;
@@ -22,10 +24,12 @@ using EventHandle = int;
 // What a kernel gets when it runs. On the CPU backend the kernel function IS the work and runs
 // on the stream's worker thread, and arena_base is host-addressable. On the CUDA backend the
 // function runs on the calling host thread at enqueue time and must only enqueue device work
-// on native_stream (a cudaStream_t); arena_base is then a device pointer.
+// on native_stream (a cudaStream_t); arena_base is then a device pointer. `ops` is the
+// backend's implementation of the block's arithmetic (op_kernels.h), valid while it runs.
 struct KernelContext {
   std::byte* arena_base = nullptr;
   void* native_stream = nullptr;
+  const OpKernels* ops = nullptr;
 };
 using Kernel = std::function<void(const KernelContext&)>;
 

@@ -1,4 +1,5 @@
 #include "engine/runtime/cpu_backend.h"
+#include "engine/runtime/cpu_kernels.h"
 
 #include <atomic>
 #include <chrono>
@@ -159,7 +160,7 @@ class CpuBackend final : public Backend {
   }
 
   void launch(StreamHandle s, Kernel kernel, Hooks hooks) override {
-    KernelContext ctx{arena_.get(), nullptr};
+    KernelContext ctx{arena_.get(), nullptr, &cpu_op_kernels()};
     Op op;
     op.work = [kernel = std::move(kernel), ctx] { kernel(ctx); };
     op.hooks = std::move(hooks);
