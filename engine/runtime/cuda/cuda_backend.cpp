@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <sstream>
 #include <vector>
 
 #include "engine/error.h"
@@ -16,8 +17,14 @@ void check(cudaError_t e, const char* what) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) {
+  CudaBackend(int device, const CudaKernelSettings& settings) {
     check(cudaSetDevice(device), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    device_ = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
+              std::to_string(prop.minor) + ")";
+    kernels_ = make_cuda_op_kernels(settings);
+    blas_workspace_bytes_ = settings.blas_workspace_bytes;
   }
 
   ~CudaBackend() override {
@@ -32,12 +39,17 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
 
+  // One cudaMalloc: the arena, padded to 256 bytes, then the cuBLASLt workspace.
   std::byte* allocate_arena(std::size_t bytes) override {
     if (arena_) throw Error("cuda backend: the arena is already allocated (one allocation per run)", Exit::run_failed);
+    const std::size_t workspace_at = (bytes + 255) / 256 * 256;  // cuBLASLt wants 256-byte alignment
     void* p = nullptr;
-    check(cudaMalloc(&p, bytes), "cudaMalloc(arena)");
+    check(cudaMalloc(&p, workspace_at + blas_workspace_bytes_), "cudaMalloc(arena + cuBLASLt workspace)");
     arena_ = static_cast<std::byte*>(p);
+    arena_bytes_ = bytes;
+    allocation_bytes_ = workspace_at + blas_workspace_bytes_;
     ++device_allocations_;
+    kernels_->bind(bytes, arena_ + workspace_at, blas_workspace_bytes_);
     return arena_;
   }
   std::uint64_t device_allocations() const override { return device_allocations_; }
@@ -84,7 +96,7 @@ class CudaBackend final : public Backend {
   }
 
   void launch(StreamHandle s, Kernel kernel, Hooks) override {
-    kernel(KernelContext{arena_, st(s)});
+    kernel(KernelContext{arena_, st(s), kernels_.get()});
     check(cudaPeekAtLastError(), "kernel launch");
   }
 
@@ -93,11 +105,25 @@ class CudaBackend final : public Backend {
 
   void rethrow_async_error() override { check(cudaPeekAtLastError(), "asynchronous work"); }
 
+  CudaBackendReport report() const {
+    CudaBackendReport r;
+    r.device = device_;
+    r.arena_bytes = arena_bytes_;
+    r.blas_workspace_bytes = blas_workspace_bytes_;
+    r.device_allocation_bytes = allocation_bytes_;
+    r.gemm = kernels_->gemm_settings();
+    return r;
+  }
+
  private:
   cudaStream_t st(StreamHandle s) const { return streams_.at(std::size_t(s)); }
   cudaEvent_t ev(EventHandle e) const { return events_.at(std::size_t(e)); }
 
+  std::string device_;
+  std::unique_ptr<CudaOpKernels> kernels_;
+  std::size_t blas_workspace_bytes_ = 0;
   std::byte* arena_ = nullptr;
+  std::size_t arena_bytes_ = 0, allocation_bytes_ = 0;
   std::uint64_t device_allocations_ = 0;
   std::uint64_t pinned_allocations_ = 0;
   std::vector<cudaStream_t> streams_;
@@ -118,6 +144,23 @@ int cuda_device_count(std::string* why) {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaKernelSettings& settings) {
+  return std::make_unique<CudaBackend>(device, settings);
+}
+
+CudaBackendReport cuda_backend_report(const Backend& backend) {
+  const auto* b = dynamic_cast<const CudaBackend*>(&backend);
+  if (!b) throw Error("cuda backend report: backend " + std::string(backend.name()) + " is not the CUDA backend", Exit::run_failed);
+  return b->report();
+}
+
+std::string CudaBackendReport::describe() const {
+  std::ostringstream o;
+  o << "cuda backend on " << device << ": one device allocation of " << device_allocation_bytes << " bytes = arena "
+    << arena_bytes << " bytes (managed by the executor) + cuBLASLt workspace " << blas_workspace_bytes
+    << " bytes (outside the arena)\n"
+    << gemm.describe();
+  return o.str();
+}
 
 }  // namespace psi::rt
