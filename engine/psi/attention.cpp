@@ -4,8 +4,6 @@
 // state, the per-head gate and the output projection.
 #include <algorithm>
 
-#include "engine/ops/activation.h"
-#include "engine/ops/rope.h"
 #include "engine/psi/operators.h"
 
 namespace psi::exec {
@@ -17,17 +15,7 @@ namespace {
 void apply_gate(Driver& d, const std::string& op, const ArenaMat& z, const ArenaMat& a, std::int64_t heads,
                 std::int64_t head_dim) {
   d.launch(op, {rt::reads(z.region), rt::writes(z.region), rt::reads(a.region), rt::writes(a.region)},
-           [=](const rt::KernelContext& k) {
-             const auto Z = view<Bf16>(k, z);
-             const auto A = view<Bf16>(k, a);
-             ops::sigmoid(Z.data, Z.data, Z.rows * Z.cols);
-             for (std::int64_t r = 0; r < A.rows; ++r)
-               for (std::int64_t h = 0; h < heads; ++h) {
-                 const float g = bf(2.0f * Z.at(r, h).to_float());
-                 Bf16* head = A.row(r) + h * head_dim;
-                 for (std::int64_t c = 0; c < head_dim; ++c) head[c] = bf16_rne(head[c].to_float() * g);
-               }
-           });
+           [=](const rt::KernelContext& k) { k.ops->attention_gate(k, ref(z), ref(a), heads, head_dim); });
 }
 
 std::uint64_t bf16_bytes(std::int64_t rows, std::int64_t cols) { return std::uint64_t(rows * cols) * 2; }
@@ -64,12 +52,12 @@ void rope(Driver& d, const std::string& op, const ArenaMat& x, const RopeKeys& k
   const rt::DeviceRegion sin = f.alloc(Pool::scratch, bytes, op, tile, "rope sin");
   d.reload(keys.cos, cos);
   d.reload(keys.sin, sin);
-  const Shape shape = keys.shape;
+  if (keys.shape.size() != 4 || keys.shape[0] != 1 || keys.shape[2] != x.rows)
+    throw Error(op + ": RoPE tables " + shape_str(keys.shape) + " for a " + std::to_string(x.rows) + "-row tile",
+                Exit::run_failed);
+  const rt::RopeRef t{cos, sin, keys.shape[1], keys.shape[2], keys.shape[3]};
   d.launch(op, {rt::reads(cos), rt::reads(sin), rt::reads(x.region), rt::writes(x.region)},
-           [=](const rt::KernelContext& k) {
-             const ops::RopeTables t{load(k, cos, shape), load(k, sin, shape)};
-             ops::apply_split_rope(view<Bf16>(k, x), t);
-           });
+           [=](const rt::KernelContext& k) { k.ops->rope(k, ref(x), t); });
 }
 
 void project_keys(Driver& d, const AttentionSpec& s, const KeyStore& store, std::int64_t row0, std::int64_t rows,
@@ -122,12 +110,9 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
         g.alloc(Pool::scratch, std::uint64_t(rows * heads) * sizeof(float), s.op, tile, "softmax max");
     const rt::DeviceRegion sum =
         g.alloc(Pool::scratch, std::uint64_t(rows * heads) * sizeof(float), s.op, tile, "softmax sum");
-    const auto state = [=](const rt::KernelContext& k) {
-      return ops::OnlineState{view<float>(k, mx, rows, heads, heads), view<float>(k, sum, rows, heads, heads),
-                              view<float>(k, o, rows, inner, inner)};
-    };
+    const rt::OnlineRef state{ref(mx, rows, heads), ref(sum, rows, heads), ref(o, rows, inner)};
     d.launch(sdpa + " begin", {rt::writes(o), rt::writes(mx), rt::writes(sum)},
-             [=](const rt::KernelContext& k) { ops::sdpa_online_begin(state(k)); });
+             [=](const rt::KernelContext& k) { k.ops->sdpa_online_begin(k, state); });
     const std::int64_t block = opt.key_tile;
     for (std::int64_t j0 = 0; j0 < store.keys; j0 += block) {
       const std::int64_t nk = std::min(block, store.keys - j0);
@@ -140,12 +125,11 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
                {rt::reads(q.region), rt::reads(kt.region), rt::reads(vt.region), rt::reads(o), rt::writes(o),
                 rt::reads(mx), rt::writes(mx), rt::reads(sum), rt::writes(sum)},
                [=](const rt::KernelContext& k) {
-                 ops::sdpa_online_update(view<const Bf16>(k, q), view<const Bf16>(k, kt), view<const Bf16>(k, vt), heads,
-                                         opt, state(k));
+                 k.ops->sdpa_online_update(k, ref(q), ref(kt), ref(vt), heads, opt, state);
                });
     }
     d.launch(sdpa + " end", {rt::reads(o), rt::reads(sum), rt::reads(mx), rt::writes(a.region)},
-             [=](const rt::KernelContext& k) { ops::sdpa_online_end(state(k), view<Bf16>(k, a)); });
+             [=](const rt::KernelContext& k) { k.ops->sdpa_online_end(k, state, ref(a)); });
   } else {
     Frame g(d);
     const ArenaMat kt = alloc_mat(g, Pool::scratch, store.keys, inner, s.op, "k", tile);
@@ -153,10 +137,7 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
     reload_keys(d, store.k, store, 0, kt);
     reload_keys(d, store.v, store, 0, vt);
     d.launch(sdpa, {rt::reads(q.region), rt::reads(kt.region), rt::reads(vt.region), rt::writes(a.region)},
-             [=](const rt::KernelContext& k) {
-               ops::sdpa(view<const Bf16>(k, q), view<const Bf16>(k, kt), view<const Bf16>(k, vt), heads, opt,
-                         view<Bf16>(k, a));
-             });
+             [=](const rt::KernelContext& k) { k.ops->sdpa(k, ref(q), ref(kt), ref(vt), heads, opt, ref(a)); });
   }
   if (s.gated) apply_gate(d, s.op + ".gate", z, a, heads, s.head_dim);
   const ArenaMat out = alloc_mat(f, Pool::scratch, rows, out_cols, s.op, "out", tile);

@@ -10,7 +10,6 @@
 // tiles are applied.
 #include <algorithm>
 
-#include "engine/ops/activation.h"
 #include "engine/psi/operators.h"
 
 namespace psi::exec {
@@ -40,10 +39,9 @@ struct Ctx {
     rt::Accesses acc = {rt::reads(page), rt::reads(X.region), rt::writes(H.region)};
     if (has_bias) acc.push_back(rt::reads(bias));
     d.launch(s.op + ".up tile " + std::to_string(t), acc, [=, hidden = s.hidden](const rt::KernelContext& k) {
-      const Bf16* b = has_bias ? view<const Bf16>(k, bias, 1, hidden, hidden).data + start : nullptr;
-      const auto Hm = view<Bf16>(k, H);
-      ops::linear(view<const Bf16>(k, X), view<const Bf16>(k, page, n, D, D), b, rule, Hm);
-      ops::gelu_tanh(Hm.data, Hm.data, Hm.rows * Hm.cols);
+      const rt::MatRef b = ref(bias, 1, hidden).block(0, 1, start, n);
+      k.ops->linear(k, ref(X), ref(page, n, D), has_bias ? &b : nullptr, rule, ref(H));
+      k.ops->gelu_tanh(k, ref(H));
     });
     d.release(p);
   }
@@ -56,10 +54,7 @@ struct Ctx {
     const rt::DeviceRegion page = d.page(p);
     d.launch(s.op + ".down tile " + std::to_string(tile),
              {rt::reads(page), rt::reads(H.region), rt::reads(acc), rt::writes(acc)},
-             [=](const rt::KernelContext& k) {
-               ops::gemm_accumulate(view<const Bf16>(k, H), view<const Bf16>(k, page, nr, nc, nc),
-                                    view<float>(k, acc, M, nr, nr));
-             });
+             [=](const rt::KernelContext& k) { k.ops->gemm_accumulate(k, ref(H), ref(page, nr, nc), ref(acc, M, nr)); });
     d.release(p);
   }
 
@@ -72,10 +67,8 @@ struct Ctx {
     rt::Accesses a = {rt::reads(acc), rt::writes(Y.region)};
     if (has_bias) a.push_back(rt::reads(bias));
     d.launch(s.op + ".down finish group " + std::to_string(o), a, [=](const rt::KernelContext& k) {
-      const auto A = view<float>(k, acc, M, n, n);
-      const auto Ym = view<Bf16>(k, Y);
-      const Bf16* b = has_bias ? view<const Bf16>(k, bias, 1, Dout, Dout).data + start : nullptr;
-      for (std::int64_t r = 0; r < M; ++r) ops::finish_linear(A.row(r), b, ops::BiasRule::fused_f32, Ym.row(r) + start, n);
+      const rt::MatRef b = ref(bias, 1, Dout).block(0, 1, start, n);
+      k.ops->finish_linear(k, ref(acc, M, n), has_bias ? &b : nullptr, ref(Y).block(0, M, start, n));
     });
   }
 
@@ -83,10 +76,8 @@ struct Ctx {
     const std::int64_t M = x.rows, n = no(o);
     const rt::DeviceRegion acc =
         f.alloc(Pool::scratch, std::uint64_t(M * n) * sizeof(float), s.op + ".down", int(o), "accumulator");
-    d.launch(s.op + ".down zero group " + std::to_string(o), {rt::writes(acc)}, [=](const rt::KernelContext& k) {
-      const auto A = view<float>(k, acc, M, n, n);
-      std::fill(A.data, A.data + M * n, 0.0f);
-    });
+    d.launch(s.op + ".down zero group " + std::to_string(o), {rt::writes(acc)},
+             [=](const rt::KernelContext& k) { k.ops->zero_f32(k, ref(acc, M, n)); });
     return acc;
   }
 

@@ -1,6 +1,5 @@
 // Streamed Linear layers and the allocation helpers every operator uses.
 #include <algorithm>
-#include <cstring>
 
 #include "engine/psi/operators.h"
 
@@ -25,11 +24,8 @@ void stage_vector(Driver& d, const std::string& op, const std::string& tensor, s
   const int p = d.weight({tensor, {0, n, 0, 1}, op, -1});
   const rt::DeviceRegion page = d.page(p);
   const std::uint64_t bytes = std::uint64_t(n) * 2;
-  d.launch(op + " stage " + tensor, {rt::reads(page), rt::writes(dst)}, [=](const rt::KernelContext& k) {
-    const auto src = view<const Bf16>(k, page, 1, n, n);
-    const auto out = view<Bf16>(k, dst, 1, n, n);
-    std::memcpy(out.data, src.data, bytes);
-  });
+  d.launch(op + " stage " + tensor, {rt::reads(page), rt::writes(dst)},
+           [=](const rt::KernelContext& k) { k.ops->copy(k, dst, page, bytes); });
   d.release(p);
 }
 
@@ -53,11 +49,8 @@ void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y
     if (has_bias) acc.push_back(rt::reads(bias));
     // The tile writes columns [r0, r0+nr) of y: strided, so the whole of y is declared.
     d.launch(op, acc, [=](const rt::KernelContext& k) {
-      const auto X = view<const Bf16>(k, x);
-      const auto W = view<const Bf16>(k, page, nr, in, in);
-      const auto Y = view<Bf16>(k, y).block(0, M, r0, nr);
-      const Bf16* b = has_bias ? view<const Bf16>(k, bias, 1, out, out).data + r0 : nullptr;
-      ops::linear(X, W, b, rule, Y);
+      const rt::MatRef b = ref(bias, 1, out).block(0, 1, r0, nr);
+      k.ops->linear(k, ref(x), ref(page, nr, in), has_bias ? &b : nullptr, rule, ref(y).block(0, M, r0, nr));
     });
     d.release(p);
   }

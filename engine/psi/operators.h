@@ -2,8 +2,9 @@
 // The partitioned operators of a PSI block, written against the Driver (so the same code plans
 // and runs). Each streams its weights through the pages, keeps the tiles it works on in
 // scratch and its temporaries in workspace, declares every arena access of every kernel, and
-// computes with the engine/ops functions on tiles whose results are provably those of the
-// whole tensor:
+// computes through the backend's OpKernels (runtime/op_kernels.h: engine/ops on the CPU) on
+// tiles whose results are provably those of the whole tensor (the proofs below are about the
+// CPU arithmetic; the CUDA kernels' relation to it is in docs/cuda-backend.md):
 //
 //  * every per-token operator runs on a token row tile: an output row depends only on its own
 //    input row (Linear: gemm.h's order depends only on K; RMS norms are full-row; modulation,
