@@ -43,6 +43,14 @@ class WeightSource {
   virtual Shape shape(std::string_view name) const = 0;
   // Writes the slice row-major into out (exactly s.numel() values).
   virtual void read(std::string_view name, const Slice& s, std::span<Bf16> out) const = 0;
+  // The slice's values, row-major and contiguous, where the source already holds them in host
+  // memory a copy can read directly (page-locked on CUDA); nullptr where it does not, and then
+  // the pages stage the slice through read().
+  virtual const Bf16* resident(std::string_view name, const Slice& s) const {
+    (void)name;
+    (void)s;
+    return nullptr;
+  }
 };
 
 }  // namespace psi::ckpt

@@ -9,6 +9,7 @@
 #include "engine/psi/tiling.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
+#include "engine/runtime/resident_weights.h"
 #include "engine/runtime/sizes.h"
 
 namespace psi::exec {
@@ -19,10 +20,8 @@ namespace {
 constexpr std::size_t kRingSlots = 8;
 
 void check_backend(const std::string& b) {
-  if (b == "cpu" || b == "auto") return;
-  if (b == "cuda")
-    throw Error("the PSI executor's CUDA kernels are not implemented yet (backend cuda requested; use cpu or auto)");
-  throw Error("unknown backend '" + b + "' for the PSI executor (known: cpu, auto; cuda has no kernels yet)");
+  if (b != "cpu" && b != "auto" && b != "cuda")
+    throw Error("unknown backend '" + b + "' for the PSI executor (known: cpu, cuda, auto)");
 }
 
 std::int64_t row_tile_of(const model::ModelConfig& c, std::int64_t requested) {
@@ -66,7 +65,9 @@ struct PsiExecutor::State {
   std::unique_ptr<rt::Runtime> runtime;
   rt::HostJournal journal;
   std::unique_ptr<rt::JournalTransport> transport;
+  std::unique_ptr<rt::ResidentWeights> resident;
   std::unique_ptr<rt::WeightPager> pager;
+  double preload_seconds = 0, block_seconds = 0;
   BlockPlan plan;
   ExecCounters counters;
   int blocks_run = 0;
@@ -80,7 +81,7 @@ struct PsiExecutor::State {
   void make_runtime(const BlockShapes& shapes) {
     const auto [live, largest_commit] = declared(config, variant, schedule, layout, shapes, row_tile);
     rt::RuntimeConfig rc;
-    rc.backend = "cpu";
+    rc.backend = options.backend;
     rc.arena_bytes = arena.arena;
     rc.page_bytes = arena.page;
     rc.workspace_bytes = arena.workspace;
@@ -94,7 +95,8 @@ struct PsiExecutor::State {
     ring.slots = kRingSlots;
     ring.slot_bytes = rt::align_up(std::max<std::uint64_t>(largest_commit, 2));
     transport = std::make_unique<rt::JournalTransport>(*runtime, journal, schedule.journal, ring);
-    pager = std::make_unique<rt::WeightPager>(*runtime, weights, schedule.copies);
+    if (options.resident_weights) resident = std::make_unique<rt::ResidentWeights>(*runtime, weights);
+    pager = std::make_unique<rt::WeightPager>(*runtime, resident ? *resident : weights, schedule.copies);
   }
 };
 
@@ -119,13 +121,21 @@ model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& i
   s.plan = plan_of(s.config, s.variant, s.schedule, s.layout, task.shapes, s.row_tile, index, task.jblock);
   if (!s.runtime) s.make_runtime(task.shapes);
   try {
+    if (s.resident) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.resident->load(s.plan.tiles);
+      s.preload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const auto b0 = std::chrono::steady_clock::now();
     put_inputs(s.journal, task.jblock, s.config, in, s.row_tile);
     for (const rt::WeightSlice& w : s.plan.tiles) s.pager->push(w);
     Driver d(*s.runtime, *s.transport, *s.pager, s.plan, s.counters);
     block_program(d, task);
     s.transport->flush();
     ++s.blocks_run;
-    return collect_probes(s.journal, task.jblock, task.shapes, s.row_tile);
+    model::BlockProbes probes = collect_probes(s.journal, task.jblock, task.shapes, s.row_tile);
+    s.block_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    return probes;
   } catch (const std::exception& e) {
     s.failed = e.what();
     s.runtime->drain();
@@ -153,6 +163,12 @@ const ExecCounters& PsiExecutor::exec_counters() const { return st_->counters; }
 
 std::int64_t PsiExecutor::row_tile() const { return st_->row_tile; }
 
+double PsiExecutor::last_preload_seconds() const { return st_->preload_seconds; }
+
+double PsiExecutor::last_block_seconds() const { return st_->block_seconds; }
+
+std::uint64_t PsiExecutor::resident_bytes() const { return st_->resident ? st_->resident->resident_bytes() : 0; }
+
 BlockPlan plan_block(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
                      const ArenaSettings& a, const BlockShapes& shapes, std::int64_t row_tile, int index) {
   return plan_of(c, v, s, rt::ArenaLayout::make(a.arena, a.page, a.workspace), shapes, row_tile_of(c, row_tile), index,
@@ -173,6 +189,8 @@ BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int
   try {
     r.probes = ex.run_block(index, in);
     r.report = ex.finish();
+    r.preload_seconds = ex.last_preload_seconds();
+    r.block_seconds = ex.last_block_seconds();
   } catch (const rt::RunFailure& f) {
     r.outcome = f.outcome();
     r.failure = f.what();

@@ -37,11 +37,15 @@
 namespace psi::exec {
 
 struct ExecOptions {
-  std::string backend = "cpu";  // cpu | auto (= cpu); cuda is rejected (no CUDA kernels yet)
+  std::string backend = "cpu";  // cpu | cuda | auto (cuda when built with it and a device is present)
   bool validate = false;
   std::optional<std::uint64_t> chaos_seed = std::nullopt;
   rt::Fault fault = rt::Fault::none;  // test-only: drop one dependency
   std::int64_t row_tile = 0;          // token rows per row tile; 0: default_row_tile(config)
+  // Before each block, read its weight tiles once into pinned host memory and fill the pages
+  // straight from there (runtime/resident_weights.h), so the block's time is transport and
+  // arithmetic, not the weight source.
+  bool resident_weights = false;
 };
 
 // One runtime (one arena allocation) for many blocks: a whole model invocation or trajectory.
@@ -70,6 +74,13 @@ class PsiExecutor {
   const ExecCounters& exec_counters() const;
   // Token rows per row tile.
   std::int64_t row_tile() const;
+  // Seconds the last block spent making its weights host-resident (0 without resident_weights),
+  // and the bytes held.
+  double last_preload_seconds() const;
+  // Seconds of the last block from its inputs' journaling to its probes collected (its work
+  // drained): runtime set-up, planning and preloading excluded.
+  double last_block_seconds() const;
+  std::uint64_t resident_bytes() const;
 
  private:
   struct State;
@@ -81,7 +92,9 @@ struct BlockRun {
   std::string failure;        // the RunFailure message when not complete
   model::BlockProbes probes;  // when complete
   rt::RunReport report;
-  double wall_seconds = 0;
+  double wall_seconds = 0;     // everything: runtime set-up, preload, block, drain
+  double preload_seconds = 0;  // making the weights host-resident (resident_weights)
+  double block_seconds = 0;    // PsiExecutor::last_block_seconds
   BlockPlan plan;             // the block's own plan (report.live_bytes is the declared S_live)
   ExecCounters exec;
 };

@@ -66,15 +66,21 @@ void WeightPages::fill(int page, Stream s, const ckpt::WeightSource& source, con
   if (bytes > rt_.layout().page)
     rt_.fail(Outcome::tile_exceeds_page, "weight tile of " + std::to_string(bytes) + " bytes exceeds page size " +
                                              std::to_string(rt_.layout().page) + ": " + w.describe());
-  // The staging buffer is reused: its previous copy into the page must have run.
-  if (p.copied_before) rt_.host_wait(p.copy_done);
-  rt_.host_access("stage " + w.describe(), p.staging.data, bytes, AccessMode::write);
-  source.read(w.tensor, w.slice, std::span<Bf16>(reinterpret_cast<Bf16*>(p.staging.data), std::size_t(w.slice.numel())));
+  // A host-resident slice is copied straight out of the source's memory; any other is staged.
+  const std::byte* from = reinterpret_cast<const std::byte*>(source.resident(w.tensor, w.slice));
+  if (!from) {
+    // The staging buffer is reused: its previous copy into the page must have run.
+    if (p.copied_before) rt_.host_wait(p.copy_done);
+    rt_.host_access("stage " + w.describe(), p.staging.data, bytes, AccessMode::write);
+    source.read(w.tensor, w.slice,
+                std::span<Bf16>(reinterpret_cast<Bf16*>(p.staging.data), std::size_t(w.slice.numel())));
+    from = p.staging.data;
+  }
 
   if (p.consumed_before && rt_.fault() != Fault::fill_skips_consumer_wait) rt_.wait(s, p.consumed);
   filling_self_ = page;
   try {
-    rt_.copy_h2d(s, DeviceRegion{p.whole.offset, bytes, p.whole.name}, p.staging.data, CopyKind::weights,
+    rt_.copy_h2d(s, DeviceRegion{p.whole.offset, bytes, p.whole.name}, from, CopyKind::weights,
                  "fill page " + std::to_string(page) + " with " + w.describe());
   } catch (...) {
     filling_self_ = -1;

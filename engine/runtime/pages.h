@@ -11,7 +11,9 @@
 // and the operator.
 //
 // Each page has its own pinned staging buffer: a fill first waits (host) for the page's
-// previous copy out of it, then has the weight source write the tile into it.
+// previous copy out of it, then has the weight source write the tile into it. A tile the
+// source holds host-resident (WeightSource::resident, resident_weights.h) is copied straight
+// from there instead.
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -45,7 +47,8 @@ class WeightPages : public AccessListener {
   // The page whose turn it is (pages alternate); a ScheduleViolation if it is not free.
   int acquire(std::string_view op);
   int turn() const { return turn_; }
-  // free -> filling: the tile goes source -> staging (host) -> page (H2D on `s`). A tile larger
+  // free -> filling: the tile goes source -> staging (host) -> page (H2D on `s`), or resident
+  // host memory -> page. A tile larger
   // than the page fails the run (RunFailure tile_exceeds_page).
   void fill(int page, Stream s, const ckpt::WeightSource& source, const WeightSlice& w);
   // filling|ready -> ready on `consumer`: the consumer stream waits on the copy event.
