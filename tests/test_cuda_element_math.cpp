@@ -25,6 +25,7 @@
 #include "engine/runtime/cpu_kernels.h"
 #include "engine/runtime/backend.h"
 #include "engine/runtime/cuda/element_math.h"
+#include "tests/cuda_attention_replay.h"
 
 namespace psi {
 namespace {
@@ -340,6 +341,19 @@ TEST(CudaElementMath, OnlineSoftmaxScheduleReproducesOpsState) {
         }
     }
   }
+}
+
+// The MATH kernel's schedule (scores and maximum, then the softmax sum in 1,024-key chunks, then
+// P·V per channel in reduce.h's chunked lanes) replayed on the host: ops::sdpa (MATH) bit for bit,
+// over more than one chunk of keys.
+TEST(CudaElementMath, MathSoftmaxScheduleReproducesOpsSdpa) {
+  Source src(0x5eed'a0a8);
+  const std::int64_t Nq = 3, Nk = 2100, H = 2, d = 24, W = H * d;
+  const Bf16Tensor q = src.tensor({Nq, W}, 3, 2), k = src.tensor({Nk, W}, 3, 2), v = src.tensor({Nk, W}, 6, 3);
+  Bf16Tensor out({Nq, W});
+  ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, ops::SdpaOptions{}, ops::as_matrix(out));
+  const test::MathReplay r = test::math_replay(q, k, v, H, ops::sdpa_qk_factor(d));
+  for (std::int64_t i = 0; i < Nq * W; ++i) ASSERT_EQ(em::round_bf16(r.o[i]), bits(out.data[i])) << i;
 }
 
 }  // namespace
