@@ -19,6 +19,7 @@ struct Opts {
   std::vector<std::string> variants{"all"};
   std::string out;
   int threads = 0;
+  std::string backend = "host";
 };
 
 void print_report(const psi::probes::ProbeReport& r) {
@@ -49,6 +50,10 @@ psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's 
   sub.add_option("--variant", o->variants, "dense, baseline, modified or all (repeatable)");
   sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file");
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)");
+  sub.add_option("--backend", o->backend,
+                 "host (default: engine/ops on whole tensors), or cpu, cuda, auto: the block through the PSI "
+                 "executor and the projections as one product on that runtime backend")
+      ->check(CLI::IsMember({"host", "cpu", "cuda", "auto"}));
   return [o] {
     std::vector<std::string> variants;
     for (const auto& v : o->variants) {
@@ -60,7 +65,7 @@ psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's 
       variants.push_back(v);
     }
     if (o->threads > 0) psi::ops::set_thread_count(o->threads);
-    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants};
+    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend};
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
     print_report(r);
     if (!o->out.empty()) {

@@ -23,6 +23,8 @@ void run_block_controls(const Options& o, Report& report) {
   probes::ProbeOptions po;
   po.reference = reference_dir(o) / pc.default_file;
   if (!pc.flash_default_file.empty()) po.flash_reference = reference_dir(o) / pc.flash_default_file;
+  // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
+  po.backend = o.backend == "cuda" ? "cuda" : "host";
   probes::ProbeReport r = probes::run_probe(name, po);
   save_probe_outputs(report, r);
 

@@ -21,6 +21,8 @@ void run_probes(const Options& o, Report& report) {
     probes::ProbeOptions po;
     const probes::ProbeCase& pc = probes::probe_case(name);
     po.reference = reference_dir(o) / pc.default_file;
+    // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
+    po.backend = o.backend == "cuda" ? "cuda" : "host";
     probes::ProbeReport r = probes::run_probe(name, po);
     save_probe_outputs(report, r);
     report.add_case(i, {{"case", name},

@@ -67,7 +67,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
       throw Error(report.flash_file.string() + ": seed " + std::to_string(flash->seed()) + " but " +
                   report.file.string() + " has " + std::to_string(rec.seed()));
   }
-  CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}};
+  CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.backend};
   const auto names = opt.variants.empty() ? model::numerics_variant_names() : opt.variants;
   for (const auto& n : names) ctx.variants.push_back(&model::numerics_variant(n));
 

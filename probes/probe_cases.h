@@ -42,6 +42,12 @@ struct ProbeOptions {
   std::filesystem::path reference;        // empty: the case's default file
   std::filesystem::path flash_reference;  // empty: the case's default FLASH file when `reference` is default
   std::vector<std::string> variants;      // empty: all
+  // "host": engine/ops on whole tensors (block_forward, ops::linear). A runtime backend name
+  // ("cpu", "cuda", "auto"): the block through the PSI executor on that backend (the dense
+  // variant with whole weights in its pages and every token in one row tile, the PSI variants in
+  // the default arena), the projections as one whole product (runtime/whole_linear.h); the
+  // 64-dim attention case has no runtime form and stays on the host.
+  std::string backend = "host";
 };
 
 struct TensorResult {

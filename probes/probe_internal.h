@@ -18,6 +18,7 @@ struct CaseContext {
   Recording* flash = nullptr;  // a separate FLASH recording, if any
   ProbeReport& report;
   std::vector<const model::NumericsVariant*> variants;
+  std::string backend = "host";  // ProbeOptions::backend
 };
 
 // The recording's weights_json: every parameter's name and shape.

@@ -4,6 +4,7 @@
 #include "engine/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
+#include "engine/runtime/whole_linear.h"
 #include "probes/probe_internal.h"
 
 namespace psi::probes::detail {
@@ -37,17 +38,24 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
   const Bf16Tensor x = ctx.rec.input_bf16("x");
   const LinearParams p = load_linear(ctx);
   const Bf16Tensor* bias = p.b.numel() ? &p.b : nullptr;
+  const auto linear = [&](ops::BiasRule rule) {
+    if (ctx.backend == "host") return ops::linear(x, p.w, bias, rule);
+    rt::WholeLinear r = rt::whole_linear(ctx.backend, x, p.w, bias, rule);
+    const std::string note = "projection: one whole product on backend " + r.backend;
+    if (ctx.report.notes.back() != note) ctx.report.notes.push_back(note);
+    return std::move(r.y);
+  };
   for (const auto* v : ctx.variants) {
     Outputs out;
     if (case_name == "audio-ff-up") {
       // The FFN up-projection: the variant decides where its bias enters.
-      Bf16Tensor proj = ops::linear(x, p.w, bias, v->ffn_up_bias);
+      Bf16Tensor proj = linear(v->ffn_up_bias);
       Bf16Tensor gelu(proj.shape);
       ops::gelu_tanh(proj.ptr(), gelu.ptr(), proj.numel());
       out.emplace_back("proj_out", std::move(proj));
       out.emplace_back("gelu_out", std::move(gelu));
     } else {
-      out.emplace_back("q", ops::linear(x, p.w, bias, ops::BiasRule::fused_f32));
+      out.emplace_back("q", linear(ops::BiasRule::fused_f32));
     }
     compare_and_keep(ctx, v->name, std::move(out), {""});
   }
