@@ -249,6 +249,7 @@ TEST(CudaElementMath, ScoreAndSoftmaxLaneSumsFollowReduceOrder) {
   for (const std::int64_t d : {8, 64, 128, 1024}) {
     SCOPED_TRACE("head width " + std::to_string(d));
     const float factor = ops::sdpa_qk_factor(d);
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(em::qk_factor(d)), std::bit_cast<std::uint32_t>(factor));
     const Bf16Tensor q = src.tensor({d}, 4, 3), k = src.tensor({d}, 4, 3);
     std::vector<float> qs(d), ks(d);
     for (std::int64_t c = 0; c < d; ++c) {

@@ -530,7 +530,7 @@ class CudaKernels final : public CudaOpKernels {
     if (q.rows == 0 || kk.rows == 0) return;
     online_kernel<<<dim3(unsigned(q.rows), unsigned(heads)), kAttnThreads, 0, stream_of(k)>>>(
         mat<const u16>(k, q, "online q"), mat<const u16>(k, kk, "online k"), mat<const u16>(k, v, "online v"), d,
-        ops::sdpa_qk_factor(d), opt.key_tile, opt.p_bf16, mat<float>(k, s.m, "online m"), mat<float>(k, s.l, "online l"),
+        em::qk_factor(d), opt.key_tile, opt.p_bf16, mat<float>(k, s.m, "online m"), mat<float>(k, s.l, "online l"),
         mat<float>(k, s.o, "online o"), Mat<u16>{});
     check_launch("sdpa_online_update");
   }
@@ -557,11 +557,11 @@ class CudaKernels final : public CudaOpKernels {
     const dim3 grid(unsigned(q.rows), unsigned(heads));
     if (opt.form == ops::SoftmaxForm::online) {
       if (opt.key_tile <= 0) fail("sdpa: key tile " + std::to_string(opt.key_tile) + " must be positive");
-      online_kernel<<<grid, kAttnThreads, 0, stream_of(k)>>>(Q, K, V, d, ops::sdpa_qk_factor(d), opt.key_tile,
+      online_kernel<<<grid, kAttnThreads, 0, stream_of(k)>>>(Q, K, V, d, em::qk_factor(d), opt.key_tile,
                                                                opt.p_bf16, Mat<float>{}, Mat<float>{}, Mat<float>{}, O);
       check_launch("sdpa (online)");
     } else {
-      math_kernel<<<grid, kAttnThreads, 0, stream_of(k)>>>(Q, K, V, d, ops::sdpa_qk_factor(d), O);
+      math_kernel<<<grid, kAttnThreads, 0, stream_of(k)>>>(Q, K, V, d, em::qk_factor(d), O);
       check_launch("sdpa (math)");
     }
   }

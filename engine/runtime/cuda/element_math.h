@@ -26,9 +26,9 @@
 #define PSI_HD inline
 #endif
 
+#include <cmath>
 #if !defined(__CUDA_ARCH__)
 #include <bit>
-#include <cmath>
 #endif
 
 namespace psi::em {
@@ -238,6 +238,10 @@ PSI_HD float score(const float* q, const std::uint16_t* k, float factor, std::in
   for (std::int64_t c = 0; c < d; ++c) lane[c % kLanes] = add(lane[c % kLanes], mul(q[c], mul(widen(k[c]), factor)));
   return add(0.0f, lane_tree(lane));
 }
+
+// ops::sdpa_qk_factor: f32(√(1/√d)), the factor applied to q and to k (a host function: the
+// kernels receive it as an argument; here so that the CUDA library needs nothing from psi_engine).
+inline float qk_factor(std::int64_t head_dim) { return float(std::sqrt(1.0 / std::sqrt(double(head_dim)))); }
 
 // The maximum as std::max folds it, max(a, b) = a < b ? b : a (a NaN b is never taken; of equal
 // values, +0 and −0 included, the first stays).
