@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "engine/runtime/sizes.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "experiments/table.h"
@@ -29,6 +30,7 @@ struct RunOpts {
   std::string shard;
   std::string out;
   std::string reference;
+  std::string pool;
 };
 
 void parse_shard(const std::string& s, exp::Options& o) {
@@ -56,6 +58,9 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)");
   sub.add_flag("--zero-mask", r->o.zero_mask,
                "full-prompt: pass an explicit all-zero context mask through the FLASH mask-elision check");
+  sub.add_option("--pool", r->pool,
+                 "fixed-budget: the free device memory a reservation leaves for the run on CUDA (default 3GiB; "
+                 "units bytes, KiB, MiB, GiB); on the CPU backend the cap on arena + pinned buffers, scaled with the model");
   return [r, seed] {
     const exp::Experiment& e = exp::find_experiment(r->name);
     r->o.seed_given = seed->count() > 0;
@@ -64,6 +69,11 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     if (!r->reference.empty() && !std::filesystem::is_directory(r->reference))
       throw Error("--reference " + r->reference + ": no such folder");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
+    if (!r->pool.empty()) {
+      if (e.name != "fixed-budget") throw Error("--pool applies only to fixed-budget (not " + e.name + ")");
+      r->o.pool_bytes = rt::parse_capacity(r->pool, "--pool");
+      if (r->o.pool_bytes == 0) throw Error("--pool " + r->pool + ": the pool must be positive");
+    }
     if (r->o.shard_count > 1 && !e.shardable)
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
     r->o.backend = exp::resolve_backend(r->o.backend, r->o.chaos_seed != 0);

@@ -11,6 +11,7 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
+#include "experiments/gpu_memory_cells.h"
 
 namespace psi::exp {
 
@@ -57,17 +58,30 @@ std::vector<Table> tabulate_capacity(const nlohmann::json& cases, const nlohmann
   t.title = "first block at six arena / page settings (Table V) — model " + options.value("model", std::string("?"));
   t.columns = {"arena / page", "outcome", "wall (ms)", "managed peak / bound", "scratch high-water",
                "bitwise equal to reference"};
+  nlohmann::json runs = nlohmann::json::array();
+  for (auto& c : cases)
+    if (c.contains("run")) runs.push_back(c["run"]);
+  const bool gpu = any_gpu_memory(runs);
+  if (gpu) t.columns.insert(t.columns.end(), {"GPU process peak (NVML)", "device used peak (NVML)"});
   std::string ref, inputs;
   for (auto& c : cases) {
     ref = c["reference"];
     inputs = c["inputs"];
     if (c["outcome"] == "complete") {
       const auto& r = c["run"];
-      t.add_row({c["setting"], "complete", fmt_fixed(c["wall_s"].get<double>() * 1e3, 1),
-                 fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
-                 fmt_mib(r["scratch_high_water_bytes"]), c["bitwise_equal_to_reference"].get<bool>() ? "yes" : "NO"});
+      std::vector<std::string> row{c["setting"], "complete", fmt_fixed(c["wall_s"].get<double>() * 1e3, 1),
+                                   fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
+                                   fmt_mib(r["scratch_high_water_bytes"]),
+                                   c["bitwise_equal_to_reference"].get<bool>() ? "yes" : "NO"};
+      if (gpu) {
+        row.insert(row.end(), {gpu_process_peak_cell(r), gpu_device_peak_cell(r)});
+        t.notes.push_back(c["setting"].get<std::string>() + ": " + gpu_memory_note(r));
+      }
+      t.add_row(std::move(row));
     } else {
-      t.add_row({c["setting"], c["outcome"], "-", "-", "-", "-"});
+      std::vector<std::string> row{c["setting"], c["outcome"], "-", "-", "-", "-"};
+      if (gpu) row.insert(row.end(), {"-", "-"});
+      t.add_row(std::move(row));
       t.notes.push_back(c["setting"].get<std::string>() + ": " + c["failure"].get<std::string>());
     }
   }

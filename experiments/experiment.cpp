@@ -20,7 +20,8 @@ nlohmann::json Options::to_json() const {
           {"shard_count", shard_count},
           {"quick", quick},
           {"chaos_seed", chaos_seed},
-          {"zero_mask", zero_mask}};
+          {"zero_mask", zero_mask},
+          {"pool_bytes", pool_bytes}};
 }
 
 const Experiment& find_experiment(std::string_view name) {

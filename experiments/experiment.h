@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/budget.h"
 #include "experiments/figures.h"
 #include "experiments/table.h"
 
@@ -32,6 +33,9 @@ struct Options {
   bool quick = false;             // a reduced size for tests: fewer cases or cycles
   std::uint64_t chaos_seed = 0;   // CPU backend chaos delays when non-zero
   bool zero_mask = false;         // full-prompt: an explicit all-zero context mask, checked and elided
+  // fixed-budget: the free device pool a reservation leaves on CUDA; on the CPU backend the cap
+  // on arena + pinned host buffers, scaled like the arena for smaller configs.
+  std::uint64_t pool_bytes = rt::kDefaultPoolBytes;
 
   // Whether case `i` of this experiment belongs to this shard (i mod n == index).
   bool in_shard(std::int64_t i) const { return i % shard_count == shard_index; }

@@ -1,10 +1,12 @@
 // fixed-budget (Table VII): a complete 8+3 run through the PSI executor under a fixed cap on
 // available memory, against the uncapped run (the same variant on whole host tensors): success,
-// wall, managed peak and the whole footprint the run held (arena + pinned staging + journal
-// ring), and bitwise equality of every saved state to the uncapped run. On CUDA the cap is the
-// free pool a reservation allocation leaves (default 3 GiB); on the CPU backend the cap bounds
-// what the run may hold — the arena and its pinned host buffers — scaled like the arena for
-// smaller configs (ltx2-22b: 3 GiB).
+// wall, managed peak and what the run held, and bitwise equality of every saved state to the
+// uncapped run. On CUDA the cap is the free device pool a reservation allocation leaves (--pool,
+// default 3 GiB), made before the arena and held to the end: any device allocation beyond it
+// fails the run; the GPU memory sampled through NVML is shown beside it. On the CPU backend
+// there is no device memory to reserve (the reservation is reported as not applicable) and the
+// cap bounds what the run may hold — the arena and its pinned host buffers — scaled like the
+// arena for smaller configs (ltx2-22b: the pool itself).
 #include "experiments/drivers.h"
 
 #include <chrono>
@@ -14,25 +16,26 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "engine/sha256.h"
+#include "engine/runtime/budget.h"
 #include "experiments/block_support.h"
+#include "experiments/gpu_memory_cells.h"
 #include "experiments/trajectory_support.h"
 
 namespace psi::exp {
-
-namespace {
-constexpr std::int64_t kFullSizeCap = std::int64_t(3) << 30;  // 3 GiB
-}
 
 void run_fixed_budget(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
-  const std::int64_t cap = exec::scale_bytes(c, kFullSizeCap);
+  const bool on_device = o.backend == "cuda";
+  const std::int64_t cap = on_device ? std::int64_t(o.pool_bytes) : exec::scale_bytes(c, std::int64_t(o.pool_bytes));
   auto weights = block_weight_source(o, c, o.seed);
   auto host = make_weights(o, o.seed);
   pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
 
   const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");
+  // Before the executor, whose first block allocates the arena; held until this function returns.
+  const rt::FixedBudget budget(o.backend, o.pool_bytes);
   exec::ExecOptions eo;
   eo.backend = o.backend;
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
@@ -40,8 +43,11 @@ void run_fixed_budget(const Options& o, Report& report) {
   pipeline::TrajectoryHooks hooks;
   hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex.run_block(b, in); };
   const auto capped = run_with_progress(c, *host, tc, variant, "fixed-budget capped (PSI)", hooks);
-  const rt::RunReport run = ex.finish();
-  const std::uint64_t held = run.layout.arena + run.pinned_bytes;
+  rt::RunReport run = ex.finish();
+  run.reservation = budget.report();
+  // On CUDA the pinned buffers are host memory, outside the device pool: the run's device
+  // allocation is its arena.
+  const std::uint64_t held = on_device ? run.layout.arena : run.layout.arena + run.pinned_bytes;
   int equal = 0;
   for (std::size_t i = 0; i < capped.states.size(); ++i)
     equal += (sha256_hex(capped.states[i].video) == sha256_hex(uncapped.states[i].video)) +
@@ -54,6 +60,8 @@ void run_fixed_budget(const Options& o, Report& report) {
   if (!fits) report.fail("fixed-budget: the run held " + fmt_mib(double(held)) + ", over the cap of " + fmt_mib(double(cap)));
   if (equal != int(2 * capped.states.size())) report.fail("fixed-budget: capped states differ from the uncapped run");
   report.add_case(0, {{"cap_bytes", cap},
+                      {"cap_scope", on_device ? "the free device pool left by the reservation (arena held)"
+                                              : "arena + pinned host buffers (cpu backend, scaled with the model)"},
                       {"arena", arena.label},
                       {"held_bytes", held},
                       {"fits", fits},
@@ -69,17 +77,29 @@ void run_fixed_budget(const Options& o, Report& report) {
 std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options) {
   Table t;
   t.title = "complete 8+3 run under a fixed memory cap (Table VII) — model " + options.value("model", std::string("?"));
-  t.columns = {"cap", "success", "held (arena + pinned)", "managed peak / bound", "invocation wall capped (s)",
-               "uncapped (s)", "states bitwise equal to uncapped"};
+  t.columns = {"cap", "success", "held", "managed peak / bound", "invocation wall capped (s)",
+               "uncapped (s)", "states bitwise equal to uncapped", "reservation"};
+  nlohmann::json runs = nlohmann::json::array();
+  for (auto& c : cases) runs.push_back(c["run"]);
+  const bool gpu = any_gpu_memory(runs);
+  if (gpu) t.columns.insert(t.columns.end(), {"GPU process peak (NVML)", "device used peak (NVML)"});
   for (auto& c : cases) {
     const auto& r = c["run"];
-    t.add_row({fmt_mib(c["cap_bytes"]), c["fits"].get<bool>() ? "yes" : "NO", fmt_mib(c["held_bytes"]),
-               fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
-               fmt_fixed(c["capped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["capped_wall_sd_s"], 3),
-               fmt_fixed(c["uncapped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["uncapped_wall_sd_s"], 3),
-               std::to_string(c["states_equal"].get<long long>()) + " / " + std::to_string(c["states_total"].get<long long>())});
+    std::vector<std::string> row{
+        fmt_mib(c["cap_bytes"]), c["fits"].get<bool>() ? "yes" : "NO", fmt_mib(c["held_bytes"]),
+        fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
+        fmt_fixed(c["capped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["capped_wall_sd_s"], 3),
+        fmt_fixed(c["uncapped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["uncapped_wall_sd_s"], 3),
+        std::to_string(c["states_equal"].get<long long>()) + " / " + std::to_string(c["states_total"].get<long long>()),
+        reservation_cell(r)};
+    if (gpu) row.insert(row.end(), {gpu_process_peak_cell(r), gpu_device_peak_cell(r)});
+    t.add_row(std::move(row));
     t.notes.push_back("arena " + c["arena"].get<std::string>() + "; the uncapped run is the same variant (" +
                       kRuntimeVariant + ") on whole host tensors, with no arena.");
+    // Reports written before the cap's scope was recorded capped arena + pinned buffers.
+    t.notes.push_back("cap and held: " + c.value("cap_scope", std::string("arena + pinned host buffers")) + ".");
+    if (r.contains("reservation")) t.notes.push_back("reservation: " + r["reservation"].value("status", std::string("?")));
+    if (gpu) t.notes.push_back(gpu_memory_note(r));
   }
   return {t};
 }

@@ -1,10 +1,10 @@
 // memory-scopes (Fig. 2, §IV-A): what each memory scope holds at the first invocation of each
 // stage, all blocks through the PSI executor in the default arena: the managed arena and its
 // pages, the scratch and workspace high-water marks, the measured managed peak against its
-// declared bound, and the process peak. On CUDA the process peak would come from NVML; on the
-// CPU backend only the arena accounting is meaningful, so the host process's own peak resident
-// set (VmHWM, which includes the host journal and every weight generated) is shown beside it,
-// marked as such.
+// declared bound, and the process peak. On CUDA the process peak is the GPU memory NVML lists
+// for the psi process, sampled through the stage (RunReport::gpu_memory); on the CPU backend
+// only the arena accounting is meaningful, so the host process's own peak resident set (VmHWM,
+// which includes the host journal and every weight generated) is shown beside it, marked as such.
 #include "experiments/drivers.h"
 
 #include <chrono>
@@ -17,6 +17,7 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
+#include "experiments/gpu_memory_cells.h"
 
 namespace psi::exp {
 
@@ -61,6 +62,8 @@ void run_memory_scopes(const Options& o, Report& report) {
       outcome = {{"outcome", std::string(rt::outcome_name(f.outcome()))}, {"failure", f.what()}};
       if (ex.has_runtime()) r = ex.report();
     }
+    const nlohmann::json run = rt::to_json(r);
+    const bool on_gpu = r.gpu_memory.applicable;
     report.add_case(stage - 1, {{"stage", stage},
                                 {"result", outcome},
                                 {"video_tokens", in.video.x.dim(1)},
@@ -69,9 +72,11 @@ void run_memory_scopes(const Options& o, Report& report) {
                                 {"arena", arena.label},
                                 {"backend", o.backend},
                                 {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
-                                {"run", rt::to_json(r)},
-                                {"process_peak_kind", o.backend == "cuda" ? "NVML" : "host VmHWM (CPU backend)"},
-                                {"process_peak_bytes", host_peak_rss_bytes()}});
+                                {"run", run},
+                                {"process_peak_kind", on_gpu ? "GPU, NVML" : "host VmHWM (CPU backend)"},
+                                // null when NVML did not list the process: the reason is in run.gpu_memory
+                                {"process_peak_bytes", on_gpu ? run["gpu_memory"]["process_peak_bytes"]
+                                                              : nlohmann::json(host_peak_rss_bytes())}});
   }
 }
 
@@ -90,12 +95,21 @@ std::vector<Table> tabulate_memory_scopes(const nlohmann::json& cases, const nlo
                fmt_mib(r["arena_bytes"]), fmt_mib(2.0 * r["page_bytes"].get<double>()),
                fmt_mib(r["workspace_high_water_bytes"]), fmt_mib(r["scratch_high_water_bytes"]),
                fmt_mib(r["managed_peak_bytes"]), fmt_mib(r["bound_bytes"]),
-               fmt_mib(c["process_peak_bytes"]) + " (" + c["process_peak_kind"].get<std::string>() + ")",
+               (c["process_peak_bytes"].is_null() ? gpu_process_peak_cell(r) : fmt_mib(c["process_peak_bytes"])) + " (" +
+                   c["process_peak_kind"].get<std::string>() + ")",
                fmt_fixed(c["wall_s"], 2)});
   }
-  t.notes.push_back("variant " + std::string(kRuntimeVariant) +
-                    ", schedule reuse+prefetch; the CPU backend has no device, so the process peak is the host "
-                    "process's resident peak, not a GPU number.");
+  bool gpu = false;
+  for (auto& c : cases)
+    if (c["run"].contains("gpu_memory") && c["run"]["gpu_memory"].value("applicable", false)) {
+      gpu = true;
+      t.notes.push_back("stage " + std::to_string(c["stage"].get<int>()) + ": " + gpu_memory_note(c["run"]));
+    }
+  t.notes.push_back("variant " + std::string(kRuntimeVariant) + ", schedule reuse+prefetch; " +
+                    (gpu ? "the process peak is the GPU memory NVML lists for the psi process (CUDA context and "
+                           "cuBLAS included), sampled through the stage."
+                         : "the CPU backend has no device, so the process peak is the host process's resident peak, "
+                           "not a GPU number."));
   return {t};
 }
 

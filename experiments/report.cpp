@@ -126,6 +126,7 @@ void merge_reports(const std::vector<std::filesystem::path>& shards, const std::
   merged.quick = options["quick"];
   merged.chaos_seed = options["chaos_seed"];
   merged.zero_mask = options.value("zero_mask", false);
+  merged.pool_bytes = options.value("pool_bytes", rt::kDefaultPoolBytes);
   merged.out = out;
   Report report(*experiment, merged, readers.front().run_info().device_name);
   for (const auto& r : readers)

@@ -14,6 +14,7 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
+#include "experiments/gpu_memory_cells.h"
 
 namespace psi::exp {
 
@@ -100,6 +101,10 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
             ", arena " + arena;
   t.columns = {"schedule", "wall (ms, mean ± SD)", "weights H2D", "journal H2D + D2H", "journal commits / reloads / resident",
                "blocking syncs", "managed peak / bound", "10 probes bitwise equal in every run"};
+  nlohmann::json runs = nlohmann::json::array();
+  for (auto& c : cases) runs.push_back(c["run"]);
+  const bool gpu = any_gpu_memory(runs);
+  if (gpu) t.columns.insert(t.columns.end(), {"GPU process peak (NVML)", "device used peak (NVML)"});
   for (const std::string& s : std::vector<std::string>(order.begin(), order.end())) {
     const Agg& a = by[s];
     double mean = 0, ss = 0;
@@ -109,17 +114,24 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
     const double sd = a.walls.size() > 1 ? std::sqrt(ss / double(a.walls.size() - 1)) : 0.0;
     const auto& r = a.run;
     if (r.is_null()) {
-      t.add_row({s, "-", "-", "-", "-", "-", "-", a.outcome});
+      std::vector<std::string> row{s, "-", "-", "-", "-", "-", "-", a.outcome};
+      if (gpu) row.insert(row.end(), {"-", "-"});
+      t.add_row(std::move(row));
       continue;
     }
-    t.add_row({s, fmt_fixed(mean * 1e3, 1) + " ± " + fmt_fixed(sd * 1e3, 1), fmt_mib(r["h2d_bytes"]["weights"]),
+    std::vector<std::string> row{s, fmt_fixed(mean * 1e3, 1) + " ± " + fmt_fixed(sd * 1e3, 1), fmt_mib(r["h2d_bytes"]["weights"]),
                fmt_mib(r["h2d_bytes"]["journal"].get<double>() + r["d2h_bytes"]["journal"].get<double>()),
                std::to_string(r["journal_commits"].get<long long>()) + " / " +
                    std::to_string(r["journal_reloads"].get<long long>()) + " / " +
                    std::to_string(r["journal_kept_resident"].get<long long>()),
                std::to_string(r["blocking_syncs"].get<long long>()),
                fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
-               a.all_equal ? "yes (" + std::to_string(a.runs) + " runs)" : "NO"});
+               a.all_equal ? "yes (" + std::to_string(a.runs) + " runs)" : "NO"};
+    if (gpu) {
+      row.insert(row.end(), {gpu_process_peak_cell(r), gpu_device_peak_cell(r)});
+      t.notes.push_back(s + ": " + gpu_memory_note(r));
+    }
+    t.add_row(std::move(row));
   }
   t.notes.push_back("inputs: " + inputs + "; variant " + kRuntimeVariant +
                     "; bitwise: every run's probes equal the first run's and the host block's (SHA-256).");

@@ -20,13 +20,14 @@ which=${1:-all}
 prefix=${PSI_BUILD_PREFIX:-build-}
 jobs=${PSI_JOBS:-$(nproc)}
 # The threaded code: the runtime's stream workers, events, pages and journal (CpuBackend ...
-# Transport), PSI execution on it (PsiExec*), the chaos schedules (Chaos), and the operators that
-# fan out with parallel_for (Gemm, Attention, Ffn, Block). The rest of the suite is
+# Transport), PSI execution on it (PsiExec*), the chaos schedules (Chaos), the operators that
+# fan out with parallel_for (Gemm, Attention, Ffn, Block), and the GPU memory sampler's thread
+# (GpuMemorySampler, GpuMemoryMonitor). The rest of the suite is
 # single-threaded file handling and arithmetic, which ASan/UBSan cover; the Interrupt tests are
 # left out because their signal handler only sets an atomic flag and their complete `psi run`
 # takes two minutes under TSan.
 # Only the test programs holding these suites are built for TSan.
-tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec[A-Za-z]*|Chaos|Gemm|Attention|Ffn|Block'}
+tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec[A-Za-z]*|Chaos|Gemm|Attention|Ffn|Block|GpuMemorySampler|GpuMemoryMonitor'}
 
 supp="$PWD/fuzz/lsan.supp"
 # allocator_may_return_null: psi checks allocations that can fail (an arena larger than the

@@ -254,3 +254,30 @@ TEST_F(Experiments, FixedBudgetBitwiseToUncapped) {
   CmdResult cmp = psi_cmd("compare " + f.string() + " " + f.string() + " --map /states/capped=/states/uncapped --only '^/states/capped'");
   EXPECT_EQ(cmp.status, 0) << cmp.out;
 }
+
+// fixed-budget --pool: on the CPU backend it sets the cap (scaled like the arena: tiny is 1/16 of
+// ltx2-22b), and the reservation and the GPU memory say they do not apply rather than show numbers.
+TEST_F(Experiments, FixedBudgetPoolOnTheCpuBackend) {
+  const fs::path f = dir_ / "fb.h5";
+  CmdResult r = psi_cmd("run fixed-budget --backend cpu --pool 1GiB --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto c = read_json(f, "/report/cases")[0];
+  EXPECT_EQ(c["cap_bytes"], 64 << 20);
+  EXPECT_TRUE(c["fits"].get<bool>());
+  EXPECT_EQ(read_json(f, "/report/options")["pool_bytes"], 1 << 30);
+  const auto& run = c["run"];
+  EXPECT_EQ(run["reservation"]["made"], false);
+  EXPECT_EQ(run["reservation"]["status"], "not applicable on the cpu backend: it has no device memory to reserve");
+  EXPECT_TRUE(run["reservation"]["pool_after_bytes"].is_null());
+  EXPECT_EQ(run["gpu_memory"]["applicable"], false);
+  EXPECT_TRUE(run["gpu_memory"]["process_peak_bytes"].is_null());
+  EXPECT_NE(r.out.find("| not applicable (cpu backend) |"), std::string::npos) << r.out;
+
+  CmdResult other = psi_cmd("run capacity --pool 1GiB --out " + (dir_ / "cap.h5").string());
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.out.find("psi: error: --pool applies only to fixed-budget (not capacity)"), std::string::npos) << other.out;
+  CmdResult bad = psi_cmd("run fixed-budget --pool 3G --out " + (dir_ / "bad.h5").string());
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("psi: error: --pool '3G': unknown unit 'G'"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir_ / "bad.h5"));
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/runtime/backend_factory.h"
+#include "engine/runtime/gpu_memory_monitor.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/sizes.h"
 #include "engine/runtime/validator.h"
@@ -34,6 +35,10 @@ Runtime::Runtime(const RuntimeConfig& config)
   backend_ = std::move(choice.backend);
   backend_note_ = std::move(choice.note);
   if (config.validate) validator_ = std::make_unique<Validator>(backend_->runs_hooks());
+  // Sampling starts before the arena exists, so the process peak covers the whole run.
+  GpuMemoryMonitorOptions sampling;
+  sampling.period = config.gpu_sample_period;
+  gpu_memory_ = std::make_unique<GpuMemoryMonitor>(backend_->name(), sampling);
   arena_ = backend_->allocate_arena(layout_.arena);
   meter_.add(2 * layout_.page);  // the two pages are in use for the whole run
   compute_ = create_stream("compute");
@@ -207,11 +212,13 @@ RunReport Runtime::report() const {
   r.pinned_allocations = backend_->pinned_allocations();
   r.pinned_bytes = pinned_bytes_;
   r.counters = counters_;
+  r.gpu_memory = gpu_memory_->report();
   return r;
 }
 
 RunReport Runtime::finish() {
   synchronize();
+  gpu_memory_->stop();  // the last reading is the state at the end of the run
   RunReport r = report();
   if (r.device_allocations != 1)
     throw Error("runtime: the run made " + std::to_string(r.device_allocations) +

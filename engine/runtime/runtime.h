@@ -12,6 +12,7 @@
 //
 // Every device access an operation makes must be declared in its Accesses: that is what page
 // lifecycle checks, journal residency and validate mode see.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,7 +23,9 @@
 
 #include "engine/runtime/arena.h"
 #include "engine/runtime/backend.h"
+#include "engine/runtime/budget.h"
 #include "engine/runtime/counters.h"
+#include "engine/runtime/gpu_memory_sampler.h"
 #include "engine/runtime/region.h"
 #include "engine/runtime/run_failure.h"
 
@@ -30,6 +33,7 @@ namespace psi::rt {
 
 class WeightPages;
 class Validator;
+class GpuMemoryMonitor;
 struct TrackedAccess;
 
 // Test-only: omit one dependency so the tests can show that validate mode (or chaos) catches it.
@@ -52,6 +56,8 @@ struct RuntimeConfig {
   std::optional<std::uint64_t> chaos_seed;  // CPU backend only
   unsigned chaos_max_us = 40;
   Fault fault = Fault::none;
+  // GPU memory sampling period (CUDA backend; gpu_memory_monitor.h).
+  std::chrono::microseconds gpu_sample_period{2000};
 };
 
 struct Stream {
@@ -81,6 +87,11 @@ struct RunReport {
   std::uint64_t device_allocations = 0, pinned_allocations = 0;
   std::uint64_t pinned_bytes = 0;  // host staging and journal ring (not managed GPU memory)
   Counters counters;
+  // What the device saw, sampled through NVML on the CUDA backend (or why not): the process
+  // peak includes what the arena accounting leaves out (CUDA context, cuBLAS).
+  GpuMemoryReport gpu_memory;
+  // The fixed-budget reservation the run was held under; set by the caller that made it.
+  std::optional<ReservationReport> reservation;
 };
 
 class Runtime {
@@ -161,6 +172,7 @@ class Runtime {
   ArenaLayout layout_;
   std::unique_ptr<Backend> backend_;
   std::string backend_note_;
+  std::unique_ptr<GpuMemoryMonitor> gpu_memory_;
   std::unique_ptr<Validator> validator_;
   std::byte* arena_ = nullptr;
   PeakMeter meter_;
