@@ -8,6 +8,9 @@
 #include "engine/error.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/runtime/budget.h"
+#ifdef PSI_HAVE_CUDA
+#include "engine/runtime/cuda/reservation.h"
+#endif
 #include "engine/runtime/run_report.h"
 #include "engine/runtime/sizes.h"
 
@@ -195,20 +198,24 @@ TEST(Budget, NotApplicableOnTheCpuBackend) {
   EXPECT_EQ(j["pool_requested_bytes"], 3 * GiB);
 }
 
-// With a CUDA device (the device machine) the reservation is real and leaves the pool; without
-// one it is a one-line error, never a made-up reservation.
+// With a CUDA device (the device machine) the reservation is real and leaves at least the pool;
+// without one it is a one-line error, never a made-up reservation. On the device the pool is half
+// of what is free, so that CUDA tests running beside this one keep room; since they may allocate
+// and free meanwhile, only "at least the pool" is checked here (the fixed-budget run checks the
+// pool on an otherwise idle device).
 TEST(Budget, CudaReservesThePoolOrSaysWhyNot) {
   std::string why;
-  const std::uint64_t pool = 1 * GiB;
   if (rt::cuda_devices(&why) > 0) {
+#ifdef PSI_HAVE_CUDA
+    const std::uint64_t pool = rt::cuda_memory_info(0).free / 2;
     rt::FixedBudget b("cuda", pool);
     const rt::ReservationReport& v = b.report();
-    EXPECT_TRUE(v.made);
-    EXPECT_GE(v.pool_after, pool);
-    EXPECT_LT(v.pool_after, pool + G) << v.status;
-    EXPECT_LE(v.reserved_bytes + v.pool_after, v.free_before);
+    EXPECT_TRUE(v.made) << v.status;
+    EXPECT_GE(v.pool_after, pool) << v.status;
+    EXPECT_GT(v.reserved_bytes, 0u) << v.status;
+#endif
   } else {
-    const psi::Error e = caught([&] { rt::FixedBudget b("cuda", pool); });
+    const psi::Error e = caught([&] { rt::FixedBudget b("cuda", 1 * GiB); });
     EXPECT_EQ(e.code(), psi::Exit::run_failed);
     EXPECT_TRUE(std::string(e.what()).starts_with("fixed budget: ")) << e.what();
   }
