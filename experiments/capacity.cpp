@@ -22,6 +22,7 @@ void run_capacity(const Options& o, Report& report) {
   exec::ExecOptions eo;
   eo.backend = o.backend;
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+  eo.resident_weights = o.backend == "cuda";  // as in scheduling: the block's time without the weight source
   const exec::BlockRun ref = exec::run_block(fb.config, *fb.weights, 0, fb.inputs, variant, sched,
                                              exec::default_arena(fb.config), eo);
   if (ref.outcome != rt::Outcome::complete)
@@ -42,6 +43,8 @@ void run_capacity(const Options& o, Report& report) {
                        {"outcome", std::string(rt::outcome_name(run.outcome))},
                        {"failure", run.failure},
                        {"wall_s", run.wall_seconds},
+                       {"block_s", run.block_seconds},
+                       {"weights", eo.resident_weights ? "host-resident" : "staged"},
                        {"schedule", sched.name},
                        {"inputs", fb.description},
                        {"reference", exec::default_arena(fb.config).label}};

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sha256.h"
+#include "experiments/drivers.h"
 #include "reports/h5.h"
 #include "reports/state_file.h"
 
@@ -186,6 +187,28 @@ TEST_F(Experiments, SchedulingBitwiseAcrossSchedules) {
             run_of["baseline"]["h2d_bytes"]["weights"].get<long long>());
   EXPECT_LT(run_of["reuse+async-journal"]["blocking_syncs"].get<long long>(),
             run_of["ffn-reuse"]["blocking_syncs"].get<long long>());
+
+  // The same cases as a GPU run records them (host-resident weights, no host-block check): the
+  // table adds the block's own time and keeps the across-runs bitwise verdict; one changed
+  // probe hash turns it to NO.
+  nlohmann::json gpu = cases;
+  for (auto& c : gpu) {
+    c.erase("probes_equal_host");
+    c["weights"] = "host-resident";
+    c["block_s"] = 0.004;
+  }
+  const exp::Table t = exp::tabulate_scheduling(gpu, {{"model", "tiny"}})[0];
+  ASSERT_EQ(t.columns.at(2), "block (ms, mean ± SD)");
+  ASSERT_EQ(t.rows.size(), 4u);
+  for (const auto& row : t.rows) {
+    EXPECT_EQ(row.at(2), "4.0 ± 0.0") << row.at(0);
+    EXPECT_EQ(row.back().substr(0, 3), "yes") << row.at(0);
+  }
+  gpu[5]["probe_sha256"]["video_out"] = "0";
+  int no = 0;
+  const exp::Table changed = exp::tabulate_scheduling(gpu, {{"model", "tiny"}})[0];
+  for (const auto& row : changed.rows) no += row.back() == "NO";
+  EXPECT_EQ(no, 1);
 }
 
 // capacity: the 4 MiB-page setting (scaled) cannot hold an FFN tile; every completed setting is
