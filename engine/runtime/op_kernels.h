@@ -9,7 +9,8 @@
 // Every method is called from inside a Backend kernel (Backend::launch), with that kernel's
 // context. Operands are arena matrices (MatRef); an implementation checks that each lies inside
 // its region and throws psi::Error otherwise. The semantics of each method are those of the
-// engine/ops function it names, on the matrices given.
+// engine/ops function it names, on the matrices given. "y may be x" means the very same MatRef;
+// any other overlap of an output with an input is not allowed (a race on a device).
 //
 // Self-contained (types only, no out-of-line definitions used) so that the CUDA library can
 // implement it without linking back to psi_engine.
