@@ -1,13 +1,19 @@
 // psi device ceilings: the measured limits of the GPU a streamed block is compared with.
+// psi device summary DIR: the device check's summary page (scripts/device-check.sh).
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/runtime/backend_factory.h"
+#include "experiments/device_summary.h"
 #ifdef PSI_HAVE_CUDA
 #include "engine/runtime/cuda/ceilings.h"
 #endif
@@ -17,16 +23,48 @@ namespace {
 struct Opts {
   int repeats = 10;
   bool json = false;
+  std::string dir, out, json_out;
 };
 
-psi::cli::Registrar reg("device", "GPU measurements: `psi device ceilings` (pinned copy bandwidth, cuBLAS BF16 rate)",
+// Writes `text` to `path` through a temporary name, so that no half-written file is left.
+void write_atomically(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out.flush()) {
+      std::filesystem::remove(tmp);
+      throw psi::Error(path.string() + ": cannot be written");
+    }
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+int summary(const Opts& o) {
+  const auto folder = psi::exp::device::read_check_folder(o.dir);
+  const std::string md = psi::exp::device::render_markdown(folder);
+  if (!o.json_out.empty()) write_atomically(o.json_out, psi::exp::device::to_json(folder).dump(1) + "\n");
+  if (!o.out.empty()) write_atomically(o.out, md);
+  std::cout << md;
+  return 0;
+}
+
+psi::cli::Registrar reg("device",
+                        "GPU measurements: `psi device ceilings` (pinned copy bandwidth, cuBLAS BF16 rate), "
+                        "`psi device summary DIR` (the device check's summary)",
                         [](CLI::App& sub) {
   auto o = std::make_shared<Opts>();
   sub.require_subcommand(1);
   CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");
   ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)");
   ceil->add_flag("--json", o->json, "JSON lines as in the recordings' h200-ceilings.jsonl");
-  return [o]() -> int {
+  CLI::App* sum = sub.add_subcommand("summary", "the device check's summary from a check folder (scripts/device-check.sh)");
+  sum->add_option("dir", o->dir, "check folder: context.tsv, steps.tsv, ceilings.jsonl, <experiment>.h5, tests/*.json")
+      ->required();
+  sum->add_option("--out", o->out, "also write the Markdown here");
+  sum->add_option("--json", o->json_out, "also write everything read, as JSON, here");
+  return [o, sum]() -> int {
+    if (sum->parsed()) return summary(*o);
     std::string why;
     if (psi::rt::cuda_devices(&why) == 0)
       throw psi::Error("psi device ceilings needs a CUDA device: " + why);
