@@ -304,7 +304,7 @@ void render_probes(const CheckFolder& f, std::ostringstream& o) {
 }
 
 void render_tests(const CheckFolder& f, std::ostringstream& o) {
-  o << "## CUDA unit tests\n\n";
+  o << "## Test programs on the device (`tests/test_cuda*` and those that branch on a CUDA device)\n\n";
   if (f.tests.empty()) {
     std::string why = "no test results";
     for (const Step& s : f.steps)

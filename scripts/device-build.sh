@@ -2,7 +2,9 @@
 # Configures and builds psi against a private prefix of unpacked Debian packages (the one
 # scripts/device-prepare.sh packs into .device/deps.tar.xz), for sm_90, Release:
 #   bash scripts/device-build.sh PREFIX BUILD_DIR [TARGET...]
-# Default targets: psi and every CUDA test program (tests/test_cuda*.cpp). Used by
+#   bash scripts/device-build.sh --list-tests
+# Default targets: psi and the device's test programs (--list-tests prints them: every
+# tests/test_cuda*.cpp, and every test file that branches on a CUDA device being there). Used by
 # scripts/device-check.sh on the device and by device-prepare.sh for the prebuilt fallback, so
 # both build the same way. Nothing is installed: headers, CMake packages and pkg-config files
 # come from PREFIX; the executables find PREFIX's shared libraries through their RPATH
@@ -13,12 +15,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { echo "device-build: error: $*" >&2; exit 1; }
+
+device_tests() {
+  local t
+  for t in tests/test_*.cpp; do
+    case $t in
+      tests/test_cuda*) basename "$t" .cpp ;;
+      *) grep -q 'cuda_devices(' "$t" && basename "$t" .cpp ;;
+    esac
+  done
+  return 0
+}
+if [ "${1:-}" = --list-tests ]; then device_tests; exit 0; fi
 [ $# -ge 2 ] || die "usage: device-build.sh PREFIX BUILD_DIR [TARGET...]"
 prefix=$(cd "$1" 2>/dev/null && pwd) || die "prefix $1 is not a folder"
 build=$2
 shift 2
 lib=$prefix/usr/lib/x86_64-linux-gnu
-[ -d "$lib" ] && [ -x "$prefix/usr/bin/pkgconf" ] || die "$prefix holds no unpacked packages (usr/lib/x86_64-linux-gnu, usr/bin/pkgconf)"
+{ [ -d "$lib" ] && [ -x "$prefix/usr/bin/pkgconf" ]; } || die "$prefix holds no unpacked packages (usr/lib/x86_64-linux-gnu, usr/bin/pkgconf)"
 
 # Multiarch headers (openssl/opensslconf.h, gmp.h) live beside the others in the system's
 # include/x86_64-linux-gnu, which the compilers search only under /usr.
@@ -26,12 +40,11 @@ multiarch=$prefix/usr/include/x86_64-linux-gnu
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(psi)
-  for t in tests/test_cuda*.cpp; do [ -e "$t" ] && targets+=("$(basename "$t" .cpp)"); done
+  mapfile -t targets < <(echo psi; device_tests)
 fi
 
 nvcc=$(command -v nvcc || true)
-[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; }
+if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
 [ -n "$nvcc" ] || die "no nvcc on PATH or at /usr/local/cuda/bin"
 
 # pkgconf from the prefix, reading only the prefix's .pc files and rewriting their /usr paths

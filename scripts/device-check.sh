@@ -2,17 +2,17 @@
 # The GPU check (issue 7): the ONE command of a device call on a fresh H200 machine, after
 # scripts/device-prepare.sh filled .device/ here (reports/device/README.md has the exact call):
 #   bash scripts/device-check.sh
-# Unpacks the carried packages into a private prefix, builds psi and the CUDA test programs for
-# sm_90 (or falls back to the carried prebuilt ones), runs the CUDA test programs, measures the
-# ceilings (`psi device ceilings`), runs scheduling, capacity, block-controls and probes on the
+# Unpacks the carried packages into a private prefix, builds psi and the device test programs for
+# sm_90 (or falls back to the carried prebuilt ones), runs the device test programs, measures the
+# ceilings (`psi device ceilings`), runs scheduling, probes, block-controls and capacity on the
 # full-size first block, and writes under $OUT: summary.md (`psi device summary`), summary.json,
 # log.txt and check.tar.gz (context, step results, test results, logs, the reports that are small
 # enough). Each step has a time limit inside one overall budget, and a failed step does not stop
 # the others. On CPU, the same steps at tiny size test the plumbing:
 #   PSI_DEVICE_CHECK_BACKEND=cpu PSI_DEVICE_CHECK_MODEL=tiny bash scripts/device-check.sh
 # Knobs (PSI_DEVICE_CHECK_*): BACKEND (cuda), MODEL (ltx2-22b), BUDGET (seconds for the whole
-# check, 420), STEPS (which steps, default all: unpack build tests ceilings scheduling capacity
-# block-controls probes), BUILD_DIR (build-device), PREFIX (/tmp/psi-device-prefix), REFERENCE
+# check, 450), STEPS (which steps, default all: unpack build tests ceilings scheduling probes
+# block-controls capacity), BUILD_DIR (build-device), PREFIX (/tmp/psi-device-prefix), REFERENCE
 # (the recordings; default the first of .device/reference, $PSI_SHARED/reference,
 # ../shared/reference holding what the steps read), WORK (out/device-check-work), QUICK (1: the
 # experiments' --quick). OUT defaults to out/device-check.
@@ -23,8 +23,8 @@ t_start=$(date +%s)
 
 backend=${PSI_DEVICE_CHECK_BACKEND:-cuda}
 model=${PSI_DEVICE_CHECK_MODEL:-ltx2-22b}
-budget=${PSI_DEVICE_CHECK_BUDGET:-420}
-steps=" ${PSI_DEVICE_CHECK_STEPS:-unpack build tests ceilings scheduling capacity block-controls probes} "
+budget=${PSI_DEVICE_CHECK_BUDGET:-450}
+steps=" ${PSI_DEVICE_CHECK_STEPS:-unpack build tests ceilings scheduling probes block-controls capacity} "
 build=${PSI_DEVICE_CHECK_BUILD_DIR:-$repo/build-device}
 prefix=${PSI_DEVICE_CHECK_PREFIX:-/tmp/psi-device-prefix}
 work=${PSI_DEVICE_CHECK_WORK:-$repo/out/device-check-work}
@@ -133,7 +133,8 @@ reference=$(cd "$reference" 2>/dev/null && pwd || echo "$reference")
 missing=()
 for f in "${needed[@]}"; do [ -f "$reference/$f" ] || missing+=("$f"); done
 ctx reference "$reference${missing:+ (missing: ${missing[*]})}"
-export PSI_SHARED=$(dirname "$reference")
+PSI_SHARED=$(dirname "$reference")
+export PSI_SHARED
 
 # --- unpack and build ---------------------------------------------------------------------------
 # untar_xz ARCHIVE FOLDER: tar needs the xz program for .tar.xz; python3's tarfile reads it too.
@@ -160,7 +161,10 @@ test_dir=$build/tests
 runenv=()
 build_note="existing build $build (build step not run)"
 if has_step build; then
-  if run_step build 300 env PSI_DEVICE_SHARED_DIR="$PSI_SHARED" bash scripts/device-build.sh "$prefix" "$build"; then
+  # The test names split into one target each.
+  # shellcheck disable=SC2046,SC2086
+  if run_step build 300 env PSI_DEVICE_SHARED_DIR="$PSI_SHARED" bash scripts/device-build.sh "$prefix" "$build" \
+       psi ${PSI_DEVICE_CHECK_TESTS:-$(bash scripts/device-build.sh --list-tests)}; then
     build_note="built here in $build (sm_90, Release)"
   elif [ -f .device/fallback.tar.xz ]; then
     say "the build failed: using the prebuilt fallback from .device/fallback.tar.xz"
@@ -180,16 +184,16 @@ fi
 ctx build "$build_note"
 [ -x "$psi" ] || say "no psi program at $psi: the steps that need it will fail"
 
-# --- CUDA unit tests ----------------------------------------------------------------------------
+# --- unit tests with a device --------------------------------------------------------------------
+# The CUDA test programs and those that take another path when a device is there
+# (scripts/device-build.sh --list-tests); PSI_DEVICE_CHECK_TESTS names others.
 if has_step tests; then
   found=0
-  for src in tests/test_cuda*.cpp; do
-    [ -e "$src" ] || continue
-    name=$(basename "$src" .cpp)
+  for name in ${PSI_DEVICE_CHECK_TESTS:-$(bash scripts/device-build.sh --list-tests)}; do
     found=1
     run_step "$name" 90 "${runenv[@]}" "$test_dir/$name" --gtest_output="json:$work/tests/$name.json" || true
   done
-  [ $found = 1 ] || record tests 0 0 "no CUDA test programs (tests/test_cuda*.cpp)"
+  [ $found = 1 ] || record tests 0 0 "no test programs to run"
 fi
 
 # --- ceilings -----------------------------------------------------------------------------------
@@ -200,8 +204,10 @@ if has_step ceilings; then
 fi
 
 # --- experiments on the first block -------------------------------------------------------------
-declare -A limits=([scheduling]=180 [capacity]=90 [block-controls]=120 [probes]=60)
-for e in scheduling capacity block-controls probes; do
+# The schedules first (the check's main numbers), then the cheap operator probes, the block
+# against the recorded MATH block, and the capacity settings.
+declare -A limits=([scheduling]=180 [probes]=60 [block-controls]=120 [capacity]=90)
+for e in scheduling probes block-controls capacity; do
   has_step "$e" || continue
   run_step "$e" "${limits[$e]}" "${runenv[@]}" "$psi" run "$e" --model "$model" --backend "$backend" \
     --reference "$reference" --out "$work/$e.h5" "${quick[@]}" || true

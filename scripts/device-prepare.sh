@@ -11,7 +11,7 @@
 #                           unpacks it into a private folder (never into /)
 #   .device/reference/      the recordings the device run reads (scheduling and capacity read
 #                           none; probes and block-controls on ltx2-22b read the four below)
-#   .device/fallback.tar.xz psi and the CUDA test programs built here for sm_90, used only when
+#   .device/fallback.tar.xz psi and the device's test programs built here for sm_90, used only when
 #                           the build on the device fails (skipped when it would not fit)
 #   .device/manifest.txt    git revision, date, packages and versions, sizes
 #
@@ -104,9 +104,9 @@ fi
 
 # Prune what neither the build nor psi uses: documentation, tools, static libraries (but the
 # GoogleTest and Google Benchmark ones the tests link), Fortran and C++ HDF5 bindings, sources.
-p=$work/prefix
+p=${work:?}/prefix
 rm -rf "$p/usr/share/doc" "$p/usr/share/man" "$p/usr/share/lintian" "$p/usr/share/bug" "$p/usr/share/info" \
-       "$p/usr/src" "$p/usr/share/hdf5" "$p/usr/lib/x86_64-linux-gnu/gconv" "$p/etc" "$p/usr/lib/x86_64-linux-gnu/sasl2" \
+       "$p/usr/src" "$p/usr/share/hdf5" "$p/usr/lib/x86_64-linux-gnu/gconv" "${p:?}/etc" "$p/usr/lib/x86_64-linux-gnu/sasl2" \
        "$p/usr/include/hdf5/serial/"*.mod "$p/usr/lib/x86_64-linux-gnu/engines-3" "$p/usr/lib/x86_64-linux-gnu/ossl-modules"
 find "$p/usr/bin" -mindepth 1 ! -name pkgconf -delete 2>/dev/null || true
 find "$p" -name '*.a' ! -name 'libgtest*.a' ! -name 'libgmock*.a' ! -name 'libbenchmark*.a' -delete
@@ -163,13 +163,13 @@ if [ "${PSI_DEVICE_FALLBACK:-1}" = 1 ]; then
   rm -rf "$fb_prefix"
   mkdir -p "$fb_prefix"
   tar -C "$fb_prefix" -xJf "$carry/deps.tar.xz"
-  say "building the fallback (psi and the CUDA test programs, sm_90) in $work/fallback-build"
+  say "building the fallback (psi and the device's test programs, sm_90) in $work/fallback-build"
   if bash scripts/device-build.sh "$fb_prefix" "$work/fallback-build" >"$work/fallback-build.log" 2>&1; then
     fb=$work/fallback
     rm -rf "$fb"
     mkdir -p "$fb/tests"
     cp "$work/fallback-build/psi" "$fb/psi"
-    for t in "$work/fallback-build/tests/"test_cuda*; do [ -x "$t" ] && cp "$t" "$fb/tests/"; done
+    for t in $(bash scripts/device-build.sh --list-tests); do cp "$work/fallback-build/tests/$t" "$fb/tests/"; done
     tmp=$carry/fallback.tar.xz.tmp.$$
     tar -C "$fb" -cf - . | xz -9 -T0 >"$tmp" || { rm -f "$tmp"; die "packing the fallback failed"; }
     mv "$tmp" "$carry/fallback.tar.xz"
