@@ -89,6 +89,10 @@ std::string missing_report(const CheckFolder& f, const std::string& name) {
 }
 
 void render_context(const CheckFolder& f, std::ostringstream& o) {
+  if (f.context.empty()) {
+    o << "unavailable: no context.tsv\n\n";
+    return;
+  }
   Table t;
   t.columns = {"", ""};
   for (const auto& [k, v] : f.context) t.add_row({k, v});
