@@ -7,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
+#include "reports/h5.h"
 
 namespace {
 
@@ -15,6 +16,7 @@ struct Opts {
   std::vector<std::int64_t> shape;
   std::uint64_t seed = 0;
   int head = 4;
+  std::string out;
 };
 
 psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of a SynthInit v1 tensor",
@@ -24,6 +26,9 @@ psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of 
   sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required();
   sub.add_option("--seed", o->seed, "global seed G");
   sub.add_option("--head", o->head, "how many leading values to print");
+  sub.add_option("--out", o->out,
+                 "also write the tensor to this HDF5 file as dataset /<name> (BF16 as uint16, dtype "
+                 "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)");
   return [o] {
     for (std::int64_t d : o->shape)
       if (d < 0) throw psi::Error("synthinit: --shape " + std::to_string(d) + " is negative");
@@ -34,6 +39,11 @@ psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of 
     for (int i = 0; i < o->head && i < t.numel(); ++i)
       std::printf("  [%d] 0x%04x %.17g\n", i, t.data[i].bits, double(t.data[i].to_float()));
     std::printf("sha256 %s\n", psi::sha256_hex(t).c_str());
+    if (!o->out.empty()) {
+      psi::h5::File f = psi::h5::File::create(o->out);
+      f.write_bf16("/" + o->name, t);
+      f.commit();
+    }
     return 0;
   };
 });

@@ -307,6 +307,35 @@ void render_probes(const CheckFolder& f, std::ostringstream& o) {
   o << md_table(t) << "\n";
 }
 
+void render_torch_linear(const CheckFolder& f, std::ostringstream& o) {
+  o << "## PyTorch's nn.Linear here, the recording and psi's dense path (`scripts/device-torch-linear.py`)\n\n";
+  if (!f.torch_linear) {
+    std::string why = "no torch-linear.json";
+    for (const Step& s : f.steps)
+      if (s.name == "torch-linear") why += " (step " + step_result(s) + (s.note.empty() ? "" : ": " + s.note) + ")";
+    o << "unavailable: " << why << "\n\n";
+    return;
+  }
+  const nlohmann::json& j = *f.torch_linear;
+  const std::string torch = j.value("torch", std::string("?"));
+  if (torch == "not installed")
+    o << "PyTorch is not installed here: psi alone against the recording.";
+  else
+    o << "PyTorch " << torch << " on " << j.value("device", std::string("?")) << ".";
+  o << " Differing BF16 elements between the results of each projection.\n\n";
+  Table t;
+  t.columns = {"projection", "elements", "psi backend", "PyTorch here vs recording", "psi vs PyTorch here",
+               "psi vs recording"};
+  const auto count = [](const nlohmann::json& row, const char* key) {
+    return row.contains(key) ? fmt_count(row[key].get<long long>()) : std::string("- (no PyTorch)");
+  };
+  for (const auto& row : j.value("cases", nlohmann::json::array()))
+    t.add_row({row.value("case", std::string()), fmt_count(row.value("elements", 0LL)),
+               row.value("psi_backend", std::string()), count(row, "torch_vs_recorded"), count(row, "psi_vs_torch"),
+               count(row, "psi_vs_recorded")});
+  o << md_table(t) << "\n";
+}
+
 void render_tests(const CheckFolder& f, std::ostringstream& o) {
   o << "## Test programs on the device (`tests/test_cuda*` and those that branch on a CUDA device)\n\n";
   if (f.tests.empty()) {
@@ -500,6 +529,13 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
       f.unreadable[name + ".h5"] = one_line(e.what());
     }
   }
+  if (auto p = dir / "torch-linear.json"; std::filesystem::exists(p)) {
+    try {
+      f.torch_linear = nlohmann::json::parse(read_file(p));
+    } catch (const std::exception& e) {
+      f.unreadable["torch-linear.json"] = one_line(e.what());
+    }
+  }
   if (auto t = dir / "tests"; std::filesystem::is_directory(t)) {
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(t))
@@ -525,6 +561,7 @@ std::string render_markdown(const CheckFolder& f) {
   render_capacity(f, o);
   render_block_controls(f, o);
   render_probes(f, o);
+  render_torch_linear(f, o);
   render_tests(f, o);
   for (const auto& [file, why] : f.unreadable) o << "- " << file << " could not be read: " << why << "\n";
   return o.str();
@@ -551,6 +588,7 @@ nlohmann::json to_json(const CheckFolder& f) {
                           {"device_name", r.info.device_name},   {"psi_git_revision", r.info.psi_git_revision},
                           {"start_time_utc", r.info.start_time_utc}, {"end_time_utc", r.info.end_time_utc},
                           {"options", r.options},                {"cases", r.cases}};
+  if (f.torch_linear) j["torch_linear"] = *f.torch_linear;
   j["unreadable"] = f.unreadable;
   j["tests"] = nlohmann::json::array();
   for (const TestProgram& p : f.tests)

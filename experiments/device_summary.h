@@ -99,11 +99,12 @@ struct CheckFolder {
   std::map<std::string, Report> reports;                     // <experiment>.h5
   std::map<std::string, std::string> unreadable;             // file -> why it could not be read
   std::vector<TestProgram> tests;                            // tests/<program>.json (GoogleTest JSON)
+  std::optional<nlohmann::json> torch_linear;                // torch-linear.json (scripts/device-torch-linear.py)
   std::string context_value(const std::string& key) const;   // "" when absent
 };
 
 // Reads DIR: context.tsv, steps.tsv, ceilings.jsonl, scheduling.h5, capacity.h5,
-// block-controls.h5, probes.h5, tests/*.json; any of them may be missing.
+// block-controls.h5, probes.h5, tests/*.json, torch-linear.json; any of them may be missing.
 CheckFolder read_check_folder(const std::filesystem::path& dir);
 
 // GoogleTest's --gtest_output=json for one program.

@@ -12,7 +12,7 @@
 #   PSI_DEVICE_CHECK_BACKEND=cpu PSI_DEVICE_CHECK_MODEL=tiny bash scripts/device-check.sh
 # Knobs (PSI_DEVICE_CHECK_*): BACKEND (cuda), MODEL (ltx2-22b), BUDGET (seconds for the whole
 # check, 450), STEPS (which steps, default all: unpack build tests ceilings scheduling probes
-# block-controls capacity), BUILD_DIR (build-device), PREFIX (/tmp/psi-device-prefix), REFERENCE
+# torch-linear block-controls capacity), BUILD_DIR (build-device), PREFIX (/tmp/psi-device-prefix), REFERENCE
 # (the recordings; default the first of .device/reference, $PSI_SHARED/reference,
 # ../shared/reference holding what the steps read), WORK (out/device-check-work), QUICK (1: the
 # experiments' --quick). OUT defaults to out/device-check.
@@ -24,7 +24,7 @@ t_start=$(date +%s)
 backend=${PSI_DEVICE_CHECK_BACKEND:-cuda}
 model=${PSI_DEVICE_CHECK_MODEL:-ltx2-22b}
 budget=${PSI_DEVICE_CHECK_BUDGET:-450}
-steps=" ${PSI_DEVICE_CHECK_STEPS:-unpack build tests ceilings scheduling probes block-controls capacity} "
+steps=" ${PSI_DEVICE_CHECK_STEPS:-unpack build tests ceilings scheduling probes torch-linear block-controls capacity} "
 build=${PSI_DEVICE_CHECK_BUILD_DIR:-$repo/build-device}
 prefix=${PSI_DEVICE_CHECK_PREFIX:-/tmp/psi-device-prefix}
 work=${PSI_DEVICE_CHECK_WORK:-$repo/out/device-check-work}
@@ -118,6 +118,7 @@ ctx toolchain "nvcc $("$nvcc_bin" --version 2>/dev/null | sed -n 's/.*release \(
 # --- recordings ---------------------------------------------------------------------------------
 needed=()
 has_step probes && needed+=(probes_linear.h5 probe_attn_traj.h5)
+has_step torch-linear && needed+=(probes_linear.h5)
 if has_step block-controls; then
   if [ "$model" = ltx2-22b ]; then needed+=(block_full_math.h5 block_full_flash.h5); else needed+=(block_small.h5); fi
 fi
@@ -207,8 +208,15 @@ fi
 # The schedules first (the check's main numbers), then the cheap operator probes, the block
 # against the recorded MATH block, and the capacity settings.
 declare -A limits=([scheduling]=180 [probes]=60 [block-controls]=120 [capacity]=90)
-for e in scheduling probes block-controls capacity; do
+for e in scheduling probes torch-linear block-controls capacity; do
   has_step "$e" || continue
+  if [ "$e" = torch-linear ]; then
+    # PyTorch's own nn.Linear on the recorded projections beside psi's (the same torch as the
+    # recording's); cuBLASLt's trace of both processes' products goes to logs/ (check.tar.gz).
+    run_step torch-linear 60 "${runenv[@]}" env CUBLASLT_LOG_LEVEL=2 CUBLASLT_LOG_FILE="$work/logs/cublaslt-%i.log" \
+      python3 scripts/device-torch-linear.py "$psi" "$reference" "$work" "$backend" || true
+    continue
+  fi
   run_step "$e" "${limits[$e]}" "${runenv[@]}" "$psi" run "$e" --model "$model" --backend "$backend" \
     --reference "$reference" --out "$work/$e.h5" "${quick[@]}" || true
 done

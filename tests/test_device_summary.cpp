@@ -210,6 +210,9 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   write(dir / "ceilings.jsonl",
         "{\"kind\": \"copy\", \"MiB\": 0.5, \"h2d_GBps\": 0.25, \"d2h_GBps\": 0.3}\n"
         "{\"kind\": \"copy\", \"MiB\": 8, \"h2d_GBps\": 50, \"d2h_GBps\": 50}\n");
+  write(dir / "torch-linear.json",
+        R"({"torch": "2.11.0+cu130", "device": "NVIDIA H200", "cases": [{"case": "video-q-proj", "elements": 1048576,
+            "psi_backend": "cuda", "psi_vs_recorded": 7, "torch_vs_recorded": 0, "psi_vs_torch": 7}]})");
   write(dir / "tests" / "test_cuda_kernels.json",
         R"({"testsuites": [{"name": "K", "testsuite": [{"name": "A", "status": "RUN", "result": "SKIPPED"}]}]})");
   out.clear();
@@ -233,6 +236,12 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   EXPECT_NE(md.find("unavailable: no block-controls.h5 (step block-controls timed out (exit 124): stopped at its limit"),
             std::string::npos) << md;
   EXPECT_NE(md.find("unavailable: no probes.h5 (step probes not run)"), std::string::npos) << md;
+  EXPECT_NE(md.find("PyTorch 2.11.0+cu130 on NVIDIA H200."), std::string::npos) << md;
+  const auto torch = row_cells(md, "video-q-proj");
+  ASSERT_EQ(torch.size(), 6u) << md;
+  EXPECT_EQ(torch[1], "1,048,576");
+  EXPECT_EQ(torch[3], "0");  // PyTorch here vs the recording
+  EXPECT_EQ(torch[4], "7");  // psi vs PyTorch here
   const auto tests = row_cells(md, "test_cuda_kernels");
   ASSERT_EQ(tests.size(), 6u) << md;
   EXPECT_EQ(tests[1], "1");  // tests
@@ -241,6 +250,7 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   const nlohmann::json j = nlohmann::json::parse(slurp(dir / "summary.json"));
   EXPECT_EQ(j["reports"]["scheduling"]["cases"].size(), 12u);
   EXPECT_EQ(j["reports"]["capacity"]["backend"], "cpu");
+  EXPECT_EQ(j["torch_linear"]["cases"][0]["psi_vs_torch"], 7);
   fs::remove_all(dir);
 }
 
