@@ -1,6 +1,7 @@
 #include "engine/runtime/whole_linear.h"
 
 #include <cstring>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/runtime/op_kernels.h"
@@ -31,18 +32,19 @@ WholeLinear whole_linear(const std::string& backend, const Bf16Tensor& x, const 
   rc.arena_bytes = 2 * page + workspace + rc.live_bytes;
   Runtime rt(rc);
 
+  // The pinned copies must outlive their asynchronous copies: held until the function returns.
+  std::vector<HostBuffer> staged;
   const auto stage = [&](const Bf16Tensor& t, const std::string& name) {
     const DeviceRegion r = rt.scratch_alloc(t.bytes(), "whole linear", -1, name);
     HostBuffer h = rt.allocate_pinned(std::max<std::size_t>(t.bytes(), 1), "whole linear " + name);
     std::memcpy(h.data, t.ptr(), t.bytes());
     rt.copy_h2d(rt.compute(), r, h.data, CopyKind::other, "whole linear " + name);
-    return std::make_pair(r, h);
+    staged.push_back(std::move(h));
+    return r;
   };
-  const auto [xr, xh] = stage(x, "x");
-  const auto [wr, wh] = stage(W, "weight");
-  DeviceRegion br;
-  HostBuffer bh;
-  if (b) std::tie(br, bh) = stage(*b, "bias");
+  const DeviceRegion xr = stage(x, "x");
+  const DeviceRegion wr = stage(W, "weight");
+  const DeviceRegion br = b ? stage(*b, "bias") : DeviceRegion{};
   const DeviceRegion yr = rt.scratch_alloc(std::uint64_t(M * N) * 2, "whole linear", -1, "y");
 
   Accesses acc = {reads(xr), reads(wr), writes(yr)};
