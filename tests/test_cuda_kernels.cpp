@@ -24,6 +24,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/bf16.h"
@@ -487,6 +488,18 @@ void activation_case(Rig& ref, Rig& dut) {
   EXPECT_EQ(differ, 0) << "gate multiply not bitwise given the backend's own sigmoid values";
 }
 
+// Σ_k x[i,k]·w[j,k] and Σ_k |x[i,k]·w[j,k]| in float64 (exact for these data).
+std::pair<double, double> exact_dot(const Bf16Tensor& x, const Bf16Tensor& w, std::int64_t i, std::int64_t j) {
+  const std::int64_t K = x.dim(1);
+  double e = 0, mag = 0;
+  for (std::int64_t kk = 0; kk < K; ++kk) {
+    const double t = double(x.data[i * K + kk].to_float()) * double(w.data[j * K + kk].to_float());
+    e += t;
+    mag += std::abs(t);
+  }
+  return {e, mag};
+}
+
 // y = x·wᵀ (+ b): cuBLASLt sums in its own order (tiles, FMA, maybe split-K), so the device's
 // float32 value before the BF16 write is only known to lie within
 //   δ = (K + 2)·u·(Σ_k |x_k·w_k| + |b|)  (+ 2^-8·Σ_k |x_k·w_k| when a BF16 split-K reduction ran)
@@ -501,12 +514,7 @@ Sharpness check_product(const Result& r, const MatRef& Y, const Bf16Tensor& x, c
   std::int64_t outside = 0, cpu_outside = 0;
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
-      double e = 0, mag = 0;
-      for (std::int64_t kk = 0; kk < K; ++kk) {
-        const double t = double(x.data[i * K + kk].to_float()) * double(w.data[j * K + kk].to_float());
-        e += t;
-        mag += std::abs(t);
-      }
+      const auto [e, mag] = exact_dot(x, w, i, j);
       const double bias = b ? double(b->data[j].to_float()) : 0.0;
       const double delta =
           (double(K + 2) * kU * (mag + std::abs(bias)) + (bf16_split_k ? 0x1p-8 * mag : 0.0)) * kSecondOrder;
@@ -574,12 +582,7 @@ void linear_case(Rig& ref, Rig& dut) {
   std::int64_t outside = 0;
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {
-      double e = 0, mag = 0;
-      for (std::int64_t kk = 0; kk < K; ++kk) {
-        const double t = double(x.data[i * K + kk].to_float()) * double(w.data[j * K + kk].to_float());
-        e += t;
-        mag += std::abs(t);
-      }
+      const auto [e, mag] = exact_dot(x, w, i, j);
       const double delta = (double(K + 2) * kU * mag + (split ? 0x1p-8 * mag : 0.0)) * kSecondOrder;
       const Interval pi = bf16_interval(e - delta, e + delta);
       const float bias = b.data[j].to_float();
