@@ -4,6 +4,8 @@
 #include <span>
 #include <utility>
 
+#include "engine/ops/parallel.h"
+
 namespace psi::rt {
 
 ResidentWeights::ResidentWeights(Runtime& rt, const ckpt::WeightSource& source) : rt_(rt), source_(source) {}
@@ -24,9 +26,14 @@ void ResidentWeights::load(const std::vector<WeightSlice>& tiles) {
       total += w.bytes();
     }
   if (total > buffer_.bytes) buffer_ = rt_.allocate_pinned(total, "host-resident weights");
-  for (const auto& [w, off] : distinct)
+  // Distinct slices go to disjoint bytes and sources read const: the load fans out over the
+  // host's threads (SynthInit generation of a full-size block is seconds on one core).
+  std::byte* base = buffer_.data;
+  ops::parallel_for(std::int64_t(distinct.size()), [&](std::int64_t i) {
+    const auto& [w, off] = distinct[std::size_t(i)];
     source_.read(w->tensor, w->slice,
-                 std::span<Bf16>(reinterpret_cast<Bf16*>(buffer_.data + off), std::size_t(w->slice.numel())));
+                 std::span<Bf16>(reinterpret_cast<Bf16*>(base + off), std::size_t(w->slice.numel())));
+  });
   offsets_ = std::move(offsets);
   used_ = total;
 }
