@@ -31,6 +31,7 @@ struct RunOpts {
   std::string out;
   std::string reference;
   std::string pool;
+  std::string row_tile;
 };
 
 void parse_shard(const std::string& s, exp::Options& o) {
@@ -61,6 +62,9 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   sub.add_option("--pool", r->pool,
                  "fixed-budget: the free device memory a reservation leaves for the run on CUDA (default 3GiB; "
                  "units bytes, KiB, MiB, GiB); on the CPU backend the cap on arena + pinned buffers, scaled with the model");
+  sub.add_option("--row-tile", r->row_tile,
+                 "scheduling: token rows per row tile (a multiple of the 128-key tile), or 'fit': the largest "
+                 "whose live set fits the arena under every schedule (fewer weight passes); default: the config's");
   return [r, seed] {
     const exp::Experiment& e = exp::find_experiment(r->name);
     r->o.seed_given = seed->count() > 0;
@@ -73,6 +77,23 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
       if (e.name != "fixed-budget") throw Error("--pool applies only to fixed-budget (not " + e.name + ")");
       r->o.pool_bytes = rt::parse_capacity(r->pool, "--pool");
       if (r->o.pool_bytes == 0) throw Error("--pool " + r->pool + ": the pool must be positive");
+    }
+    if (!r->row_tile.empty()) {
+      if (e.name != "scheduling") throw Error("--row-tile applies only to scheduling (not " + e.name + ")");
+      if (r->row_tile == "fit") {
+        r->o.row_tile = -1;
+      } else {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(r->row_tile, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != r->row_tile.size() || v <= 0)
+          throw Error("--row-tile '" + r->row_tile + "': expected a positive number of rows or 'fit'");
+        r->o.row_tile = v;
+      }
     }
     if (r->o.shard_count > 1 && !e.shardable)
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");

@@ -21,7 +21,8 @@ nlohmann::json Options::to_json() const {
           {"quick", quick},
           {"chaos_seed", chaos_seed},
           {"zero_mask", zero_mask},
-          {"pool_bytes", pool_bytes}};
+          {"pool_bytes", pool_bytes},
+          {"row_tile", row_tile}};
 }
 
 const Experiment& find_experiment(std::string_view name) {

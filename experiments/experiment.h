@@ -36,6 +36,9 @@ struct Options {
   // fixed-budget: the free device pool a reservation leaves on CUDA; on the CPU backend the cap
   // on arena + pinned host buffers, scaled like the arena for smaller configs.
   std::uint64_t pool_bytes = rt::kDefaultPoolBytes;
+  // scheduling: token rows per row tile; 0: the config's default; -1: the largest that fits the
+  // arena under every schedule (exec::fitting_row_tile).
+  std::int64_t row_tile = 0;
 
   // Whether case `i` of this experiment belongs to this shard (i mod n == index).
   bool in_shard(std::int64_t i) const { return i % shard_count == shard_index; }

@@ -127,6 +127,7 @@ void merge_reports(const std::vector<std::filesystem::path>& shards, const std::
   merged.chaos_seed = options["chaos_seed"];
   merged.zero_mask = options.value("zero_mask", false);
   merged.pool_bytes = options.value("pool_bytes", rt::kDefaultPoolBytes);
+  merged.row_tile = options.value("row_tile", std::int64_t(0));
   merged.out = out;
   Report report(*experiment, merged, readers.front().run_info().device_name);
   for (const auto& r : readers)

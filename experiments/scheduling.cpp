@@ -12,6 +12,7 @@
 #include "engine/model/variant.h"
 #include "engine/progress.h"
 #include "engine/psi/executor.h"
+#include "engine/psi/tiling.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
@@ -40,6 +41,11 @@ void run_scheduling(const Options& o, Report& report) {
   // On a GPU the block's time is what the transfer floor bounds: weights host-resident, so the
   // weight source (SynthInit generation, file reads) is outside it.
   eo.resident_weights = o.backend == "cuda";
+  eo.row_tile = o.row_tile == -1
+                    ? exec::fitting_row_tile(fb.config, variant, exec::schedules(), arena,
+                                             exec::block_shapes(fb.config, fb.inputs))
+                    : o.row_tile;
+  const std::int64_t row_tile = eo.row_tile == 0 ? exec::default_row_tile(fb.config) : eo.row_tile;
   const auto& all = exec::schedules();
   const int cycles = o.quick ? 2 : 5;
   Progress progress("scheduling", long((cycles + 1) * all.size()));
@@ -54,6 +60,7 @@ void run_scheduling(const Options& o, Report& report) {
                          {"cycle", cycle},
                          {"warmup", cycle == 0},
                          {"arena", arena.label},
+                         {"row_tile", row_tile},
                          {"outcome", std::string(rt::outcome_name(run.outcome))},
                          {"failure", run.failure},
                          {"wall_s", run.wall_seconds},
@@ -105,13 +112,14 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
   std::map<std::string, Agg> by;
   std::vector<std::string> order;
   nlohmann::json first_hashes;
-  std::string arena, inputs;
+  std::string arena, inputs, row_tile;
   bool host_checked = false, resident = false;
   for (auto& c : cases) {
     const std::string s = c["schedule"];
     if (!by.count(s)) order.push_back(s);
     Agg& a = by[s];
     arena = c["arena"];
+    if (c.contains("row_tile")) row_tile = ", row tile " + std::to_string(c["row_tile"].get<long long>());
     inputs = c["inputs"];
     if (c["outcome"] != "complete") {
       a.outcome = c["outcome"];
@@ -132,7 +140,7 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
   }
   Table t;
   t.title = "PSI schedules on the first block (Table IV) — model " + options.value("model", std::string("?")) +
-            ", arena " + arena;
+            ", arena " + arena + row_tile;
   t.columns = {"schedule", "wall (ms, mean ± SD)", "weights H2D", "journal H2D + D2H", "journal commits / reloads / resident",
                "blocking syncs", "managed peak / bound", "10 probes bitwise equal in every run"};
   nlohmann::json runs = nlohmann::json::array();

@@ -211,6 +211,28 @@ TEST_F(Experiments, SchedulingBitwiseAcrossSchedules) {
   EXPECT_EQ(no, 1);
 }
 
+// --row-tile fit: the largest row tile that fits the arena, fewer weight bytes streamed, the same
+// ten probes as the host block; --row-tile is refused elsewhere and for non-positive values.
+TEST_F(Experiments, SchedulingAtTheFittingRowTile) {
+  const fs::path f = dir_ / "sched-fit.h5";
+  CmdResult r = psi_cmd("run scheduling --quick --row-tile fit --out " + f.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto cases = read_json(f, "/report/cases");
+  ASSERT_EQ(cases.size(), 12u);
+  for (auto& c : cases) {
+    EXPECT_GT(c["row_tile"].get<long long>(), 64) << c["schedule"];  // tiny's default is 64 rows
+    EXPECT_EQ(c["probes_equal_host"], 10) << c["schedule"];
+  }
+  EXPECT_NE(r.out.find(", row tile " + std::to_string(cases[0]["row_tile"].get<long long>())), std::string::npos);
+  r = psi_cmd("run capacity --row-tile fit --out " + (dir_ / "cap.h5").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("psi: error: --row-tile applies only to scheduling (not capacity)"), std::string::npos) << r.out;
+  r = psi_cmd("run scheduling --row-tile 0 --out " + (dir_ / "x.h5").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("psi: error: --row-tile '0': expected a positive number of rows or 'fit'"), std::string::npos)
+      << r.out;
+}
+
 // capacity: the 4 MiB-page setting (scaled) cannot hold an FFN tile; every completed setting is
 // bitwise equal to the reference; memory-scopes reports its scopes within the bound.
 TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {

@@ -181,6 +181,29 @@ std::uint64_t declared_live(const model::ModelConfig& c, const model::NumericsVa
       .first;
 }
 
+std::int64_t fitting_row_tile(const model::ModelConfig& c, const model::NumericsVariant& v,
+                              const std::vector<Schedule>& schedules, const ArenaSettings& a,
+                              const BlockShapes& shapes) {
+  if (v.attention != ops::SoftmaxForm::online) return default_row_tile(c);
+  const rt::ArenaLayout layout = rt::ArenaLayout::make(a.arena, a.page, a.workspace);
+  const std::int64_t step = v.key_tile;
+  const std::int64_t most = std::max({shapes.video.tokens, shapes.audio.tokens, step});
+  std::int64_t best = 0;
+  for (std::int64_t r = step; r < most + step; r += step) {
+    bool fits = true;
+    for (const Schedule& s : schedules) {
+      fits = declared(c, v, s, layout, shapes, r).first <= layout.scratch &&
+             plan_of(c, v, s, layout, shapes, r, 0, 0).outcome == rt::Outcome::complete;
+      if (!fits) break;
+    }
+    if (fits) best = r;
+  }
+  if (best == 0)
+    throw Error("no row tile fits arena " + a.label + ": not even one key tile of " + std::to_string(step) +
+                " rows (" + v.name + ")");
+  return best;
+}
+
 BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int index, const model::BlockInputs& in,
                    const model::NumericsVariant& v, const Schedule& s, const ArenaSettings& a, const ExecOptions& o) {
   BlockRun r;

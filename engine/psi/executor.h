@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint/weight_source.h"
 #include "engine/model/block.h"
@@ -108,6 +109,15 @@ BlockPlan plan_block(const model::ModelConfig& c, const model::NumericsVariant& 
 // the arena's scratch.
 std::uint64_t declared_live(const model::ModelConfig& c, const model::NumericsVariant& v, const Schedule& s,
                             const ArenaSettings& a, const BlockShapes& shapes, std::int64_t row_tile = 0);
+
+// The largest row tile (a multiple of the variant's key tile, at most the block's largest token
+// count) whose declared S_live fits the arena's scratch and whose plan of these shapes completes
+// under every schedule in `schedules`: fewer row tiles stream the block's weights fewer times.
+// psi::Error when not even one key tile fits. The dense (MATH) variant declares the whole
+// scratch whatever the row tile, so for it the default row tile is returned.
+std::int64_t fitting_row_tile(const model::ModelConfig& c, const model::NumericsVariant& v,
+                              const std::vector<Schedule>& schedules, const ArenaSettings& a,
+                              const BlockShapes& shapes);
 
 // One block in its own runtime; resource failures are returned as outcomes, never thrown.
 BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int index, const model::BlockInputs& in,
