@@ -67,7 +67,7 @@ std::string md_table(const Table& t) {
 
 // The experiment reports a check folder may hold, in the order the summary shows them.
 const std::vector<std::string>& report_names() {
-  static const std::vector<std::string> names{"scheduling", "capacity", "block-controls", "probes"};
+  static const std::vector<std::string> names{"scheduling", "scheduling-fit", "capacity", "block-controls", "probes"};
   return names;
 }
 
@@ -137,11 +137,12 @@ std::string bytes_pair(const nlohmann::json& run, const char* a, const char* b) 
   return amount(num(run, a)) + " / " + amount(num(run, b));
 }
 
-void render_scheduling(const CheckFolder& f, std::ostringstream& o) {
-  o << "## First block, four schedules (`psi run scheduling`)\n\n";
-  auto it = f.reports.find("scheduling");
+// `name`: the report (scheduling, or scheduling-fit: the same at the row tile that fits).
+void render_scheduling(const CheckFolder& f, std::ostringstream& o, const std::string& name, const std::string& title) {
+  o << "## " << title << "\n\n";
+  auto it = f.reports.find(name);
   if (it == f.reports.end()) {
-    o << missing_report(f, "scheduling") << "\n\n";
+    o << missing_report(f, name) << "\n\n";
     return;
   }
   const Report& r = it->second;
@@ -224,7 +225,10 @@ void render_scheduling(const CheckFolder& f, std::ostringstream& o) {
   else
     o << "- transfer floor unavailable: "
       << (!weights ? "block weights unknown (" + weights_why + ")" : std::string("no measured H2D copy rate")) << "\n";
-  o << "- inputs: " << s.inputs << "; model " << model << " (" << profile << ")\n\n";
+  std::string row_tile = "the config's default";
+  for (const auto& c : r.cases)
+    if (c.contains("row_tile")) row_tile = std::to_string(c["row_tile"].get<long long>()) + " rows";
+  o << "- inputs: " << s.inputs << "; model " << model << " (" << profile << "); row tile " << row_tile << "\n\n";
 }
 
 void render_capacity(const CheckFolder& f, std::ostringstream& o) {
@@ -557,7 +561,9 @@ std::string render_markdown(const CheckFolder& f) {
   render_context(f, o);
   render_steps(f, o);
   render_ceilings(f, o);
-  render_scheduling(f, o);
+  render_scheduling(f, o, "scheduling", "First block, four schedules (`psi run scheduling`)");
+  render_scheduling(f, o, "scheduling-fit",
+                    "The same at the largest row tile that fits the arena (`psi run scheduling --row-tile fit`)");
   render_capacity(f, o);
   render_block_controls(f, o);
   render_probes(f, o);

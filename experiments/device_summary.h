@@ -103,7 +103,7 @@ struct CheckFolder {
   std::string context_value(const std::string& key) const;   // "" when absent
 };
 
-// Reads DIR: context.tsv, steps.tsv, ceilings.jsonl, scheduling.h5, capacity.h5,
+// Reads DIR: context.tsv, steps.tsv, ceilings.jsonl, scheduling.h5, scheduling-fit.h5, capacity.h5,
 // block-controls.h5, probes.h5, tests/*.json, torch-linear.json; any of them may be missing.
 CheckFolder read_check_folder(const std::filesystem::path& dir);
 

@@ -12,7 +12,7 @@
 #   PSI_DEVICE_CHECK_BACKEND=cpu PSI_DEVICE_CHECK_MODEL=tiny bash scripts/device-check.sh
 # Knobs (PSI_DEVICE_CHECK_*): BACKEND (cuda), MODEL (ltx2-22b), BUDGET (seconds for the whole
 # check, 450), STEPS (which steps, default all: unpack build tests ceilings scheduling probes
-# torch-linear block-controls capacity), BUILD_DIR (build-device), PREFIX (/tmp/psi-device-prefix), REFERENCE
+# torch-linear block-controls capacity scheduling-fit), BUILD_DIR (build-device), PREFIX (/tmp/psi-device-prefix), REFERENCE
 # (the recordings; default the first of .device/reference, $PSI_SHARED/reference,
 # ../shared/reference holding what the steps read), WORK (out/device-check-work), QUICK (1: the
 # experiments' --quick). OUT defaults to out/device-check.
@@ -24,7 +24,7 @@ t_start=$(date +%s)
 backend=${PSI_DEVICE_CHECK_BACKEND:-cuda}
 model=${PSI_DEVICE_CHECK_MODEL:-ltx2-22b}
 budget=${PSI_DEVICE_CHECK_BUDGET:-450}
-steps=" ${PSI_DEVICE_CHECK_STEPS:-unpack build tests ceilings scheduling probes torch-linear block-controls capacity} "
+steps=" ${PSI_DEVICE_CHECK_STEPS:-unpack build tests ceilings scheduling probes torch-linear block-controls capacity scheduling-fit} "
 build=${PSI_DEVICE_CHECK_BUILD_DIR:-$repo/build-device}
 prefix=${PSI_DEVICE_CHECK_PREFIX:-/tmp/psi-device-prefix}
 work=${PSI_DEVICE_CHECK_WORK:-$repo/out/device-check-work}
@@ -207,9 +207,16 @@ fi
 # --- experiments on the first block -------------------------------------------------------------
 # The schedules first (the check's main numbers), then the cheap operator probes, the block
 # against the recorded MATH block, and the capacity settings.
-declare -A limits=([scheduling]=180 [probes]=60 [block-controls]=120 [capacity]=90)
-for e in scheduling probes torch-linear block-controls capacity; do
+declare -A limits=([scheduling]=180 [probes]=60 [block-controls]=120 [capacity]=90 [scheduling-fit]=90)
+for e in scheduling probes torch-linear block-controls capacity scheduling-fit; do
   has_step "$e" || continue
+  if [ "$e" = scheduling-fit ]; then
+    # The schedules again at the largest row tile the arena holds (fewer weight passes), last:
+    # the first step a short budget drops.
+    run_step scheduling-fit "${limits[$e]}" "${runenv[@]}" "$psi" run scheduling --row-tile fit --quick \
+      --model "$model" --backend "$backend" --reference "$reference" --out "$work/scheduling-fit.h5" || true
+    continue
+  fi
   if [ "$e" = torch-linear ]; then
     # PyTorch's own nn.Linear on the recorded projections beside psi's (the same torch as the
     # recording's); cuBLASLt's trace of both processes' products goes to logs/ (check.tar.gz).

@@ -204,6 +204,9 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   ASSERT_EQ(run("run scheduling --quick --model tiny --backend cpu --out " + (dir / "scheduling.h5").string(), &out), 0) << out;
   out.clear();
   ASSERT_EQ(run("run capacity --model tiny --backend cpu --out " + (dir / "capacity.h5").string(), &out), 0) << out;
+  out.clear();
+  ASSERT_EQ(run("run scheduling --quick --row-tile fit --model tiny --backend cpu --out " +
+                    (dir / "scheduling-fit.h5").string(), &out), 0) << out;
   write(dir / "context.tsv", "date\t2026-11-30\ndevice\ttest CPU (CPU backend)\n");
   write(dir / "steps.tsv", "scheduling\t0\t3.0\t\ncapacity\t0\t1.0\t\nblock-controls\t124\t120.0\tstopped at its limit of 120 s\n");
   // Copy rates at the tiny config's 512 KiB page and at 8 MiB: the floor must use the first.
@@ -236,6 +239,13 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   EXPECT_NE(md.find("unavailable: no block-controls.h5 (step block-controls timed out (exit 124): stopped at its limit"),
             std::string::npos) << md;
   EXPECT_NE(md.find("unavailable: no probes.h5 (step probes not run)"), std::string::npos) << md;
+  // The schedules at tiny's default 64-row tile, then at the row tile that fits (larger).
+  EXPECT_NE(md.find("; row tile 64 rows"), std::string::npos) << md;
+  const auto fit_section = md.find("## The same at the largest row tile that fits the arena");
+  ASSERT_NE(fit_section, std::string::npos) << md;
+  const auto fit_tile = md.find("; row tile ", fit_section);
+  ASSERT_NE(fit_tile, std::string::npos) << md;
+  EXPECT_GT(std::stoll(md.substr(fit_tile + 11)), 64) << md.substr(fit_tile, 40);
   EXPECT_NE(md.find("PyTorch 2.11.0+cu130 on NVIDIA H200."), std::string::npos) << md;
   const auto torch = row_cells(md, "video-q-proj");
   ASSERT_EQ(torch.size(), 6u) << md;
