@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/model/weights.h"
 #include "experiments/gpu_memory_cells.h"
+#include "experiments/stats.h"
 #include "experiments/table.h"
 
 namespace psi::exp::device {
@@ -402,20 +403,6 @@ std::uint64_t block_weight_bytes(const model::ModelConfig& c) {
   std::uint64_t n = 0;
   for (const auto& w : model::block_weight_specs(c, 0)) n += std::uint64_t(numel(w.shape));
   return n * 2;
-}
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? std::nan("") : s / double(v.size());
-}
-
-double sample_sd(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean(v);
-  double ss = 0;
-  for (double x : v) ss += (x - m) * (x - m);
-  return std::sqrt(ss / double(v.size() - 1));
 }
 
 SchedulingSummary summarize_scheduling(const nlohmann::json& cases) {

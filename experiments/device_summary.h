@@ -69,9 +69,6 @@ struct SchedulingSummary {
 // From the scheduling report's cases (experiments/scheduling.cpp).
 SchedulingSummary summarize_scheduling(const nlohmann::json& cases);
 
-double mean(const std::vector<double>& v);
-double sample_sd(const std::vector<double>& v);  // 0 for fewer than two values
-
 struct Report {
   reports::RunInfo info;
   nlohmann::json options, cases;

@@ -16,6 +16,7 @@
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
+#include "experiments/stats.h"
 
 namespace psi::exp {
 
@@ -150,12 +151,7 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
   // With host-resident weights the block's own time is reported beside the whole run's.
   if (resident) t.columns.insert(t.columns.begin() + 2, "block (ms, mean ± SD)");
   const auto mean_sd = [](const std::vector<double>& v) {
-    double mean = 0, ss = 0;
-    for (double w : v) mean += w;
-    mean /= double(std::max<std::size_t>(v.size(), 1));
-    for (double w : v) ss += (w - mean) * (w - mean);
-    const double sd = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : 0.0;
-    return fmt_fixed(mean * 1e3, 1) + " ± " + fmt_fixed(sd * 1e3, 1);
+    return fmt_fixed((v.empty() ? 0.0 : mean(v)) * 1e3, 1) + " ± " + fmt_fixed(sample_sd(v) * 1e3, 1);
   };
   for (const std::string& s : order) {
     const Agg& a = by[s];

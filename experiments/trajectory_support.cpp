@@ -8,6 +8,7 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
+#include "experiments/stats.h"
 #include "engine/progress.h"
 #include "probes/metrics.h"
 #include "reports/h5.h"
@@ -145,13 +146,9 @@ PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSou
 
 std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv) {
   if (inv.empty()) return {0.0, 0.0};
-  double sum = 0;
-  for (auto& i : inv) sum += i.wall_seconds;
-  const double mean = sum / double(inv.size());
-  double ss = 0;
-  for (auto& i : inv) ss += (i.wall_seconds - mean) * (i.wall_seconds - mean);
-  const double sd = inv.size() > 1 ? std::sqrt(ss / double(inv.size() - 1)) : 0.0;
-  return {mean, sd};
+  std::vector<double> walls;
+  for (auto& i : inv) walls.push_back(i.wall_seconds);
+  return {mean(walls), sample_sd(walls)};
 }
 
 std::unique_ptr<model::WeightSource> make_weights(const Options& o, std::uint64_t seed) {

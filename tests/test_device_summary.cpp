@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "engine/model/config.h"
 #include "experiments/device_summary.h"
+#include "experiments/stats.h"
 #include "experiments/table.h"
 
 namespace fs = std::filesystem;
@@ -137,8 +138,8 @@ TEST(DeviceSummary, SchedulingCountsProbesEqualInEveryCompletedRun) {
   EXPECT_EQ(s.schedules[0].name, "baseline");
   EXPECT_EQ(s.schedules[0].runs, 3);
   ASSERT_EQ(s.schedules[0].walls_s.size(), 2u);  // the warm-up is not measured
-  EXPECT_DOUBLE_EQ(dev::mean(s.schedules[0].walls_s), 0.025);
-  EXPECT_NEAR(dev::sample_sd(s.schedules[0].walls_s), 0.00707107, 1e-8);
+  EXPECT_DOUBLE_EQ(psi::exp::mean(s.schedules[0].walls_s), 0.025);
+  EXPECT_NEAR(psi::exp::sample_sd(s.schedules[0].walls_s), 0.00707107, 1e-8);
   EXPECT_EQ(s.probe_names, 10);
   EXPECT_EQ(s.probes_equal_across, 10);
   EXPECT_EQ(s.completed_runs, 6);
@@ -174,8 +175,8 @@ TEST(DeviceSummary, BlockTimeIsTheRecordedBlockSecondsWhenPresent) {
   const dev::ScheduleRow& r = s.schedules[0];
   EXPECT_TRUE(r.resident);
   ASSERT_EQ(r.block_times().size(), 2u);
-  EXPECT_DOUBLE_EQ(dev::mean(r.block_times()), 0.035);
-  EXPECT_DOUBLE_EQ(dev::mean(r.walls_s), 0.5);
+  EXPECT_DOUBLE_EQ(psi::exp::mean(r.block_times()), 0.035);
+  EXPECT_DOUBLE_EQ(psi::exp::mean(r.walls_s), 0.5);
   EXPECT_EQ(r.probes_equal_first_min, 10);
   EXPECT_EQ(r.probes_equal_host_min, -1);
 }
