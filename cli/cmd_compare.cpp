@@ -1,5 +1,7 @@
 // psi compare A.h5 B.h5: dataset-by-dataset bitwise / ULP / relative-L2 comparison (B is the
-// reference). Exit 0 all compared datasets bitwise equal, 1 something differs, 2 bad input.
+// reference). Exit 0 every dataset compared and bitwise equal; 1 something differs, nothing was
+// compared, or a dataset is in one file only (unless a subset was asked for: --only, --map,
+// --subset); 2 bad input.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -15,7 +17,9 @@ struct Opts {
   std::string only;
   std::vector<std::string> maps;
   bool strict = false;
+  bool subset = false;
   bool json = false;
+  bool allow_partial = false;
 };
 
 psi::cli::Registrar reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
@@ -30,12 +34,21 @@ psi::cli::Registrar reg("compare", "compare the datasets two HDF5 files share (b
                  "FROM=TO: pair A's datasets whose path starts with FROM with B's at TO + the rest "
                  "(repeatable; the first matching FROM wins)")
       ->allow_extra_args(false);
-  sub.add_flag("--strict", o->strict, "datasets present in only one file count as differences (exit 1)");
+  sub.add_flag("--strict", o->strict,
+               "datasets present in only one file count as differences (exit 1) even with --only or --map "
+               "(the default without them)");
+  sub.add_flag("--subset", o->subset,
+               "compare only what both files hold: datasets in one file only are listed, not failures "
+               "(--only and --map imply it)");
   sub.add_flag("--json", o->json, "machine-readable output");
+  sub.add_flag("--allow-partial", o->allow_partial,
+               "compare a partial file (an interrupted run's <report>.partial.h5) too; the output marks it PARTIAL");
   return [o] {
     psi::reports::CompareOptions opt;
     opt.only = o->only;
     opt.strict = o->strict;
+    opt.subset = o->subset;
+    opt.allow_partial = o->allow_partial;
     for (const auto& m : o->maps) {
       auto eq = m.find('=');
       if (eq == std::string::npos || eq == 0)

@@ -2,11 +2,8 @@
 // psi device summary DIR: the device check's summary page (scripts/device-check.sh).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +11,7 @@
 #include "engine/error.h"
 #include "engine/runtime/backend_factory.h"
 #include "experiments/device_summary.h"
+#include "reports/output_path.h"
 #ifdef PSI_HAVE_CUDA
 #include "engine/runtime/cuda/ceilings.h"
 #endif
@@ -26,25 +24,14 @@ struct Opts {
   std::string dir, out, json_out;
 };
 
-// Writes `text` to `path` through a temporary name, so that no half-written file is left.
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out.flush()) {
-      std::filesystem::remove(tmp);
-      throw psi::Error(path.string() + ": cannot be written");
-    }
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 int summary(const Opts& o) {
+  const auto inputs = psi::exp::device::check_folder_inputs(o.dir);
+  if (!o.json_out.empty()) psi::reports::check_output(o.json_out, inputs, "device summary: --json");
+  if (!o.out.empty()) psi::reports::check_output(o.out, inputs, "device summary: --out");
   const auto folder = psi::exp::device::read_check_folder(o.dir);
   const std::string md = psi::exp::device::render_markdown(folder);
-  if (!o.json_out.empty()) write_atomically(o.json_out, psi::exp::device::to_json(folder).dump(1) + "\n");
-  if (!o.out.empty()) write_atomically(o.out, md);
+  if (!o.json_out.empty()) psi::reports::write_file_atomically(o.json_out, psi::exp::device::to_json(folder).dump(1) + "\n");
+  if (!o.out.empty()) psi::reports::write_file_atomically(o.out, md);
   std::cout << md;
   return 0;
 }

@@ -99,12 +99,14 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
     r->o.backend = exp::resolve_backend(r->o.backend, r->o.chaos_seed != 0);
     install_interrupt_handlers();
-    exp::Report report(e, r->o, exp::device_name(r->o.backend));
+    // The report, and where an interrupt would leave its cases, obey the output rule before the run.
+    exp::Report report(e, r->o, exp::device_name(r->o.backend), exp::run_inputs(r->o));
+    const std::filesystem::path partial = report.partial_path();
     try {
       e.run(r->o, report);
     } catch (const Error& err) {
       if (err.code() != Exit::interrupted) throw;
-      const auto partial = report.abandon();
+      report.abandon(partial);
       throw Error(std::string(err.what()) + "; no report written under " + report.path().string() +
                       "; the cases finished so far are in " + partial.string(),
                   Exit::interrupted);
@@ -139,6 +141,7 @@ psi::cli::Registrar report_reg("report", "re-render an experiment report's table
 struct MergeOpts {
   std::vector<std::string> shards;
   std::string out;
+  bool allow_partial = false;
 };
 
 psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment into the report one run would write",
@@ -146,10 +149,15 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
   auto m = std::make_shared<MergeOpts>();
   sub.add_option("shards", m->shards, "shard reports (psi run ... --shard i/n)")->required();
   sub.add_option("--out", m->out, "merged report")->required();
+  sub.add_flag("--allow-partial", m->allow_partial,
+               "merge partial shards (an interrupted run's <report>.partial.h5) too; the merged report is marked partial");
   return [m] {
     std::vector<std::filesystem::path> paths(m->shards.begin(), m->shards.end());
-    exp::merge_reports(paths, m->out);
+    const auto partial = exp::merge_reports(paths, m->out, m->allow_partial);
     std::cout << exp::render(exp::read_tables(m->out), exp::Format::markdown) << "\nreport: " << m->out << "\n";
+    for (const auto& p : partial)
+      std::cout << "partial: " << p.string() << " is a partial shard; the merged report is marked partial and lacks "
+                << "the cases it did not finish\n";
     return 0;
   };
 });

@@ -8,6 +8,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "reports/h5.h"
+#include "reports/output_path.h"
 
 namespace {
 
@@ -32,6 +33,7 @@ psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of 
   return [o] {
     for (std::int64_t d : o->shape)
       if (d < 0) throw psi::Error("synthinit: --shape " + std::to_string(d) + " is negative");
+    if (!o->out.empty()) psi::reports::check_output(o->out, {}, "synthinit: --out");
     auto spec = psi::synthinit::classify(o->name, o->shape);
     auto t = psi::synthinit::make(o->name, o->shape, o->seed);
     std::printf("%s %s role=%s offset=%g e=%d\n", o->name.c_str(), psi::shape_str(o->shape).c_str(),

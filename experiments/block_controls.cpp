@@ -1,9 +1,17 @@
-// block-controls (Table VI): on identical frozen block inputs, psi's dense path, baseline PSI and
-// modified PSI against the recorded official MATH block (and the recorded FLASH block as the
+// block-controls (Table VI): on identical frozen block inputs, psi's dense path, official-h200
+// (dense with the H200 tensor-core projections), baseline PSI and modified PSI against the recorded official MATH block (and the recorded FLASH block as the
 // official implementation's own control): video and audio relative L2 to MATH, and peaks.
+// A second table ranks every path, the recorded official ones included, by its distance to the
+// float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs.
 #include "experiments/drivers.h"
 
+#include <cmath>
+#include <optional>
+
+#include "engine/model/block_f64.h"
+#include "engine/model/variant.h"
 #include "experiments/probe_results.h"
+#include "probes/recording.h"
 #include "reports/h5.h"
 
 namespace psi::exp {
@@ -15,6 +23,54 @@ std::string block_case(const Options& o) {
   if (o.model == "ltx2-22b") return "block-full";
   return o.profile == "ltx2" ? "block-small-alt" : "block-small";
 }
+
+// A BF16 path's rows [first, first + count) of axis 1 against the float64 block: relative L2 in
+// double against the float64 values, and the elements that differ from their BF16 rounding.
+nlohmann::json distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
+                               const F64Tensor& ref, std::int64_t first, std::int64_t count) {
+  const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1)), n = count * inner;
+  const double* r = ref.ptr() + first * inner;
+  double num = 0.0, den = 0.0;
+  std::int64_t differing = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double d = double(ours[i].to_float()) - r[i];
+    num += d * d;
+    den += r[i] * r[i];
+    differing += ours[i] == model::bf16_of_f64(r[i]) ? 0 : 1;
+  }
+  const std::string rows = count == ref.dim(1) ? "all" : "rows " + std::to_string(first) + "-" +
+                                                              std::to_string(first + count - 1) + " of " +
+                                                              std::to_string(ref.dim(1));
+  return {{"path", path}, {"tensor", tensor}, {"rows", rows}, {"rel_l2", std::sqrt(num / den)},
+          {"differing", differing}, {"total", n}};
+}
+
+// Every path's distance to the float64 block, probe by probe, on the rows the MATH recording
+// stores (all of them but for the full-size block's video probes).
+nlohmann::json float64_rows(const probes::ProbeReport& r) {
+  probes::Recording math(r.file, r.group);
+  std::optional<probes::Recording> flash;
+  if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [name, ref] : r.float64_outputs) {
+    if (!math.has("math/" + name)) continue;
+    const probes::StoredTensor m = math.stored_bf16("math/" + name);
+    const std::int64_t first = m.full ? 0 : m.first_row, count = m.full ? ref.dim(1) : m.row_count;
+    const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1));
+    rows.push_back(distance_to_f64("official MATH (recorded)", name, m.data.ptr(), ref, first, count));
+    probes::Recording& fr = flash && flash->has("flash/" + name) ? *flash : math;
+    if (fr.has("flash/" + name)) {
+      const probes::StoredTensor f = fr.stored_bf16("flash/" + name);
+      if (f.full_shape == m.full_shape && f.full == m.full && f.first_row == m.first_row && f.row_count == m.row_count)
+        rows.push_back(distance_to_f64("official FLASH (recorded)", name, f.data.ptr(), ref, first, count));
+    }
+    for (const auto& [variant, tensors] : r.outputs)
+      for (const auto& [tname, t] : tensors)
+        if (tname == name)
+          rows.push_back(distance_to_f64("psi " + variant, name, t.ptr() + first * inner, ref, first, count));
+  }
+  return rows;
+}
 }  // namespace
 
 void run_block_controls(const Options& o, Report& report) {
@@ -25,8 +81,13 @@ void run_block_controls(const Options& o, Report& report) {
   if (!pc.flash_default_file.empty()) po.flash_reference = reference_dir(o) / pc.flash_default_file;
   // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
   po.backend = o.backend == "cuda" ? "cuda" : "host";
+  po.variants = model::numerics_variant_names();
+  po.variants.emplace_back(probes::kFloat64Variant);
   probes::ProbeReport r = probes::run_probe(name, po);
   save_probe_outputs(report, r);
+  for (const auto& [tensor, t] : r.float64_outputs)
+    report.writer().write("/probes/" + name + "/float64/" + tensor, t,
+                          reports::TensorMeta{"float64", "float64 block probe " + tensor, "", {}});
 
   // The official implementation's own timing and memory on the recording machine.
   nlohmann::json official = nlohmann::json::object();
@@ -49,9 +110,66 @@ void run_block_controls(const Options& o, Report& report) {
                       {"seed", r.seed},
                       {"rows", probe_rows(r)},
                       {"official_flash_vs_math", flash_rows},
+                      {"float64_rows", float64_rows(r)},
                       {"official_timing_and_memory", official},
                       {"notes", r.notes}});
 }
+
+namespace {
+
+// Probes as rows, paths as columns: "rel L2 / differing", and the path(s) closest to the float64
+// block by relative L2.
+Table float64_table(const nlohmann::json& cases) {
+  const std::vector<std::string> paths = {"official MATH (recorded)", "official FLASH (recorded)", "psi dense",
+                                          "psi official-h200", "psi baseline", "psi modified"};
+  Table t;
+  t.title = "distance to the float64 block (same BF16 weights and inputs, no BF16 write inside): relative L2 / "
+            "elements differing from its BF16 rounding";
+  t.columns = {"probe"};
+  for (const auto& p : paths) t.columns.push_back(p);
+  t.columns.push_back("closest");
+  for (auto& c : cases) {
+    if (!c.contains("float64_rows")) continue;
+    std::map<std::string, std::map<std::string, nlohmann::json>> by;  // tensor -> path -> row
+    std::vector<std::string> order;
+    for (auto& r : c["float64_rows"]) {
+      const std::string tensor = r["tensor"];
+      if (!by.count(tensor)) order.push_back(tensor);
+      by[tensor][r["path"]] = r;
+    }
+    for (const auto& tensor : order) {
+      const auto& row_of = by[tensor];
+      const nlohmann::json& any = row_of.begin()->second;
+      std::vector<std::string> cells{tensor + " (" + fmt_count(any["total"]) +
+                                     (any["rows"] == "all" ? "" : ", " + any["rows"].get<std::string>()) + ")"};
+      std::string closest;
+      double best = INFINITY;
+      for (const auto& p : paths) {
+        const auto it = row_of.find(p);
+        if (it == row_of.end()) {
+          cells.push_back("—");
+          continue;
+        }
+        const double l2 = it->second["rel_l2"];
+        cells.push_back(fmt_sci(l2, 4) + " / " + fmt_count(it->second["differing"]));  // paths differ in the 3rd digit
+        if (l2 < best) {
+          best = l2;
+          closest = p;
+        } else if (l2 == best) {
+          closest += " = " + p;  // bitwise-equal paths (dense and modified on 64-dim heads) tie
+        }
+      }
+      cells.push_back(closest);
+      t.add_row(std::move(cells));
+    }
+    t.notes.push_back("float64 block: engine/model/block_f64.h, products in float64 (Eigen), exact 1/sqrt(d), "
+                      "std::exp/std::tanh in double; differing counts compare each path with the float64 value "
+                      "correctly rounded to BF16.");
+  }
+  return t;
+}
+
+}  // namespace
 
 std::vector<Table> tabulate_block_controls(const nlohmann::json& cases, const nlohmann::json&) {
   Table t;
@@ -68,12 +186,12 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& cases, const nl
       t.add_row({"official FLASH (recorded)", fmt_sci(fv["rel_l2"]), fmt_sci(fa["rel_l2"]),
                  fmt_count(fv["differing"]) + " / " + fmt_count(fv["total"]),
                  fmt_count(fa["differing"]) + " / " + fmt_count(fa["total"])});
-    for (const char* v : {"dense", "baseline", "modified"}) {
+    for (const std::string& v : model::numerics_variant_names()) {
       if (!by.count(v)) continue;
       auto& vo = by[v]["video_out"];
       auto& ao = by[v]["audio_out"];
       if (vo.is_null() || ao.is_null()) continue;
-      t.add_row({std::string("psi ") + v, fmt_sci(vo["rel_l2"]), fmt_sci(ao["rel_l2"]),
+      t.add_row({"psi " + v, fmt_sci(vo["rel_l2"]), fmt_sci(ao["rel_l2"]),
                  fmt_count(vo["differing"]) + " / " + fmt_count(vo["total"]),
                  fmt_count(ao["differing"]) + " / " + fmt_count(ao["total"])});
     }
@@ -82,7 +200,9 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& cases, const nl
     t.notes.push_back("case " + c["case"].get<std::string>() + " from " + c["file"].get<std::string>() +
                       "; paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
   }
-  return {t};
+  std::vector<Table> tables{t};
+  if (Table f = float64_table(cases); !f.rows.empty()) tables.push_back(std::move(f));  // reports before it have none
+  return tables;
 }
 
 }  // namespace psi::exp

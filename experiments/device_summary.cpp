@@ -537,6 +537,16 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
   return f;
 }
 
+std::vector<std::filesystem::path> check_folder_inputs(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> in{dir / "context.tsv", dir / "steps.tsv", dir / "ceilings.jsonl",
+                                        dir / "torch-linear.json"};
+  for (const std::string& name : report_names()) in.push_back(dir / (name + ".h5"));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "tests", ec))
+    if (e.path().extension() == ".json") in.push_back(e.path());
+  return in;
+}
+
 std::string render_markdown(const CheckFolder& f) {
   std::ostringstream o;
   std::string device = f.context_value("device");

@@ -103,6 +103,9 @@ struct CheckFolder {
 // Reads DIR: context.tsv, steps.tsv, ceilings.jsonl, scheduling.h5, scheduling-fit.h5, capacity.h5,
 // block-controls.h5, probes.h5, tests/*.json, torch-linear.json; any of them may be missing.
 CheckFolder read_check_folder(const std::filesystem::path& dir);
+// The files read_check_folder reads in `dir` (some may not exist), which the summary's outputs
+// must not be (reports/output_path.h).
+std::vector<std::filesystem::path> check_folder_inputs(const std::filesystem::path& dir);
 
 // GoogleTest's --gtest_output=json for one program.
 TestProgram parse_gtest_json(const std::string& name, const std::string& text);

@@ -57,4 +57,13 @@ std::filesystem::path reference_dir(const Options& o) {
   return o.reference_dir.empty() ? probes::shared_dir() / "reference" : o.reference_dir;
 }
 
+std::vector<std::filesystem::path> run_inputs(const Options& o) {
+  std::vector<std::filesystem::path> in;
+  if (!o.checkpoint.empty()) in.push_back(o.checkpoint);
+  // A missing folder has no entries; the experiments that need it say so themselves.
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(reference_dir(o), ec)) in.push_back(e.path());
+  return in;
+}
+
 }  // namespace psi::exp

@@ -71,4 +71,8 @@ std::string device_name(const std::string& backend);
 // build-time default).
 std::filesystem::path reference_dir(const Options& o);
 
+// The files a run may read, which its report and the files beside it must not be
+// (reports/output_path.h): every entry of the reference folder, and the checkpoint.
+std::vector<std::filesystem::path> run_inputs(const Options& o);
+
 }  // namespace psi::exp

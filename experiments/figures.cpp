@@ -6,11 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 
-#include "engine/error.h"
+#include "reports/output_path.h"
 
 namespace psi::exp {
 
@@ -149,27 +148,30 @@ bool svg_to_png(const std::filesystem::path& svg, const std::filesystem::path& p
 
 }  // namespace
 
+std::filesystem::path figure_file(const std::filesystem::path& report, const Figure& fig, const std::string& ext) {
+  std::filesystem::path p = report;
+  p.replace_extension("." + fig.name + ext);
+  return p;
+}
+
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,
                                                  std::vector<std::string>& notes) {
   std::vector<std::filesystem::path> written;
   for (const Figure& fig : figs) {
-    std::filesystem::path svg = report;
-    svg.replace_extension("." + fig.name + ".svg");
-    std::filesystem::path tmp = svg;
-    tmp += ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << fig.svg;
-      if (!out) throw Error(svg.string() + ": cannot write figure", Exit::run_failed);
-    }
-    std::filesystem::rename(tmp, svg);
+    const std::filesystem::path svg = figure_file(report, fig, ".svg");
+    reports::write_file_atomically(svg, fig.svg);
     written.push_back(svg);
-    std::filesystem::path png = svg;
-    png.replace_extension(".png");
-    std::filesystem::path ptmp = png;
-    ptmp += ".tmp.png";
+    const std::filesystem::path png = figure_file(report, fig, ".png");
+    std::filesystem::path ptmp = reports::temp_name(png);
+    ptmp += ".png";
     if (svg_to_png(svg, ptmp)) {
-      std::filesystem::rename(ptmp, png);
+      try {
+        reports::rename_into_place(ptmp, png);
+      } catch (...) {
+        std::error_code ec;
+        std::filesystem::remove(ptmp, ec);
+        throw;
+      }
       written.push_back(png);
     } else {
       std::error_code ec;

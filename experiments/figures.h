@@ -37,6 +37,9 @@ struct BarChart {
 std::string render_svg(const DotPlot& p);
 std::string render_svg(const BarChart& b);
 
+// Where a figure goes beside `report`: <report stem>.<name><ext> (ext ".svg" or ".png").
+std::filesystem::path figure_file(const std::filesystem::path& report, const Figure& fig, const std::string& ext);
+
 // Writes every figure beside `report` (atomically) and returns the files written; a PNG that
 // could not be made is reported in `notes`.
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,

@@ -1,5 +1,5 @@
 // full-prompt (Table II, Fig. 3): the nine-case cohort — three prompts (spokesperson, chef,
-// airliner) x three request seeds — with 1,024-row text contexts, through dense, baseline and
+// airliner) x three request seeds — with 1,024-row text contexts, through dense, official-h200, baseline and
 // modified PSI. Per case: invocation wall (mean ± SD of the 11), endpoint relative L2 of each
 // PSI path to the dense path, and Δ = modified − baseline. Text encoders are not available, so
 // each prompt's projected context is SynthInit named by the prompt; noise is SynthInit with
@@ -80,7 +80,7 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohm
             ", 1,024-row contexts, endpoint relative L2 to the dense path";
   t.columns = {"case", "prompt", "run", "wall dense (s)", "wall baseline (s)", "wall modified (s)", "PSI managed peak",
                "baseline video", "modified video", "Δ video (mod − base)", "baseline audio", "modified audio",
-               "Δ audio"};
+               "Δ audio", "official-h200 video / audio"};
   for (auto& c : cases) {
     const auto& p = c["paths"];
     auto wall = [&](const char* k) {
@@ -91,7 +91,10 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohm
     t.add_row({std::to_string(c["index"].get<long long>() + 1), c["prompt"], std::to_string(c["run"].get<int>()),
                wall("dense"), wall("baseline"), wall("modified"),
                p["baseline"]["run"].is_null() ? "-" : fmt_mib(p["baseline"]["run"]["managed_peak_bytes"]), fmt_sci(bv), fmt_sci(mv), fmt_sci(mv - bv),
-               fmt_sci(ba), fmt_sci(ma), fmt_sci(ma - ba)});
+               fmt_sci(ba), fmt_sci(ma), fmt_sci(ma - ba),
+               p.contains("official-h200") ? fmt_sci(p["official-h200"]["endpoint_video_rel_l2"]) + " / " +
+                                                 fmt_sci(p["official-h200"]["endpoint_audio_rel_l2"])
+                                           : "-"});
   }
   if (!cases.empty() && !cases[0]["context_mask"].is_null())
     t.notes.push_back("--zero-mask: " + cases[0]["context_mask"].get<std::string>());

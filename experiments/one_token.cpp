@@ -1,4 +1,5 @@
-// one-token (Table III): the one-token 8+3 replay through the dense, baseline and modified paths;
+// one-token (Table III): the one-token 8+3 replay through every numerics variant's path (dense,
+// official-h200, baseline, modified);
 // per path the invocation wall, and the relative L2 of every saved state to the recorded
 // official trajectory (free-running and teacher-forced from each recorded state) where the
 // config and seed match a recording, else to the dense path.

@@ -46,6 +46,18 @@ void run_projection_oracle(const Options& o, Report& report) {
   report.add_case(0, std::move(rec));
 }
 
+namespace {
+// The oracle's 25-digit decimal ("-1.234...e-04") cut to `digits` significant digits for a
+// table cell: the mantissa is cut, never the exponent, and "~" says it was cut.
+std::string short_decimal(const std::string& d, std::size_t digits) {
+  const auto e = d.find_first_of("eE");
+  const std::string mant = d.substr(0, e), exp = e == std::string::npos ? "" : d.substr(e);
+  const std::size_t lead = mant.starts_with("-") ? 2 : 1;  // sign and first digit before the point
+  if (mant.size() <= lead + digits) return d;
+  return "~" + mant.substr(0, lead + digits) + exp;
+}
+}  // namespace
+
 std::vector<Table> tabulate_projection_oracle(const nlohmann::json& cases, const nlohmann::json&) {
   Table t;
   t.title = "first disagreement of baseline PSI and the official video Q projection (eq. 6)";
@@ -66,7 +78,7 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& cases, const
     const std::string cond = e["condition"].is_string() ? "inf" : fmt_sci(e["condition"].get<double>());
     t.add_row({fmt_count(c["elements"]), fmt_count(c["differing"]),
                "(" + std::to_string(c["row"].get<long long>()) + ", " + std::to_string(c["col"].get<long long>()) + ")",
-               e["exact"]["decimal"].get<std::string>().substr(0, 14), e["correctly_rounded"]["bits"].get<std::string>(),
+               short_decimal(e["exact"]["decimal"].get<std::string>(), 12), e["correctly_rounded"]["bits"].get<std::string>(),
                cand("psi-baseline"), cand("official"), cond});
     t.notes.push_back(c["explanation_text"].get<std::string>());
   }

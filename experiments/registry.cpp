@@ -9,11 +9,11 @@ const std::vector<Experiment>& experiments() {
        "managed arena, pages, scratch and workspace high-water, managed peak vs bound and process peak per stage",
        run_memory_scopes, tabulate_memory_scopes, false, figures_memory_scopes},
       {"full-prompt", "Table II, Fig. 3",
-       "nine-case cohort (3 prompts x 3 request seeds, 1,024-row contexts): dense, baseline and modified PSI; "
+       "nine-case cohort (3 prompts x 3 request seeds, 1,024-row contexts): dense, official-h200, baseline and modified PSI; "
        "invocation wall and endpoint relative L2 with Δ = modified − baseline",
        run_full_prompt, tabulate_full_prompt, true, figures_full_prompt},
       {"one-token", "Table III",
-       "one-token 8+3 replay: invocation wall and per-state relative L2 of dense, baseline and modified PSI "
+       "one-token 8+3 replay: invocation wall and per-state relative L2 of dense, official-h200, baseline and modified PSI "
        "to the recorded official trajectory",
        run_one_token, tabulate_one_token, false, {}},
       {"scheduling", "Table IV",
@@ -24,7 +24,7 @@ const std::vector<Experiment>& experiments() {
        "first block at six arena/page settings: outcome, wall, peak vs bound, bitwise equality to the reference setting",
        run_capacity, tabulate_capacity, true, {}},
       {"block-controls", "Table VI",
-       "dense, baseline and modified PSI vs the recorded official MATH and FLASH block on identical frozen inputs",
+       "dense, official-h200, baseline and modified PSI vs the recorded official MATH and FLASH block on identical frozen inputs",
        run_block_controls, tabulate_block_controls, false, {}},
       {"fixed-budget", "Table VII",
        "a complete 8+3 run under a fixed memory cap: success, wall, peak, states bitwise equal to the uncapped run",

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "reports/output_path.h"
 
 namespace psi::exp {
 
@@ -29,10 +30,24 @@ reports::RunInfo run_info(const Experiment& e, const Options& o, const std::stri
   r.seed = o.seed;
   return r;
 }
+
+std::filesystem::path checked(const std::filesystem::path& p, const std::vector<std::filesystem::path>& inputs,
+                              const std::string& what) {
+  reports::check_output(p, inputs, what);
+  return p;
+}
 }  // namespace
 
-Report::Report(const Experiment& e, const Options& o, const std::string& device_name)
-    : experiment_(e), options_(o), writer_(default_out(e, o), run_info(e, o, device_name)) {}
+Report::Report(const Experiment& e, const Options& o, const std::string& device_name,
+               std::vector<std::filesystem::path> inputs)
+    : experiment_(e), options_(o), inputs_(std::move(inputs)),
+      writer_(checked(default_out(e, o), inputs_, "report"), run_info(e, o, device_name)) {}
+
+std::filesystem::path Report::side_file(const std::string& suffix) const {
+  std::filesystem::path p = path();
+  p.replace_extension(suffix);
+  return checked(p, inputs_, "file beside the report");
+}
 
 void Report::add_case(std::int64_t index, nlohmann::json record) {
   record["index"] = index;
@@ -48,22 +63,23 @@ std::vector<Table> Report::commit() {
   writer_.write_text(kCases, cases_.dump());
   writer_.write_text(kTables, tj.dump());
   writer_.write_text(kOptions, options_.to_json().dump());
+  // The figures' names come from the cases: checked here, before the report is renamed into place.
+  const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};
+  for (const Figure& f : figs)
+    for (const char* ext : {".svg", ".png"}) reports::check_output(figure_file(path(), f, ext), inputs_, "figure");
   writer_.commit();
-  if (experiment_.figures) {
+  if (!figs.empty()) {
     std::vector<std::string> notes;
-    figure_files_ = write_figures(path(), experiment_.figures(cases_), notes);
+    figure_files_ = write_figures(path(), figs, notes);
     if (!tables.empty()) tables.back().notes.insert(tables.back().notes.end(), notes.begin(), notes.end());
   }
   return tables;
 }
 
-std::filesystem::path Report::abandon() {
-  std::filesystem::path partial = path();
-  partial.replace_extension(".partial.h5");
+void Report::abandon(const std::filesystem::path& partial) {
   writer_.write_text(kCases, cases_.dump());
   writer_.write_text(kOptions, options_.to_json().dump());
   writer_.abandon_to(partial);
-  return partial;
 }
 
 std::vector<Table> read_tables(const std::filesystem::path& file) {
@@ -85,15 +101,24 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
   return out;
 }
 
-void merge_reports(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out) {
+std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesystem::path>& shards,
+                                                 const std::filesystem::path& out, bool allow_partial) {
   if (shards.empty()) throw Error("psi merge: no shard reports given");
   const Experiment* experiment = nullptr;
   nlohmann::json options, cases = nlohmann::json::array();
   std::set<std::int64_t> seen;
   std::vector<reports::StateReader> readers;
+  std::vector<std::filesystem::path> partial;
   for (const auto& path : shards) {
     readers.emplace_back(path);
     const reports::StateReader& r = readers.back();
+    // A partial shard lacks cases: merged silently, the result would look complete.
+    if (const std::string marker = reports::partial_marker(r.file()); !marker.empty()) {
+      if (!allow_partial)
+        throw Error(path.string() + ": a partial report (" + marker +
+                    "); psi merge refuses it unless --allow-partial is given (the merged report is then marked partial)");
+      partial.push_back(path);
+    }
     const reports::RunInfo info = r.run_info();
     const Experiment& e = find_experiment(info.experiment);
     if (experiment && experiment != &e)
@@ -129,12 +154,18 @@ void merge_reports(const std::vector<std::filesystem::path>& shards, const std::
   merged.pool_bytes = options.value("pool_bytes", rt::kDefaultPoolBytes);
   merged.row_tile = options.value("row_tile", std::int64_t(0));
   merged.out = out;
-  Report report(*experiment, merged, readers.front().run_info().device_name);
+  Report report(*experiment, merged, readers.front().run_info().device_name, shards);
+  if (!partial.empty()) {
+    std::string names;
+    for (const auto& p : partial) names += (names.empty() ? "" : ", ") + p.string();
+    report.writer().mark_partial("merged from partial shards (" + names + "): holds only the cases they finished");
+  }
   for (const auto& r : readers)
     for (auto& ds : r.datasets())
       if (!ds.path.starts_with("/report/")) report.writer().file().copy_from(r.file(), ds.path);
   for (auto& c : cases) report.add_case(c["index"].get<std::int64_t>(), c);
   report.commit();
+  return partial;
 }
 
 }  // namespace psi::exp

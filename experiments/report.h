@@ -15,7 +15,10 @@ namespace psi::exp {
 
 class Report {
  public:
-  Report(const Experiment& e, const Options& o, const std::string& device_name);
+  // `inputs`: the files the command reads (run_inputs, or the shards of a merge). The report is
+  // checked against them by the output rule (reports/output_path.h) here, before any work.
+  Report(const Experiment& e, const Options& o, const std::string& device_name,
+         std::vector<std::filesystem::path> inputs);
 
   reports::StateWriter& writer() { return writer_; }
   const Options& options() const { return options_; }
@@ -32,14 +35,20 @@ class Report {
   std::vector<Table> commit();
   // Figure files written by commit(), and notes about any that could not be.
   const std::vector<std::filesystem::path>& figure_files() const { return figure_files_; }
-  // An interrupted run: what was written so far goes to <report>.partial.h5, which is returned.
-  std::filesystem::path abandon();
+  // An interrupted run: what was written so far goes to `partial` (partial_path()).
+  void abandon(const std::filesystem::path& partial);
   const std::filesystem::path& path() const { return writer_.path(); }
+  // A file beside the report, <report stem><suffix> (e.g. ".ffn-reuse.h5"), checked by the
+  // output rule against the inputs: a driver that writes files of its own names them here first.
+  std::filesystem::path side_file(const std::string& suffix) const;
+  // <report>.partial.h5, where an interrupted run's cases go.
+  std::filesystem::path partial_path() const { return side_file(".partial.h5"); }
   const std::filesystem::path& temp_path() const { return writer_.temp_path(); }
 
  private:
   const Experiment& experiment_;
   Options options_;
+  std::vector<std::filesystem::path> inputs_;
   reports::StateWriter writer_;
   nlohmann::json cases_ = nlohmann::json::array();
   std::vector<std::filesystem::path> figure_files_;
@@ -51,7 +60,10 @@ class Report {
 std::vector<Table> read_tables(const std::filesystem::path& file);
 
 // Joins shard reports of one experiment into the report a single run would have written:
-// same options but the shard, every case once, every saved dataset copied bit for bit.
-void merge_reports(const std::vector<std::filesystem::path>& shards, const std::filesystem::path& out);
+// same options but the shard, every case once, every saved dataset copied bit for bit. A partial
+// shard (an interrupted run's <report>.partial.h5) is refused unless `allow_partial`; then the
+// merged report is marked partial too. Returns the partial shards merged.
+std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesystem::path>& shards,
+                                                 const std::filesystem::path& out, bool allow_partial);
 
 }  // namespace psi::exp

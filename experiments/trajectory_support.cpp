@@ -110,7 +110,7 @@ PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSou
   PathRun out;
   std::shared_ptr<const ckpt::WeightSource> blocks;  // outlives the executor, which reads it
   std::unique_ptr<exec::PsiExecutor> ex;
-  if (variant != "dense") {
+  if (!v.whole_tensors()) {
     blocks = block_weight_source(o, c, tc.context_seed);
     exec::ExecOptions eo;
     eo.backend = o.backend;

@@ -15,6 +15,14 @@
 namespace psi::exp {
 
 void run_transport_control(const Options& o, Report& report) {
+  // Each schedule's states go to a file of their own beside the report, named (and so checked by
+  // the output rule) before any work.
+  std::vector<std::pair<const exec::Schedule*, std::filesystem::path>> runs;
+  for (const exec::Schedule& s : exec::schedules())
+    // --quick: the synchronous journal against the asynchronous journal with prefetch.
+    if (!o.quick || s.name == "ffn-reuse" || s.name == "reuse+prefetch")
+      runs.emplace_back(&s, report.side_file("." + s.name + ".h5"));
+
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
@@ -27,17 +35,14 @@ void run_transport_control(const Options& o, Report& report) {
 
   std::vector<std::filesystem::path> files;
   std::int64_t index = 0;
-  for (const exec::Schedule& s : exec::schedules()) {
-    // --quick: the synchronous journal against the asynchronous journal with prefetch.
-    if (o.quick && s.name != "ffn-reuse" && s.name != "reuse+prefetch") continue;
+  for (const auto& [schedule, file] : runs) {
+    const exec::Schedule& s = *schedule;
     exec::PsiExecutor ex(c, *weights, variant, s, arena, eo);
     pipeline::TrajectoryHooks hooks;
     hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex.run_block(b, in); };
     auto result = run_with_progress(c, *host, tc, variant, "transport-control " + s.name, hooks);
     const rt::RunReport run = ex.finish();
-    // Each schedule's states in a file of their own, compared below as `psi compare` would.
-    std::filesystem::path file = report.path();
-    file.replace_extension("." + s.name + ".h5");
+    // The states, compared below as `psi compare` would.
     reports::RunInfo info;
     info.experiment = "transport-control/" + s.name;
     info.model_config = o.model + "/" + o.profile;

@@ -144,8 +144,9 @@ std::string to_text(const Explanation& e) {
   o << "           = " << e.decimal << "\n";
   o << "condition  sum|x_k w_k| / |y| = " << fmt_condition(e.condition) << "\n";
   o << "correctly rounded BF16  " << bf16_hex(e.correct) << " (" << bf16_value(e.correct) << ")\n";
-  o << "float32 orders giving it: " << join(orders_giving(e, e.correct)) << "\n";
-  o << "float32 orders (oracle/f32_orders.h): result, ULP distance from the correctly rounded value\n";
+  o << "orders giving it: " << join(orders_giving(e, e.correct)) << "\n";
+  o << "orders (oracle/f32_orders.h: IEEE float32 sums, the H200 tensor core): result, ULP distance from the "
+       "correctly rounded value\n";
   for (std::size_t i = 0; i < e.order_values.size(); ++i) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-28s %s %-16s %" PRId64 "\n", f32_orders()[i].name.c_str(),
@@ -157,7 +158,7 @@ std::string to_text(const Explanation& e) {
     o << "candidates\n";
     char line[256];
     std::snprintf(line, sizeof line, "  %-12s %-7s %-16s %-10s %-18s %s\n", "name", "bits", "value",
-                  "ULP dist", "signed error (ULP)", "float32 orders giving it");
+                  "ULP dist", "signed error (ULP)", "orders giving it");
     o << line;
     for (const auto& c : e.candidates) {
       std::snprintf(line, sizeof line, "  %-12s %-7s %-16s %-10" PRId64 " %-18s ", c.name.c_str(),

@@ -1,7 +1,7 @@
 #pragma once
 // Everything the oracle knows about one output element: operands' source, the exact value,
 // its conditioning, the correctly rounded BF16 and, for each candidate BF16, its distance
-// from it and the float32 orders that produce it.
+// from it and the orders (oracle/f32_orders.h) that produce it.
 #include <gmpxx.h>
 
 #include <cstdint>
@@ -34,10 +34,10 @@ struct Explanation {
     Bf16 value;
     std::int64_t ulps = 0;
     double signed_ulps = 0;
-    std::vector<std::string> orders;  // the float32 orders whose result is this value
+    std::vector<std::string> orders;  // the orders whose result is this value
   };
   std::vector<Judged> candidates;
-  std::vector<Bf16> order_values;  // every float32 order's result, aligned with f32_orders()
+  std::vector<Bf16> order_values;  // every order's result, aligned with f32_orders()
 };
 
 // The exact value comes from the GMP path and is cross-checked against the fast exact path

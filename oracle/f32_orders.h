@@ -1,8 +1,9 @@
 #pragma once
-// Float32 evaluations of y = sum_k x_k * w_k + b in fixed, documented orders, to see which
-// order a recorded BF16 result is consistent with. Each product x_k * w_k is formed in float32
-// (exact unless it underflows: two 8-bit significands give at most 16 bits) and every addition
-// is one float32 round-to-nearest-even addition (the build has -ffp-contract=off).
+// Float32-accumulator evaluations of y = sum_k x_k * w_k + b in fixed, documented orders, to
+// see which order a recorded BF16 result is consistent with. In the IEEE orders each product
+// x_k * w_k is formed in float32 (exact unless it underflows: two 8-bit significands give at
+// most 16 bits) and every addition is one float32 round-to-nearest-even addition (the build has
+// -ffp-contract=off).
 //
 // Orders (stable names):
 //   seq         acc = ((p_0 + p_1) + p_2) + ...  left to right from 0
@@ -13,7 +14,9 @@
 //   <order>                    y = bf16(acc + b)          (bias added in float32 at the end)
 //   <order>+bf16-before-bias   y = bf16(bf16(acc) + b)    (the matrix product written as BF16
 //                                                          first, then the bias added)
-// Without a bias both give bf16(acc).
+// Without a bias both give bf16(acc). Last, not an IEEE order:
+//   h200-tensor-core           acc = the H200 tensor core's chain of 16-product block FMAs
+//                              (psi::ops::tc::dot, engine/ops/tensor_core.h), y = bf16(acc + b)
 #include <optional>
 #include <span>
 #include <string>
@@ -24,14 +27,15 @@
 namespace psi::oracle {
 
 struct F32Order {
-  enum class Sum { seq, pairwise, blocked };
+  enum class Sum { seq, pairwise, blocked, tensor_core };
   std::string name;
   Sum sum = Sum::seq;
   int block = 0;  // for Sum::blocked
   bool bf16_before_bias = false;
 };
 
-// All orders in the fixed order of the table above (the bias-at-end ones first).
+// All orders in the fixed order of the table above (the bias-at-end ones first, h200-tensor-core
+// last).
 const std::vector<F32Order>& f32_orders();
 
 // The float32 accumulator value (before the bias).

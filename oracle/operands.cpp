@@ -1,5 +1,6 @@
 #include "oracle/operands.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -80,7 +81,15 @@ LinearProblem load_probe(const h5::File& f, const std::string& probe) {
   const std::string group = dataset_path(probe);
   p.source.file = f.path().string();
   p.source.probe = group.substr(1);
-  if (!f.exists(group)) throw Error(where(f, group) + ": no such probe group");
+  if (!f.exists(group)) {
+    // Name the projection probes the file does hold: the groups with a weights_json.
+    std::string known;
+    for (const auto& d : f.list_datasets())
+      if (d.path.ends_with("/weights_json") && std::count(d.path.begin(), d.path.end(), '/') == 2)
+        known += (known.empty() ? "" : ", ") + d.path.substr(1, d.path.size() - 1 - std::string("/weights_json").size());
+    throw Error(where(f, group) + ": no such probe group (projection probes in this file: " +
+                (known.empty() ? "none" : known) + ")");
+  }
   const std::string json_path = group + "/weights_json";
   if (!f.exists(json_path))
     throw Error(where(f, group) + ": not a projection probe (no weights_json dataset)");

@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "engine/model/block.h"
+#include "engine/model/block_f64.h"
 #include "engine/psi/executor.h"
 #include "engine/psi/synthetic.h"
 #include "engine/runtime/sizes.h"
@@ -183,6 +184,17 @@ void run_block_case(CaseContext& ctx) {
     Outputs o;
     for (auto& [name, t] : p.named()) o.emplace_back(name, *t);
     compare_and_keep(ctx, v->name, std::move(o), {"math", "flash"});
+  }
+  if (ctx.float64) {
+    // On the host whatever the backend: it is the reference, not a runtime path.
+    const model::BlockProbesF64 p = model::block_forward_f64(c, w, in);
+    Outputs o;
+    for (auto& [name, t] : p.named()) {
+      o.emplace_back(name, model::round_to_bf16(*t));
+      ctx.report.float64_outputs.emplace_back(name, *t);
+    }
+    compare_and_keep(ctx, std::string(kFloat64Variant), std::move(o), {"math", "flash"});
+    ctx.report.outputs.pop_back();  // the BF16 rounding was for the comparison; float64_outputs keeps the values
   }
 }
 

@@ -8,6 +8,7 @@
 #include "probes/probe_internal.h"
 #include "psi_version.h"
 #include "reports/h5.h"
+#include "reports/state_file.h"
 
 namespace psi::probes {
 
@@ -46,17 +47,26 @@ std::filesystem::path shared_dir() {
   return PSI_SHARED_DIR_DEFAULT;
 }
 
+ProbeFiles probe_files(const ProbeCase& pc, const ProbeOptions& opt) {
+  ProbeFiles f;
+  f.file = opt.reference.empty() ? shared_dir() / "reference" / pc.default_file : opt.reference;
+  if (!opt.flash_reference.empty())
+    f.flash_file = opt.flash_reference;
+  else if (opt.reference.empty() && !pc.flash_default_file.empty())
+    f.flash_file = shared_dir() / "reference" / pc.flash_default_file;
+  return f;
+}
+
 ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   const ProbeCase& pc = probe_case(case_name);
   const auto t0 = std::chrono::steady_clock::now();
   ProbeReport report;
   report.case_name = pc.name;
+  report.backend = opt.backend;
   report.group = pc.group;
-  report.file = opt.reference.empty() ? shared_dir() / "reference" / pc.default_file : opt.reference;
-  if (!opt.flash_reference.empty())
-    report.flash_file = opt.flash_reference;
-  else if (opt.reference.empty() && !pc.flash_default_file.empty())
-    report.flash_file = shared_dir() / "reference" / pc.flash_default_file;
+  const ProbeFiles files = probe_files(pc, opt);
+  report.file = files.file;
+  report.flash_file = files.flash_file;
 
   Recording rec(report.file, pc.group);
   report.seed = rec.seed();
@@ -69,7 +79,14 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   }
   CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.backend};
   const auto names = opt.variants.empty() ? model::numerics_variant_names() : opt.variants;
-  for (const auto& n : names) ctx.variants.push_back(&model::numerics_variant(n));
+  for (const auto& n : names) {
+    if (n == kFloat64Variant)
+      ctx.float64 = true;
+    else
+      ctx.variants.push_back(&model::numerics_variant(n));
+  }
+  if (ctx.float64 && !pc.name.starts_with("block-"))
+    throw Error("probe " + pc.name + ": variant float64 is the float64 block, for block cases only");
 
   if (pc.name == "audio-ff-up" || pc.name == "video-q-proj")
     detail::run_linear_case(ctx, pc.name);
@@ -81,27 +98,26 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   return report;
 }
 
-void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out) {
-  h5::File f = h5::File::create(out);
-  f.set_attrs("/", {{"psi_version", std::string(PSI_VERSION)},
-                    {"psi_git_revision", std::string(PSI_GIT_REVISION)},
-                    {"experiment", "probe " + r.case_name},
-                    {"reference_file", r.file.string()},
-                    {"reference_group", r.group},
-                    {"backend", std::string("cpu")},
-                    {"seed", std::int64_t(r.seed)}});
+void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out, const std::string& device_name) {
+  reports::RunInfo run;
+  run.experiment = "probe " + r.case_name;
+  run.model_config = "recorded case " + r.case_name;
+  run.backend = r.backend;
+  run.device_name = device_name;
+  run.seed = r.seed;
+  reports::StateWriter w(out, run);
+  w.set_attrs("/", {{"reference_file", r.file.string()}, {"reference_group", r.group}});
   for (const auto& [variant, tensors] : r.outputs) {
-    const std::string& summary = model::numerics_variant(variant).summary;
-    f.ensure_group("/" + r.group + "/" + variant);
-    f.set_attr("/" + r.group + "/" + variant, "summary", summary);
-    for (const auto& [name, t] : tensors)
-      f.write_bf16("/" + r.group + "/" + variant + "/" + name, t,
-                   {{"full_shape", shape_str(t.shape)},
-                    {"stored", std::string("full")},
-                    {"sha256_full", sha256_hex(t)},
-                    {"variant", variant}});
+    const std::string g = "/" + r.group + "/" + variant;
+    w.set_attrs(g, {{"summary", model::numerics_variant(variant).summary}});
+    for (const auto& [name, t] : tensors) w.write(g + "/" + name, t, {variant, "psi's " + name + " of " + r.case_name, "", {}});
   }
-  f.commit();
+  if (!r.float64_outputs.empty()) {
+    const std::string v(kFloat64Variant), g = "/" + r.group + "/" + v;
+    w.set_attrs(g, {{"summary", std::string("the dense block in float64 from the same BF16 weights and inputs")}});
+    for (const auto& [name, t] : r.float64_outputs) w.write(g + "/" + name, t, {v, "float64 " + name + " of " + r.case_name, "", {}});
+  }
+  w.commit();
 }
 
 namespace detail {

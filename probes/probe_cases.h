@@ -38,10 +38,14 @@ const ProbeCase& probe_case(std::string_view name);  // psi::Error for an unknow
 // PSI_SHARED if set, else the build's default (PSI_SHARED_DIR_DEFAULT).
 std::filesystem::path shared_dir();
 
+// Not a numerics variant: the dense block in float64 (engine/model/block_f64.h), block cases
+// only. Compared with the recordings after one rounding to BF16; its outputs stay float64.
+inline constexpr std::string_view kFloat64Variant = "float64";
+
 struct ProbeOptions {
   std::filesystem::path reference;        // empty: the case's default file
   std::filesystem::path flash_reference;  // empty: the case's default FLASH file when `reference` is default
-  std::vector<std::string> variants;      // empty: all
+  std::vector<std::string> variants;      // empty: all numerics variants; may add kFloat64Variant
   // "host": engine/ops on whole tensors (block_forward, ops::linear). A runtime backend name
   // ("cpu", "cuda", "auto"): the block through the PSI executor on that backend (the dense
   // variant with whole weights in its pages and every token in one row tile, the PSI variants in
@@ -63,18 +67,30 @@ struct ProbeReport {
   std::string case_name;
   std::filesystem::path file, flash_file;
   std::string group;
+  std::string backend;  // ProbeOptions::backend it ran with
   std::uint64_t seed = 0;
   std::vector<std::string> notes;  // input checks: RoPE tables, weights, regenerated inputs
   std::vector<TensorResult> results;
   // Per variant, psi's output tensors in full (for --out).
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, Bf16Tensor>>>> outputs;
+  // The float64 block's probes (kFloat64Variant asked for), unrounded.
+  std::vector<std::pair<std::string, F64Tensor>> float64_outputs;
   double seconds = 0.0;
 };
 
+// The recordings a probe reads (the defaults resolved as run_probe resolves them); the FLASH
+// file is empty when there is none.
+struct ProbeFiles {
+  std::filesystem::path file, flash_file;
+};
+ProbeFiles probe_files(const ProbeCase& pc, const ProbeOptions& opt);
+
 ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt);
 
-// psi's outputs as an HDF5 file (BF16 as uint16 + dtype attribute; written to a temporary
-// name and renamed): /<group>/<variant>/<tensor>, with full_shape, stored, sha256_full, variant.
-void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out);
+// psi's outputs as a psi-h5/1 file (reports/state_file.h: BF16 as uint16 + dtype attribute,
+// every dataset's check values, the run's root attributes; written to a temporary name and
+// renamed): /<group>/<variant>/<tensor>; the float64 block's as float64 datasets under
+// /<group>/float64/.
+void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out, const std::string& device_name);
 
 }  // namespace psi::probes

@@ -19,6 +19,7 @@ struct CaseContext {
   ProbeReport& report;
   std::vector<const model::NumericsVariant*> variants;
   std::string backend = "host";  // ProbeOptions::backend
+  bool float64 = false;          // also the float64 reference block (kFloat64Variant), block cases only
 };
 
 // The recording's weights_json: every parameter's name and shape.

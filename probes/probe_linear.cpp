@@ -38,9 +38,9 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
   const Bf16Tensor x = ctx.rec.input_bf16("x");
   const LinearParams p = load_linear(ctx);
   const Bf16Tensor* bias = p.b.numel() ? &p.b : nullptr;
-  const auto linear = [&](ops::BiasRule rule) {
-    if (ctx.backend == "host") return ops::linear(x, p.w, bias, rule);
-    rt::WholeLinear r = rt::whole_linear(ctx.backend, x, p.w, bias, rule);
+  const auto linear = [&](ops::BiasRule rule, ops::Product product) {
+    if (ctx.backend == "host") return ops::linear(x, p.w, bias, rule, product);
+    rt::WholeLinear r = rt::whole_linear(ctx.backend, x, p.w, bias, rule, product);
     const std::string note = "projection: one whole product on backend " + r.backend;
     if (ctx.report.notes.back() != note) ctx.report.notes.push_back(note);
     return std::move(r.y);
@@ -49,13 +49,13 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
     Outputs out;
     if (case_name == "audio-ff-up") {
       // The FFN up-projection: the variant decides where its bias enters.
-      Bf16Tensor proj = linear(v->ffn_up_bias);
+      Bf16Tensor proj = linear(v->ffn_up_bias, v->product);
       Bf16Tensor gelu(proj.shape);
       ops::gelu_tanh(proj.ptr(), gelu.ptr(), proj.numel());
       out.emplace_back("proj_out", std::move(proj));
       out.emplace_back("gelu_out", std::move(gelu));
     } else {
-      out.emplace_back("q", linear(ops::BiasRule::fused_f32));
+      out.emplace_back("q", linear(ops::BiasRule::fused_f32, v->product));
     }
     compare_and_keep(ctx, v->name, std::move(out), {""});
   }

@@ -13,6 +13,7 @@
 #include "engine/bf16.h"
 #include "engine/error.h"
 #include "reports/schema.h"
+#include "reports/state_file.h"
 
 namespace psi::reports {
 
@@ -389,7 +390,15 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
   r.file_b = b.string();
   r.format_a = file_format(fa);
   r.format_b = file_format(fb);
-  r.strict = opt.strict;
+  r.partial_a = partial_marker(fa);
+  r.partial_b = partial_marker(fb);
+  auto refuse_partial = [&](const std::string& file, const std::string& marker) {
+    if (!marker.empty() && !opt.allow_partial)
+      throw Error(file + ": a partial file (" + marker + "); psi compare refuses it unless --allow-partial is given");
+  };
+  refuse_partial(r.file_a, r.partial_a);
+  refuse_partial(r.file_b, r.partial_b);
+  r.strict = opt.strict || (!opt.subset && opt.only.empty() && opt.map.empty());
   std::optional<std::regex> only;
   if (!opt.only.empty()) {
     try {
@@ -443,6 +452,7 @@ int CompareReport::exit_code() const {
   for (const auto& d : datasets)
     if (bad_input(d.status)) return int(Exit::bad_input);
   if (count(CompareStatus::differs) > 0) return int(Exit::differs);
+  if (count(CompareStatus::equal) == 0) return int(Exit::differs);
   if (strict && count(CompareStatus::only_a) + count(CompareStatus::only_b) > 0) return int(Exit::differs);
   return int(Exit::ok);
 }
@@ -457,8 +467,9 @@ std::vector<std::string> CompareReport::errors() const {
 }
 
 std::string format_table(const CompareReport& r) {
-  std::string out = "A: " + r.file_a + " (" + r.format_a + ")\n";
-  out += "B: " + r.file_b + " (" + r.format_b + "), the reference of rel_l2\n";
+  auto partial = [](const std::string& marker) { return marker.empty() ? "" : ", PARTIAL: " + marker; };
+  std::string out = "A: " + r.file_a + " (" + r.format_a + partial(r.partial_a) + ")\n";
+  out += "B: " + r.file_b + " (" + r.format_b + partial(r.partial_b) + "), the reference of rel_l2\n";
   std::size_t width = 7;
   for (const auto& d : r.datasets) width = std::max(width, dataset_label(d).size());
   char buf[256];
@@ -496,7 +507,12 @@ std::string format_table(const CompareReport& r) {
                 " not stored, %" PRId64 " only in A, %" PRId64 " only in B, %" PRId64 " bad -> exit %d\n",
                 n_equal + n_diff, n_equal, n_diff, r.count(CompareStatus::not_stored),
                 r.count(CompareStatus::only_a), r.count(CompareStatus::only_b), n_bad, r.exit_code());
-  return out + buf;
+  out += buf;
+  if (n_bad == 0 && n_diff == 0 && n_equal == 0)
+    out += "nothing was compared: the files share no stored dataset (exit 1)\n";
+  else if (n_bad == 0 && n_diff == 0 && r.strict && r.count(CompareStatus::only_a) + r.count(CompareStatus::only_b) > 0)
+    out += "not everything was compared: datasets in one file only (exit 1; --subset compares what both hold)\n";
+  return out;
 }
 
 std::string format_json(const CompareReport& r) {
@@ -506,6 +522,8 @@ std::string format_json(const CompareReport& r) {
   j["file_b"] = r.file_b;
   j["format_a"] = r.format_a;
   j["format_b"] = r.format_b;
+  j["partial_a"] = r.partial_a.empty() ? json(nullptr) : json(r.partial_a);
+  j["partial_b"] = r.partial_b.empty() ? json(nullptr) : json(r.partial_b);
   j["strict"] = r.strict;
   j["datasets"] = json::array();
   for (const auto& d : r.datasets) {

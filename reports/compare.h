@@ -27,7 +27,13 @@ struct CompareOptions {
   // in B).
   std::string only;
   std::vector<PathMap> map;  // first matching prefix wins
-  bool strict = false;       // datasets present in only one file count as differences
+  // Datasets present in only one file count as differences unless the user asked for a subset
+  // (`subset`, `only` or `map`); `strict` makes them count even then.
+  bool strict = false;
+  bool subset = false;
+  // A partial file (root attribute `partial`: an interrupted run) is refused unless this is set;
+  // then the report says which side is partial.
+  bool allow_partial = false;
 };
 
 enum class CompareStatus {
@@ -70,19 +76,21 @@ struct DatasetComparison {
 struct CompareReport {
   std::string file_a, file_b;
   std::string format_a, format_b;  // root schema / format attribute, or "plain HDF5"
+  std::string partial_a, partial_b;  // the `partial` marker of a partial file; empty otherwise
   bool strict = false;
   std::vector<DatasetComparison> datasets;
 
   std::int64_t count(CompareStatus s) const;
-  // 0: everything compared is bitwise equal; 1: something differs (or, with strict, a dataset
-  // is in one file only); 2: a shared dataset has a shape or dtype mismatch or cannot be read.
+  // 0: everything compared is bitwise equal; 1: something differs, nothing was compared, or
+  // (strict) a dataset is in one file only; 2: a shared dataset has a shape or dtype mismatch
+  // or cannot be read. A bitwise-equality check never passes on nothing.
   int exit_code() const;
   // One line per bad-input dataset, naming both files and datasets.
   std::vector<std::string> errors() const;
 };
 
-// Opens both files (a missing or non-HDF5 file throws a psi::Error naming it) and compares
-// every dataset they share.
+// Opens both files (a missing or non-HDF5 file, or a partial one without allow_partial, throws a
+// psi::Error naming it) and compares every dataset they share.
 CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
                             const CompareOptions& opt = {});
 

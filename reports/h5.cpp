@@ -1,13 +1,11 @@
 #include "reports/h5.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <random>
 
 #include "engine/error.h"
+#include "reports/output_path.h"
 
 namespace fs = std::filesystem;
 
@@ -16,13 +14,6 @@ namespace psi::h5 {
 namespace {
 
 Error h5_error(const std::string& what) { return Error(what, Exit::bad_input); }
-
-std::string temp_suffix() {
-  std::random_device rd;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, ".tmp.%d.%08x", int(::getpid()), unsigned(rd()));
-  return buf;
-}
 
 Handle open_object(hid_t file, const std::string& path, const std::string& where) {
   hid_t id = H5Oopen(file, path.c_str(), H5P_DEFAULT);
@@ -134,12 +125,14 @@ File File::open_read(const fs::path& p) {
 
 File File::create(const fs::path& final_path) {
   quiet_errors();
+  // The part of the output rule that needs no inputs; commands check their inputs before.
+  reports::check_output(final_path, {}, "");
   File f;
   f.final_path_ = final_path;
-  f.temp_path_ = final_path;
-  f.temp_path_ += temp_suffix();
+  f.temp_path_ = reports::temp_name(final_path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
-  f.file_ = Handle(H5Fcreate(f.temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  // EXCL: a temporary name never truncates a file that happens to exist.
+  f.file_ = Handle(H5Fcreate(f.temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!f.file_) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
   f.writable_ = true;
   return f;
@@ -173,9 +166,7 @@ void File::commit() {
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
     throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
   file_ = Handle();
-  std::error_code ec;
-  fs::rename(temp_path_, final_path_, ec);
-  if (ec) throw Error(final_path_.string() + ": cannot rename from " + temp_path_.string() + ": " + ec.message(), Exit::run_failed);
+  reports::rename_into_place(temp_path_, final_path_);
   temp_path_.clear();
   writable_ = false;
 }
@@ -184,9 +175,7 @@ void File::abandon_to(const fs::path& partial) {
   if (!writable_) throw Error(final_path_.string() + ": abandon on a read-only file", Exit::run_failed);
   H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
   file_ = Handle();
-  std::error_code ec;
-  fs::rename(temp_path_, partial, ec);
-  if (ec) throw Error(partial.string() + ": cannot rename from " + temp_path_.string() + ": " + ec.message(), Exit::run_failed);
+  reports::rename_into_place(temp_path_, partial);
   temp_path_.clear();
   writable_ = false;
 }

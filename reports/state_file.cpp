@@ -26,6 +26,7 @@ constexpr const char* start_time_utc = "start_time_utc";
 constexpr const char* end_time_utc = "end_time_utc";
 constexpr const char* command_line = "command_line";
 constexpr const char* bf16_storage = "bf16_storage";
+constexpr const char* partial = "partial";
 }  // namespace root
 
 template <class T>
@@ -81,7 +82,7 @@ void StateWriter::write_dataset(const std::string& dataset, const Tensor<T>& sto
                                 const Shape& full_shape, const StoredRegion& region,
                                 const TensorStats& stats, const TensorMeta& meta) {
   if (meta.variant.empty())
-    throw Error(path().string() + ":" + dataset + ": no variant given (dense, baseline, modified, input, ...)",
+    throw Error(path().string() + ":" + dataset + ": no variant given (dense, official-h200, baseline, modified, input, ...)",
                 Exit::run_failed);
   h5::Attrs a = meta.extra;
   a[attr::full_shape] = shape_json(full_shape);
@@ -146,8 +147,17 @@ void StateWriter::commit() {
 
 void StateWriter::abandon_to(const std::filesystem::path& partial) {
   write_root_attrs();
-  file_.set_attr("/", "partial", std::string("interrupted run: holds only what was written before the interrupt"));
+  mark_partial("interrupted run: holds only what was written before the interrupt");
   file_.abandon_to(partial);
+}
+
+void StateWriter::mark_partial(const std::string& why) { file_.set_attr("/", root::partial, why); }
+
+std::string partial_marker(const h5::File& f) {
+  if (!f.attr("/", root::partial)) return "";
+  // Any value marks the file; only a text can say why.
+  const std::string why = string_or_empty(f, "/", root::partial);
+  return why.empty() ? "marked partial" : why;
 }
 
 template void StateWriter::write(const std::string&, const Bf16Tensor&, const TensorMeta&);

@@ -70,6 +70,9 @@ class StateWriter {
   // It is a psi-h5/1 file like any other (root attributes written, end time now) with root
   // attribute `partial`.
   void abandon_to(const std::filesystem::path& partial);
+  // Marks the file as holding part of a run only (root attribute `partial`, saying why), as a
+  // merge of partial shards does.
+  void mark_partial(const std::string& why);
   // The file being written, for copying objects in (psi merge).
   h5::File& file() { return file_; }
 
@@ -82,6 +85,10 @@ class StateWriter {
   h5::File file_;
   RunInfo run_;
 };
+
+// The root attribute `partial` of a file that holds part of a run only (an interrupted run, a
+// merge of such files): its text says why; empty for any other file.
+std::string partial_marker(const h5::File& f);
 
 enum class FileKind { psi, recording };
 

@@ -266,9 +266,20 @@ TEST(Compare, OnlyFilterAndDatasetsInOneFile) {
   only_f.only = "f3|only";  // regex alternation, searched anywhere in the path
   auto r2 = compare_files(dir / "a.h5", dir / "b.h5", only_f);
   EXPECT_EQ(r2.datasets.size(), 2u);
-  EXPECT_EQ(r2.exit_code(), 0);  // one-file datasets alone do not make it non-zero
+  EXPECT_EQ(r2.exit_code(), 1);  // one-file datasets alone: nothing compared, never a pass
+  EXPECT_NE(format_table(r2).find("nothing was compared"), std::string::npos) << format_table(r2);
   only_f.strict = true;
   EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", only_f).exit_code(), 1);
+
+  // Without a subset asked for, datasets in one file only fail a bitwise-equality check, and
+  // nothing compared never passes.
+  CompareOptions subset;
+  subset.subset = true;
+  subset.only = "^/g/bf$|only";
+  EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", subset).exit_code(), 0);
+  CompareOptions none;
+  none.only = "^/no/such$";
+  EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", none).exit_code(), 1);
 
   CompareOptions broken;
   broken.only = "([";
@@ -326,6 +337,26 @@ TEST(Compare, StoredRowsAreComparedOnTheCommonRows) {
   EXPECT_EQ(d2.max_ulp, 1u);
 }
 
+// Equal where both files hold a dataset, but one holds more: not everything was compared, so a
+// plain compare fails (exit 1) and says why; asking for a subset passes.
+TEST(Compare, DatasetsInOneFileFailUnlessASubsetIsAskedFor) {
+  TempDir dir;
+  Contents c;
+  write_psi(dir / "a.h5", c);
+  {
+    StateWriter w(dir / "b.h5", RunInfo{});
+    w.write("g/bf", c.b, {"modified", "", "", {}});
+    w.commit();
+  }
+  const auto whole = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(whole.count(CompareStatus::equal), 1);
+  EXPECT_EQ(whole.exit_code(), 1);
+  EXPECT_NE(format_table(whole).find("not everything was compared"), std::string::npos) << format_table(whole);
+  CompareOptions subset;
+  subset.subset = true;
+  EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", subset).exit_code(), 0);
+}
+
 TEST(Compare, StoredNoneIsListedAsNotStored) {
   TempDir dir;
   auto none = [](const fs::path& p, bool stored) {
@@ -339,7 +370,7 @@ TEST(Compare, StoredNoneIsListedAsNotStored) {
   auto r = compare_files(dir / "a.h5", dir / "b.h5");
   EXPECT_EQ(row(r, "/t").status, CompareStatus::not_stored);
   EXPECT_NE(row(r, "/t").note.find("stored='none' in B"), std::string::npos);
-  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(r.exit_code(), 1);  // nothing was compared: not a pass
 }
 
 TEST(Compare, InconsistentStoredAttributeIsBadInput) {

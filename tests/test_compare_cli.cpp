@@ -82,8 +82,12 @@ TEST(CompareCli, OnlyAndStrict) {
   Outcome scale = psi("compare " + kA + " " + kB + " --only 'scale$'");
   EXPECT_EQ(scale.status, 0) << scale.out;
   EXPECT_EQ(line_of(scale.out, "/stage1/latent"), "");
+  // Datasets in one file only: nothing compared, which never passes a bitwise check.
   Outcome only = psi("compare " + kA + " " + kB + " --only only_in");
-  EXPECT_EQ(only.status, 0) << only.out;
+  EXPECT_EQ(only.status, 1) << only.out;
+  EXPECT_NE(only.out.find("nothing was compared"), std::string::npos) << only.out;
+  Outcome subset = psi("compare " + kA + " " + kB + " --subset --only 'scale$'");
+  EXPECT_EQ(subset.status, 0) << subset.out;
   Outcome strict = psi("compare " + kA + " " + kB + " --only only_in --strict");
   EXPECT_EQ(strict.status, 1) << strict.out;
 }

@@ -565,11 +565,11 @@ void linear_case(Rig& ref, Rig& dut) {
   const Result r = run_both(ref, dut, img,
                             {{YF, false, true}, {YA, false, true}, {YN, false, true}, {Y1, false, true}, {YP, false, true}},
                             [=](const KernelContext& k) {
-                              k.ops->linear(k, XP, WP, nullptr, ops::BiasRule::fused_f32, YP);
-                              k.ops->linear(k, X, W, &B, ops::BiasRule::fused_f32, YF);
-                              k.ops->linear(k, X, W, &B, ops::BiasRule::after_bf16, YA);
-                              k.ops->linear(k, X, W, nullptr, ops::BiasRule::fused_f32, YN);
-                              k.ops->linear(k, X1, W, &B, ops::BiasRule::fused_f32, Y1);
+                              k.ops->linear(k, XP, WP, nullptr, ops::BiasRule::fused_f32, YP, ops::Product::psi_f32);
+                              k.ops->linear(k, X, W, &B, ops::BiasRule::fused_f32, YF, ops::Product::psi_f32);
+                              k.ops->linear(k, X, W, &B, ops::BiasRule::after_bf16, YA, ops::Product::psi_f32);
+                              k.ops->linear(k, X, W, nullptr, ops::BiasRule::fused_f32, YN, ops::Product::psi_f32);
+                              k.ops->linear(k, X1, W, &B, ops::BiasRule::fused_f32, Y1, ops::Product::psi_f32);
                             });
   const bool split = bf16_split_k(dut);
   if (!split) check_product(r, YP, xp, wp, nullptr, split).expect_sharp("positive product");
@@ -611,7 +611,7 @@ void accumulate_case(Rig& ref, Rig& dut) {
   const std::vector<float> acc0 = src.f32(std::size_t(M * wide), -2.0f, 2.0f);
   const MatRef A = MatRef::dense(img.put(a, "a"), M, K), W = MatRef::dense(img.put(w, "w"), N, K);
   const MatRef C = MatRef::dense(img.put(acc0, "acc"), M, wide).block(0, M, c0, N);
-  const Result r = run_both(ref, dut, img, {{C, true, false}}, [=](const KernelContext& k) { k.ops->gemm_accumulate(k, A, W, C); });
+  const Result r = run_both(ref, dut, img, {{C, true, false}}, [=](const KernelContext& k) { k.ops->gemm_accumulate(k, A, W, C, ops::Product::psi_f32); });
   std::int64_t outside = 0;
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < N; ++j) {

@@ -93,7 +93,7 @@ TEST_F(Experiments, OneToken) {
   expect_report_structure(f, "one-token");
   auto rf = h5::File::open_read(f);
   auto rec = h5::File::open_read(fs::path(PSI_SHARED_DIR) / "reference" / "probe_attn_traj.h5");
-  for (const char* path : {"dense", "baseline", "modified"}) {
+  for (const char* path : {"dense", "official-h200", "baseline", "modified"}) {
     const std::string g = std::string("/states/one-token/") + path;
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/00_stage1_initial/video_latent")),
               sha256_hex(rec.read_bf16("/trajectory_tiny/00_stage1_initial/video_latent")));
@@ -101,7 +101,7 @@ TEST_F(Experiments, OneToken) {
               sha256_hex(rf.read_bf16(g + "/teacher_forced/01_stage1_step1/audio_latent")));
   }
   const auto cases = read_json(f, "/report/cases");
-  EXPECT_EQ(cases.size(), 12u);  // 2 contexts x 3 paths x (free-running, teacher-forced)
+  EXPECT_EQ(cases.size(), 16u);  // 2 contexts x 4 paths x (free-running, teacher-forced)
   for (auto& c : cases) EXPECT_EQ(c["states"].size(), 13u);
   CmdResult rep = psi_cmd("report " + f.string() + " --format csv");
   EXPECT_EQ(rep.status, 0);
@@ -109,7 +109,7 @@ TEST_F(Experiments, OneToken) {
   EXPECT_EQ(psi_cmd("report " + f.string() + " --format yaml").status, 2);
 }
 
-// full-prompt --quick: one case through the three paths; the dense path's endpoint distance to
+// full-prompt --quick: one case through the four paths; the dense path's endpoint distance to
 // itself is exactly 0; the figures are written next to the report.
 TEST_F(Experiments, FullPromptQuickWithFigures) {
   const fs::path f = dir_ / "fp.h5";
@@ -120,6 +120,7 @@ TEST_F(Experiments, FullPromptQuickWithFigures) {
   ASSERT_EQ(cases.size(), 1u);
   EXPECT_EQ(cases[0]["paths"]["dense"]["endpoint_video_rel_l2"].get<double>(), 0.0);
   EXPECT_GT(cases[0]["paths"]["baseline"]["endpoint_video_rel_l2"].get<double>(), 0.0);
+  EXPECT_GT(cases[0]["paths"]["official-h200"]["endpoint_video_rel_l2"].get<double>(), 0.0);
   EXPECT_TRUE(fs::exists(dir_ / "fp.endpoint_error.svg"));
   EXPECT_NE(r.out.find("Δ video"), std::string::npos);
 }
@@ -155,8 +156,25 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
   const auto bc = read_json(b, "/report/cases")[0];
   for (auto& row : bc["official_flash_vs_math"])
     if (row["tensor"] == "video_out") EXPECT_EQ(row["differing"].get<long long>(), 63496);
+  EXPECT_NE(rb.out.find("| psi official-h200 "), std::string::npos) << rb.out;
+  // The official projections' arithmetic brings the block closer to the official MATH block.
+  std::map<std::string, long long> video_out;
+  for (auto& row : bc["rows"])
+    if (row["tensor"] == "video_out" && row["backend"] == "math") video_out[row["variant"]] = row["differing"];
+  ASSERT_TRUE(video_out.count("dense") && video_out.count("official-h200"));
+  EXPECT_LT(10 * video_out["official-h200"], video_out["dense"]);
+  // The second table: every path's distance to the float64 block, ten probes x six paths.
+  EXPECT_NE(rb.out.find("distance to the float64 block"), std::string::npos) << rb.out;
+  ASSERT_EQ(bc["float64_rows"].size(), 60u);
+  for (auto& row : bc["float64_rows"]) {
+    EXPECT_GT(row["rel_l2"].get<double>(), 0.0) << row.dump();
+    EXPECT_LT(row["rel_l2"].get<double>(), 1e-2) << row.dump();  // the BF16 paths' error, test_block_f64.cpp
+  }
+  EXPECT_EQ(read_json(b, "/report/tables").size(), 2u);
   CmdResult rp = psi_cmd("run projection-oracle --out " + p.string());
   ASSERT_EQ(rp.status, 0) << rp.out;
+  // The exact value's cell keeps its exponent (it once lost it: "5.201001185923" for 5.2e-04).
+  EXPECT_NE(rp.out.find("| ~5.20100118592e-04 "), std::string::npos) << rp.out;
   expect_report_structure(p, "projection-oracle");
   const auto po = read_json(p, "/report/cases")[0];
   ASSERT_TRUE(po.contains("explanation"));

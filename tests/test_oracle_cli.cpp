@@ -1,22 +1,27 @@
 // psi oracle certify / explain: on the recorded probe (a few rows), on operand files written
-// with reports/h5.h and with h5py (tests/data/oracle/fixture.h5), and on bad input.
+// with reports/h5.h and with h5py (tests/data/oracle/fixture.h5), on a recording made with the
+// H200 tensor-core model (certify --json / --list, explain --trace), and on bad input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/ops/tensor_core.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "oracle/certify.h"
 #include "oracle/exact_gmp.h"
 #include "oracle/explain.h"
+#include "oracle/f32_orders.h"
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
 #include "oracle/rounding.h"
@@ -96,6 +101,84 @@ psi::Bf16Tensor gmp_linear(const psi::Bf16Tensor& x, const psi::Bf16Tensor& w, c
       y.data[r * N + c] = po::round_to_bf16(po::exact_dot_gmp(std::span(x.data).subspan(r * K, K),
                                                               std::span(w.data).subspan(c * K, K), b.data[c]));
   return y;
+}
+
+// "p/2^q" or "p/d" as a rational.
+mpq_class parse_fraction(const std::string& s) {
+  const auto pow = s.find("/2^");
+  if (pow == std::string::npos) return mpq_class(s);
+  mpq_class v(mpz_class(s.substr(0, pow)));
+  mpq_div_2exp(v.get_mpq_t(), v.get_mpq_t(), std::stoul(s.substr(pow + 3)));
+  return v;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  for (;;) {
+    const auto next = s.find(sep, pos);
+    out.push_back(s.substr(pos, next - pos));
+    if (next == std::string::npos) return out;
+    pos = next + 1;
+  }
+}
+
+// Operands whose k in [24, 48) cancel k in [0, 24) exactly (x repeats, W negated), so that the
+// exact value is the 16 small products at the end while the accumulator is large in between;
+// recorded with the tensor-core model: many elements are not correctly rounded, and every one
+// of them is the model's. Element (kPlantedRow, kPlantedCol) is then recorded 1,000 ULPs from its
+// correctly rounded value, which no order gives.
+constexpr std::int64_t kTcRows = 24, kTcN = 16, kTcK = 64, kPlantedRow = 5, kPlantedCol = 3;
+
+struct TcRecording {
+  fs::path file;
+  psi::Bf16Tensor X, W, B, Y;
+};
+
+std::span<const Bf16> row_of(const psi::Bf16Tensor& t, std::int64_t r, std::int64_t len) {
+  return std::span<const Bf16>(t.data).subspan(std::size_t(r * len), std::size_t(len));
+}
+
+Bf16 tc_correct(const TcRecording& r, std::int64_t i, std::int64_t c) {
+  return po::round_to_bf16(po::exact_dot_gmp(row_of(r.X, i, kTcK), row_of(r.W, c, kTcK), r.B.data[c]));
+}
+
+const TcRecording& tc_recording() {
+  static const TcRecording rec = [] {
+    std::mt19937_64 rng(31);
+    std::uniform_real_distribution<double> u(-1, 1);
+    TcRecording r{scratch() / "tc_recording.h5", psi::Bf16Tensor({kTcRows, kTcK}), psi::Bf16Tensor({kTcN, kTcK}),
+                  psi::Bf16Tensor({kTcN}), psi::Bf16Tensor({kTcRows, kTcN})};
+    constexpr std::int64_t h = 24;
+    for (std::int64_t i = 0; i < kTcRows; ++i) {
+      for (std::int64_t k = 0; k < h; ++k)
+        r.X.data[i * kTcK + k] = r.X.data[i * kTcK + k + h] = psi::bf16_rne(float(u(rng)));
+      for (std::int64_t k = 2 * h; k < kTcK; ++k) r.X.data[i * kTcK + k] = psi::bf16_rne(float(u(rng)));
+    }
+    for (std::int64_t c = 0; c < kTcN; ++c) {
+      for (std::int64_t k = 0; k < h; ++k) {
+        r.W.data[c * kTcK + k] = psi::bf16_rne(float(u(rng)));
+        r.W.data[c * kTcK + k + h] = psi::bf16_rne(-r.W.data[c * kTcK + k].to_float());
+      }
+      for (std::int64_t k = 2 * h; k < kTcK; ++k)
+        r.W.data[c * kTcK + k] = psi::bf16_rne(float(std::ldexp(u(rng), -14)));
+      r.B.data[c] = psi::bf16_rne(float(std::ldexp(u(rng), -16)));
+    }
+    for (std::int64_t i = 0; i < kTcRows; ++i)
+      for (std::int64_t c = 0; c < kTcN; ++c)
+        r.Y.data[i * kTcN + c] =
+            psi::bf16_rne(psi::ops::tc::dot(row_of(r.X, i, kTcK), row_of(r.W, c, kTcK)) + r.B.data[c].to_float());
+    const Bf16 right = tc_correct(r, kPlantedRow, kPlantedCol);
+    r.Y.data[kPlantedRow * kTcN + kPlantedCol] = Bf16::from_bits(std::uint16_t(right.bits + 1000));
+    auto out = psi::h5::File::create(r.file);
+    out.write_bf16("/x", r.X);
+    out.write_bf16("/w", r.W);
+    out.write_bf16("/b", r.B);
+    out.write_bf16("/y", r.Y);
+    out.commit();
+    return r;
+  }();
+  return rec;
 }
 
 }  // namespace
@@ -216,7 +299,24 @@ TEST(OracleCertify, SynthInitProbeFileWrittenWithH5) {
   EXPECT_EQ(j["correctly_rounded"]["bits"], po::bf16_hex(good.data[2 * 5 + 4]));
 
   expect_bad_input(psi_run("oracle certify --file " + file.string() + " --probe probe_bad"), "SHA-256");
-  expect_bad_input(psi_run("oracle certify --file " + file.string() + " --probe nope"), "no such probe group");
+  expect_bad_input(psi_run("oracle certify --file " + file.string() + " --probe nope"),
+                   "no such probe group (projection probes in this file: ");
+}
+
+// psi probe's case names name the same recordings as the group names, with the same result.
+TEST(OracleCertify, AcceptsPsiProbeCaseNames) {
+  const CliRun by_case = psi_run("oracle certify --json --rows 0:2 --file " + kProbes.string() + " --probe audio-ff-up");
+  const CliRun by_group =
+      psi_run("oracle certify --json --rows 0:2 --file " + kProbes.string() + " --probe probe_audio_ff_up");
+  ASSERT_EQ(by_case.rc, 0) << by_case.out;
+  ASSERT_EQ(by_group.rc, 0) << by_group.out;
+  const auto a = nlohmann::json::parse(by_case.out), b = nlohmann::json::parse(by_group.out);
+  EXPECT_EQ(a["not_correctly_rounded"], b["not_correctly_rounded"]);
+  EXPECT_EQ(a["elements"], 2 * 8192);
+  const CliRun unknown = psi_run("oracle certify --file " + kProbes.string() + " --probe nope");
+  EXPECT_EQ(unknown.rc, 2);
+  EXPECT_NE(unknown.err.find("probe_audio_ff_up"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("probe_video_q_proj"), std::string::npos) << unknown.err;
 }
 
 TEST(OracleExplain, OperandFileWrittenWithH5) {
@@ -312,4 +412,142 @@ TEST(OracleExplain, H5pyFixtureEquation5) {
   EXPECT_EQ(count_after(run.out, "elements checked"), 6);
   EXPECT_EQ(count_after(run.out, "not correctly rounded"), 1);
   EXPECT_EQ(count_after(run.out, "seq+bf16-before-bias"), 1);
+}
+
+TEST(OracleCertify, JsonAndListOnATensorCoreRecording) {
+  const TcRecording& r = tc_recording();
+  // The expected verdicts, element by element with GMP.
+  std::set<std::pair<std::int64_t, std::int64_t>> off;
+  for (std::int64_t i = 0; i < kTcRows; ++i)
+    for (std::int64_t c = 0; c < kTcN; ++c)
+      if (psi::bf16_ulp_distance(r.Y.data[i * kTcN + c], tc_correct(r, i, c)) != 0) off.insert({i, c});
+  const auto not_cr = std::int64_t(off.size());
+  ASSERT_GE(not_cr, 5);  // the cancellation makes the model's truncations visible
+  ASSERT_TRUE(off.count({kPlantedRow, kPlantedCol}));
+
+  const std::string ops = " --file " + r.file.string() + " --x x --w w --b b --y y";
+  const fs::path list = scratch() / "not_cr.csv";
+  const CliRun run = psi_run("oracle certify --json --list " + list.string() + ops);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["elements"], kTcRows * kTcN);
+  EXPECT_EQ(j["not_correctly_rounded"], not_cr);
+  EXPECT_EQ(j["N"], kTcN);
+  EXPECT_EQ(j["K"], kTcK);
+  EXPECT_EQ(j["rows"]["begin"], 0);
+  EXPECT_EQ(j["rows"]["end"], kTcRows);
+  // Every not correctly rounded element but the planted one is the model's.
+  EXPECT_EQ(j["reproduced_by"]["h200-tensor-core"], not_cr - 1);
+  EXPECT_EQ(j["reproduced_by_none"], 1);
+  EXPECT_EQ(j["reproduced_by"].size(), po::f32_orders().size());
+  EXPECT_TRUE(j["reproduced_by"].contains("seq+bf16-before-bias"));
+  const auto& w = j["worst"];
+  EXPECT_EQ(w["row"], kPlantedRow);
+  EXPECT_EQ(w["col"], kPlantedCol);
+  EXPECT_EQ(w["ulps"], 1000);
+  EXPECT_EQ(w["recorded"]["bits"], po::bf16_hex(r.Y.data[kPlantedRow * kTcN + kPlantedCol]));
+  const mpq_class exact = po::exact_dot_gmp(row_of(r.X, kPlantedRow, kTcK), row_of(r.W, kPlantedCol, kTcK),
+                                            r.B.data[kPlantedCol]);
+  EXPECT_EQ(parse_fraction(w["exact"]["fraction"]), exact);
+  EXPECT_EQ(w["exact"]["decimal"], po::decimal25(exact));
+  EXPECT_EQ(w["correctly_rounded"]["bits"], po::bf16_hex(po::round_to_bf16(exact)));
+  for (const char* k : {"load", "exact", "compare", "total"}) EXPECT_TRUE(j["seconds"][k].is_number()) << k;
+  EXPECT_EQ(j["source"]["output"], "/y");
+  EXPECT_EQ(j["list"], list.string());
+
+  // The list: a header, then one line per not correctly rounded element, in row order.
+  const auto lines = split(slurp(list), '\n');
+  ASSERT_EQ(lines.size(), std::size_t(not_cr + 2)) << "header, elements, empty after the last newline";
+  EXPECT_EQ(lines[0], "row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders");
+  EXPECT_EQ(lines.back(), "");
+  auto it = off.begin();
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i, ++it) {
+    const auto f = split(lines[i], ',');
+    ASSERT_EQ(f.size(), 8u) << lines[i];
+    EXPECT_EQ(std::stoll(f[0]), it->first);
+    EXPECT_EQ(std::stoll(f[1]), it->second);
+    const Bf16 rec = r.Y.data[it->first * kTcN + it->second], cr = tc_correct(r, it->first, it->second);
+    EXPECT_EQ(f[2], po::bf16_hex(rec));
+    EXPECT_EQ(f[3], po::bf16_hex(cr));
+    EXPECT_EQ(std::stoll(f[4]), psi::bf16_ulp_distance(rec, cr));
+    const mpq_class v = parse_fraction(f[6]);
+    EXPECT_EQ(po::round_to_bf16(v), cr);
+    EXPECT_EQ(f[5], po::decimal25(v));
+    const auto orders = split(f[7], ';');
+    const bool planted = it->first == kPlantedRow && it->second == kPlantedCol;
+    EXPECT_EQ(f[7].empty(), planted) << lines[i];
+    if (!planted) {
+      EXPECT_NE(std::find(orders.begin(), orders.end(), "h200-tensor-core"), orders.end()) << lines[i];
+    }
+  }
+  // Written through a temporary name: nothing else is left beside it.
+  for (const auto& e : fs::directory_iterator(scratch()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+
+  // The text form counts the order and names the list.
+  const CliRun text = psi_run("oracle certify --list " + list.string() + ops);
+  ASSERT_EQ(text.rc, 0) << text.err;
+  EXPECT_EQ(count_after(text.out, "\n  h200-tensor-core"), not_cr - 1) << text.out;
+  EXPECT_NE(text.out.find("list: " + std::to_string(not_cr) + " not correctly rounded elements written to"),
+            std::string::npos)
+      << text.out;
+
+  // --list never overwrites the input (under any spelling) nor a directory.
+  const std::string before = slurp(r.file);
+  expect_bad_input(psi_run("oracle certify --list " + r.file.string() + ops), "is the input file");
+  expect_bad_input(psi_run("oracle certify --list " + (scratch() / "." / r.file.filename()).string() + ops),
+                   "is the input file");
+  expect_bad_input(psi_run("oracle certify --list " + scratch().string() + ops), "is a directory");
+  expect_bad_input(psi_run("oracle certify --list " + (scratch() / "nope" / "l.csv").string() + ops), "no directory");
+  EXPECT_EQ(slurp(r.file), before);
+}
+
+TEST(OracleExplain, TraceH200TensorCore) {
+  const TcRecording& r = tc_recording();
+  // An element the model gets wrong (not the planted one).
+  std::int64_t row = -1, col = -1;
+  for (std::int64_t i = 0; i < kTcRows && row < 0; ++i)
+    for (std::int64_t c = 0; c < kTcN && row < 0; ++c)
+      if (!(i == kPlantedRow && c == kPlantedCol) &&
+          psi::bf16_ulp_distance(r.Y.data[i * kTcN + c], tc_correct(r, i, c)) != 0)
+        row = i, col = c;
+  ASSERT_GE(row, 0);
+  const std::string ops = " --file " + r.file.string() + " --x x --w w --b b --y y --row " + std::to_string(row) +
+                          " --col " + std::to_string(col) + " --trace h200-tensor-core";
+  CliRun run = psi_run("oracle explain --json" + ops);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const auto j = nlohmann::json::parse(run.out);
+  const auto& orders = j["candidates"][0]["orders"];
+  EXPECT_NE(std::find(orders.begin(), orders.end(), "h200-tensor-core"), orders.end()) << j["candidates"];
+  ASSERT_TRUE(j["trace"].is_array());
+  ASSERT_EQ(j["trace"].size(), std::size_t(kTcK / 16));
+  // The exact sum of the products = the final accumulator + every block's losses, exactly.
+  mpq_class losses = 0;
+  for (std::size_t s = 0; s < j["trace"].size(); ++s) {
+    const auto& st = j["trace"][s];
+    EXPECT_EQ(st["k0"], std::int64_t(s) * 16);
+    losses += parse_fraction(st["loss_align"]["fraction"]) + parse_fraction(st["loss_norm"]["fraction"]);
+    EXPECT_EQ(parse_fraction(st["deviation"]["fraction"]), losses);
+  }
+  const auto& sum = j["trace_summary"];
+  const mpq_class products = po::exact_dot_gmp(row_of(r.X, row, kTcK), row_of(r.W, col, kTcK), std::nullopt);
+  EXPECT_EQ(parse_fraction(sum["exact_products"]["fraction"]), products);
+  EXPECT_EQ(mpq_class(double(sum["acc_final"]["value"].get<float>())) + losses, products);
+  EXPECT_EQ(sum["result"], po::bf16_hex(r.Y.data[row * kTcN + col]));
+  EXPECT_FALSE(sum["departs"].is_null());
+  EXPECT_EQ(sum["targets"][0]["name"], "recorded");
+  EXPECT_EQ(sum["targets"][0]["reproduced"], true);
+
+  run = psi_run("oracle explain" + ops);
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_NE(run.out.find("h200-tensor-core trace"), std::string::npos) << run.out;
+  for (const char* step : {"\n  0     0..15 ", "\n  1     16..31 ", "\n  2     32..47 ", "\n  3     48..63 "})
+    EXPECT_NE(run.out.find(step), std::string::npos) << step << "\n" << run.out;
+  EXPECT_NE(run.out.find("departs            "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("candidate recorded " + po::bf16_hex(r.Y.data[row * kTcN + col]) + ": reproduced"),
+            std::string::npos)
+      << run.out;
+
+  expect_bad_input(psi_run("oracle explain --file " + r.file.string() + " --x x --w w --row 0 --col 0 --trace seq"),
+                   "valid: h200-tensor-core");
 }

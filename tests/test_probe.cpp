@@ -27,6 +27,15 @@ const probes::TensorResult& find(const probes::ProbeReport& r, const std::string
   throw std::runtime_error("no result " + variant + "/" + tensor + "/" + backend);
 }
 
+// psi's output `tensor` of `variant`.
+const psi::Bf16Tensor& output(const probes::ProbeReport& r, const std::string& variant, const std::string& tensor) {
+  for (const auto& [v, outs] : r.outputs)
+    if (v == variant)
+      for (const auto& [name, t] : outs)
+        if (name == tensor) return t;
+  throw std::runtime_error("no output " + variant + "/" + tensor);
+}
+
 int run(const std::string& args, std::string* out = nullptr) {
   const std::string cmd = std::string(PSI_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
@@ -47,10 +56,51 @@ TEST(Probe, AudioFfUpVariants) {
   const auto& modified = find(r, "modified", "proj_out", "official");
   ASSERT_TRUE(dense.distance && baseline.distance && modified.distance);
   // modified and dense do the same arithmetic (bias added in float32 before one BF16 write).
-  EXPECT_EQ(r.outputs[0].second[0].second.data, r.outputs[2].second[0].second.data);
+  EXPECT_EQ(output(r, "dense", "proj_out").data, output(r, "modified", "proj_out").data);
   // Writing the product BF16 before the bias adds differences: the paper's baseline effect.
   EXPECT_GT(baseline.distance->differing, 10 * modified.distance->differing);
   EXPECT_EQ(dense.distance->total, 126 * 8192);
+}
+
+// On the small block the official arithmetic (projections, attention core) leaves no probe
+// further from the recorded MATH block than dense, and makes both audio attention modules
+// bitwise. A regression in either shows here.
+TEST(Probe, OfficialH200OnTheSmallBlock) {
+  probes::ProbeOptions o;
+  o.variants = {"dense", "official-h200"};
+  const auto r = probes::run_probe("block-small", o);
+  int probes_seen = 0;
+  for (const auto& t : r.results) {
+    if (t.variant != "official-h200" || t.backend != "math" || !t.distance) continue;
+    const auto& dense = find(r, "dense", t.tensor, "math");
+    ASSERT_TRUE(dense.distance);
+    EXPECT_LE(t.distance->differing, dense.distance->differing) << t.tensor;
+    ++probes_seen;
+  }
+  EXPECT_EQ(probes_seen, 10);
+  EXPECT_EQ(find(r, "official-h200", "audio_attn1", "math").distance->differing, 0);
+  EXPECT_EQ(find(r, "official-h200", "audio_attn2", "math").distance->differing, 0);
+}
+
+// The H200 tensor-core product reproduces the recorded official projections bit for bit, every
+// element (the recording's SHA-256 of the whole tensor too), where psi's own order does not.
+TEST(Probe, OfficialH200ReproducesTheRecordedProjections) {
+  for (const auto& [c, tensors] : {std::pair<std::string, std::vector<std::string>>{"audio-ff-up", {"proj_out", "gelu_out"}},
+                                   {"video-q-proj", {"q"}}}) {
+    probes::ProbeOptions o;
+    o.variants = {"official-h200", "dense"};
+    const auto r = probes::run_probe(c, o);
+    for (const auto& t : tensors) {
+      const auto& official = find(r, "official-h200", t, "official");
+      ASSERT_TRUE(official.distance) << c << " " << t;
+      EXPECT_EQ(official.distance->differing, 0) << c << " " << t;
+      EXPECT_GT(official.distance->total, 1000000) << c << " " << t;
+      if (official.full_sha_equal) EXPECT_TRUE(*official.full_sha_equal) << c << " " << t;
+      const auto& dense = find(r, "dense", t, "official");
+      ASSERT_TRUE(dense.distance);
+      EXPECT_GT(dense.distance->differing, 1000) << c << " " << t;  // psi's order is not cuBLAS's
+    }
+  }
 }
 
 TEST(Probe, AttentionKernelOnRecordedQkv) {
@@ -104,11 +154,17 @@ TEST(ProbeCli, WritesOutputs) {
   std::string text;
   const int rc = run("probe video-q-proj --variant dense --out " + out.string(), &text);
   EXPECT_EQ(rc, 1) << text;  // psi's GEMM order is not cuBLAS's: some elements differ
-  EXPECT_NE(text.find("dense     q"), std::string::npos) << text;
+  EXPECT_NE(text.find("dense         q "), std::string::npos) << text;
   auto f = psi::h5::File::open_read(out);
   const auto q = f.read_bf16("/probe_video_q_proj/dense/q");
   EXPECT_EQ(q.shape, (psi::Shape{256, 4096}));
   EXPECT_EQ(f.attr_string("/probe_video_q_proj/dense/q", "sha256_full"), psi::sha256_hex(q));
+  // Everything psi writes is psi-h5/1: psi compare sees the schema and the run it came from.
+  EXPECT_EQ(f.attr_string("/", "schema"), "psi-h5/1");
+  EXPECT_EQ(f.attr_string("/", "experiment"), "probe video-q-proj");
+  std::string cmp;
+  EXPECT_EQ(run("compare " + out.string() + " " + out.string(), &cmp), 0) << cmp;
+  EXPECT_NE(cmp.find("psi-h5/1"), std::string::npos) << cmp;
   fs::remove(out);
 }
 

@@ -9,11 +9,12 @@ namespace psi::model {
 
 Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, const Bf16Tensor& context,
                              const ops::RopeTables* q_rope, const ops::RopeTables* k_rope,
-                             const ops::SdpaOptions& sdpa, float eps, AttentionTrace* trace) {
+                             const ops::SdpaOptions& sdpa, float eps, ops::Product product,
+                             AttentionTrace* trace) {
   const std::int64_t H = w.heads, d = w.head_dim;
-  Bf16Tensor v = ops::linear(context, w.to_v.w, w.to_v.bias());
-  Bf16Tensor q = ops::rms_norm(ops::linear(x, w.to_q.w, w.to_q.bias()), &w.q_norm, eps);
-  Bf16Tensor k = ops::rms_norm(ops::linear(context, w.to_k.w, w.to_k.bias()), &w.k_norm, eps);
+  Bf16Tensor v = ops::linear(context, w.to_v.w, w.to_v.bias(), ops::BiasRule::fused_f32, product);
+  Bf16Tensor q = ops::rms_norm(ops::linear(x, w.to_q.w, w.to_q.bias(), ops::BiasRule::fused_f32, product), &w.q_norm, eps);
+  Bf16Tensor k = ops::rms_norm(ops::linear(context, w.to_k.w, w.to_k.bias(), ops::BiasRule::fused_f32, product), &w.k_norm, eps);
   if (q.shape.back() != H * d)
     throw Error("attention: q width " + std::to_string(q.shape.back()) + " for " + std::to_string(H) +
                 " heads of " + std::to_string(d));
@@ -28,7 +29,7 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
     trace->sdpa_out = a;
   }
   if (w.gated()) {
-    Bf16Tensor z = ops::linear(x, w.to_gate_logits.w, w.to_gate_logits.bias());
+    Bf16Tensor z = ops::linear(x, w.to_gate_logits.w, w.to_gate_logits.bias(), ops::BiasRule::fused_f32, product);
     ops::sigmoid(z.ptr(), z.ptr(), z.numel());
     auto A = ops::as_matrix(a);
     auto Z = ops::as_matrix(z);
@@ -40,7 +41,7 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
       }
   }
   if (trace) trace->to_out_in = a;
-  return ops::linear(a, w.to_out.w, w.to_out.bias());
+  return ops::linear(a, w.to_out.w, w.to_out.bias(), ops::BiasRule::fused_f32, product);
 }
 
 }  // namespace psi::model

@@ -6,8 +6,10 @@
 //   a = sdpa(q, k, v)                                                 MATH or online (variant)
 //   gated models: g = bf(2 · bf(sigmoid(Linear_gate(x)))) per head; a[h] = bf(a[h] · g[h])
 //   out = Linear_out(a)                                               the module's probe value
+// Every Linear in `product`'s arithmetic (gemm.h).
 #include "engine/model/weights.h"
 #include "engine/ops/attention.h"
+#include "engine/ops/gemm.h"
 #include "engine/ops/rope.h"
 
 namespace psi::model {
@@ -22,6 +24,7 @@ struct AttentionTrace {
 // x [1, Nq, Dq], context [1, Nk, Dc] -> [1, Nq, Dq]. Null tables: no RoPE on that side.
 Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, const Bf16Tensor& context,
                              const ops::RopeTables* q_rope, const ops::RopeTables* k_rope,
-                             const ops::SdpaOptions& sdpa, float eps, AttentionTrace* trace = nullptr);
+                             const ops::SdpaOptions& sdpa, float eps, ops::Product product,
+                             AttentionTrace* trace = nullptr);
 
 }  // namespace psi::model

@@ -40,7 +40,7 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
   const Bf16Tensor scale_msa = ada_value(table, in.timesteps, 1);
   const Bf16Tensor gate_msa = ada_value(table, in.timesteps, 2);
   const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps);
-  r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps);
+  r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps, v.product);
   const ops::PostSa ps = ops::post_sa(in.x, r.o_attn1, gate_msa, eps);
   if (c.features.cross_attention_adaln) {
     const Bf16Tensor shift_q = ada_value(table, in.timesteps, 6);
@@ -51,10 +51,10 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
     const Bf16Tensor scale_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 1) : table_row(prompt_table, 1);
     const Bf16Tensor q_in = ops::modulate(ps.normed, scale_q, shift_q);
     const Bf16Tensor c_in = ops::modulate(in.context, scale_kv, shift_kv);
-    r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps);
+    r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product);
     r.x2 = ops::gated_residual(ps.x, r.o_attn2, gate_q);
   } else {
-    r.o_attn2 = attention_forward(attn2, ps.normed, in.context, nullptr, nullptr, v.sdpa(attn2.head_dim), eps);
+    r.o_attn2 = attention_forward(attn2, ps.normed, in.context, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product);
     r.x2 = ops::residual(ps.x, r.o_attn2);
   }
   return r;
@@ -161,7 +161,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
     const Bf16Tensor kv_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 0),
                                            ada_value(ta, in.audio.cross_scale_shift_timestep, 1), eps);
     p.audio_to_video_attn = attention_forward(w.audio_to_video_attn, q_in, kv_in, &in.video.cross_pe,
-                                              &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps);
+                                              &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps, v.product);
     vx3 = ops::gated_residual(vx_pre, p.audio_to_video_attn, ada_value(tv, 4, in.video.cross_gate_timestep, 0));
   }
   // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
@@ -172,7 +172,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
     const Bf16Tensor kv_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 2),
                                            ada_value(tv, in.video.cross_scale_shift_timestep, 3), eps);
     p.video_to_audio_attn = attention_forward(w.video_to_audio_attn, q_in, kv_in, &in.audio.cross_pe,
-                                              &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps);
+                                              &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps, v.product);
     ax3 = ops::gated_residual(ax_pre, p.video_to_audio_attn, ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
   }
 

@@ -13,6 +13,14 @@ std::vector<NumericsVariant> make_variants() {
   dense.name = "dense";
   dense.summary = "official operator order and BF16 write boundaries on whole tensors, MATH attention";
 
+  NumericsVariant official = dense;
+  official.name = "official-h200";
+  official.summary = "dense with every projection as the H200 tensor cores compute it (block FMA of 16 "
+                     "products, truncating alignment, FP32 bias epilogue) and the MATH attention core as "
+                     "the H200 computes it (FMA-chain GEMMs, warp softmax, libdevice expf): the official bits";
+  official.product = ops::Product::h200_tensor_core;
+  official.math_core = ops::MathCore::h200;
+
   NumericsVariant baseline;
   baseline.name = "baseline";
   baseline.summary = "paper's baseline PSI: online attention with BF16 P, 1024-channel FFN tiles, "
@@ -33,7 +41,7 @@ std::vector<NumericsVariant> make_variants() {
   modified.ffn_schedule = ops::FfnSchedule::reuse;
   modified.ffn_up_bias = ops::BiasRule::fused_f32;
 
-  return {dense, baseline, modified};
+  return {dense, official, baseline, modified};
 }
 
 const std::vector<NumericsVariant>& variants() {
@@ -46,6 +54,7 @@ const std::vector<NumericsVariant>& variants() {
 ops::SdpaOptions NumericsVariant::sdpa(std::int64_t head_dim) const {
   ops::SdpaOptions o;
   o.form = attention;
+  o.math_core = math_core;
   o.key_tile = key_tile;
   o.p_bf16 = head_dim <= 64 ? p_bf16_narrow_heads : p_bf16_wide_heads;
   return o;
@@ -56,13 +65,16 @@ ops::FfnOptions NumericsVariant::ffn(std::int64_t hidden) const {
   o.schedule = ffn_schedule;
   o.up_bias = ffn_up_bias;
   o.hidden_tile = std::min(ffn_hidden_tile, hidden);
+  o.product = product;
   return o;
 }
 
 const NumericsVariant& numerics_variant(std::string_view name) {
   for (const auto& v : variants())
     if (v.name == name) return v;
-  throw Error("unknown numerics variant '" + std::string(name) + "' (known: dense, baseline, modified)");
+  std::string known;
+  for (const auto& v : variants()) known += (known.empty() ? "" : ", ") + v.name;
+  throw Error("unknown numerics variant '" + std::string(name) + "' (known: " + known + ")");
 }
 
 std::vector<std::string> numerics_variant_names() {

@@ -3,13 +3,18 @@
 // reference from the PSI forms, in one struct. Everything not listed here is the official
 // operator order and BF16 write boundaries of the spec (§3, §9) in every variant.
 //
-// | variant  | attention                         | P before P·V            | FFN                          | FFN up-projection bias   |
-// |----------|-----------------------------------|-------------------------|------------------------------|--------------------------|
-// | dense    | MATH (whole score matrix)         | float32, normalized     | whole tensors                | bf(acc + b)  (official)  |
-// | baseline | online softmax, 128-key tiles     | BF16 (all heads)        | 1,024-channel tiles, reuse   | bf(bf(acc) + b)          |
-// | modified | online softmax, 128-key tiles     | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) |
+// | variant       | attention                     | P before P·V        | FFN                        | FFN up-projection bias  | projections (every Linear) |
+// |---------------|-------------------------------|---------------------|----------------------------|-------------------------|----------------------------|
+// | dense         | MATH (whole score matrix), psi's reduce.h sums and std::exp | float32, normalized | whole tensors | bf(acc + b)  (official) | psi's float32 order |
+// | official-h200 | MATH, the H200 core (official_attention.h): FMA-chain GEMMs, warp softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h) |
+// | baseline      | online softmax, 128-key tiles | BF16 (all heads)    | 1,024-channel tiles, reuse | bf(bf(acc) + b)         | psi's float32 order        |
+// | modified      | online softmax, 128-key tiles | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) | psi's float32 order |
 //
-// dense is psi's stand-in for the official MATH path; baseline is the paper's baseline PSI
+// dense is psi's stand-in for the official MATH path; official-h200 is dense with every
+// projection computed as the H200's tensor cores computed the recorded official projections
+// and the attention core as the H200 computed the recorded official one (bitwise those
+// recordings; rows of more than 1,024 keys take psi's softmax, official_attention.h; norms,
+// RoPE and the elementwise operators are still dense's); baseline is the paper's baseline PSI
 // (the biased up-projection written BF16 before its bias is added, then GELU written BF16;
 // FlashAttention-style BF16 numerator weights); modified is the paper's modified PSI (the audio
 // FFN bias added in float32 before the single BF16 write; float32 online accumulation for the
@@ -30,12 +35,18 @@ struct NumericsVariant {
   std::string name;
   std::string summary;
   ops::SoftmaxForm attention = ops::SoftmaxForm::math;
+  ops::MathCore math_core = ops::MathCore::psi_f32;  // MATH attention's arithmetic
   std::int64_t key_tile = 128;          // online attention only
   bool p_bf16_narrow_heads = true;      // online: P rounded to BF16 for heads of <= 64 channels
   bool p_bf16_wide_heads = true;        // online: P rounded to BF16 for wider heads (128)
   ops::FfnSchedule ffn_schedule = ops::FfnSchedule::dense;
   std::int64_t ffn_hidden_tile = 1024;  // min(this, hidden) for small models
   ops::BiasRule ffn_up_bias = ops::BiasRule::fused_f32;  // every FFN up-projection that has a bias
+  ops::Product product = ops::Product::psi_f32;          // every Linear's accumulator arithmetic
+
+  // The dense forms (MATH attention, whole-tensor FFN) run on whole host tensors; the PSI
+  // forms through the executor's arena.
+  bool whole_tensors() const { return attention == ops::SoftmaxForm::math && ffn_schedule == ops::FfnSchedule::dense; }
 
   // The attention kernel options for heads of width head_dim.
   ops::SdpaOptions sdpa(std::int64_t head_dim) const;
@@ -43,7 +54,7 @@ struct NumericsVariant {
   ops::FfnOptions ffn(std::int64_t hidden) const;
 };
 
-// "dense", "baseline", "modified"; an unknown name is a psi::Error.
+// "dense", "official-h200", "baseline", "modified"; an unknown name is a psi::Error.
 const NumericsVariant& numerics_variant(std::string_view name);
 std::vector<std::string> numerics_variant_names();
 

@@ -9,6 +9,7 @@
 
 #include "engine/error.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/official_attention.h"
 #include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
 
@@ -69,15 +70,7 @@ void math_head(const HeadData& hd, std::int64_t Nq, std::int64_t Nk, std::int64_
       float* s = S.data() + i * Nk;
       if (mask)
         for (std::int64_t j = 0; j < Nk; ++j) s[j] = s[j] + mask[i * mask_ld + j];
-      float m = kNegInf;
-      for (std::int64_t j = 0; j < Nk; ++j) m = std::max(m, s[j]);
-      if (m == kNegInf) {  // safe softmax: a fully masked row attends to nothing
-        std::fill(s, s + Nk, 0.0f);
-        continue;
-      }
-      for (std::int64_t j = 0; j < Nk; ++j) s[j] = std::exp(s[j] - m);
-      const float l = ordered_sum(Nk, [&](std::int64_t j) { return s[j]; });
-      for (std::int64_t j = 0; j < Nk; ++j) s[j] = s[j] / l;
+      math_softmax_row(s, Nk);
     }
   });
   // P·V as [Nq, Nk] x ([d, Nk])ᵀ: V transposed so that keys are the reduced axis.
@@ -159,6 +152,18 @@ float sdpa_qk_factor(std::int64_t head_dim) {
   return float(std::sqrt(1.0 / std::sqrt(double(head_dim))));
 }
 
+void math_softmax_row(float* s, std::int64_t n) {
+  float m = kNegInf;
+  for (std::int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  if (m == kNegInf) {  // safe softmax: a fully masked row attends to nothing
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  for (std::int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - m);
+  const float l = ordered_sum(n, [&](std::int64_t j) { return s[j]; });
+  for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / l;
+}
+
 void sdpa_online_begin(OnlineState s) {
   for (std::int64_t r = 0; r < s.m.rows; ++r) {
     std::fill(s.m.row(r), s.m.row(r) + s.m.cols, kNegInf);
@@ -211,8 +216,12 @@ void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOpti
     sdpa_online_end(s, out);
     return;
   }
-  const float factor = sdpa_qk_factor(d);
   const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : Nk;
+  if (opt.math_core == MathCore::h200) {
+    sdpa_math_h200(q, k, v, heads, opt.mask, mask_ld, ExpModel::ex2_table, out);
+    return;
+  }
+  const float factor = sdpa_qk_factor(d);
   for (std::int64_t h = 0; h < heads; ++h) {
     HeadData hd;
     widen_head(q, h, d, factor, true, hd.q);

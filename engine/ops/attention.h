@@ -19,6 +19,10 @@
 //
 // All sums (score dots, softmax sums, P·V in the MATH form) follow reduce.h.
 //
+// MATH with math_core = h200 is instead the official core as the H200 computed it
+// (official_attention.h): float32 FMA-chain GEMMs, PyTorch's warp softmax with libdevice expf,
+// bitwise the recorded official attention core.
+//
 // The online form is also exposed in pieces (sdpa_online_begin / _update / _end) for callers
 // that hold the running state themselves and see the keys a block at a time (the PSI executor
 // streams key tiles from its journal). ops::sdpa's online form is exactly begin, one update
@@ -32,8 +36,14 @@ namespace psi::ops {
 
 enum class SoftmaxForm { math, online };
 
+// The MATH form's arithmetic: psi's (reduce.h sums, std::exp) or the official core as the H200
+// computes it (official_attention.h). A field of its own rather than a third SoftmaxForm: the
+// h200 core is still the MATH form (whole score matrix) everywhere a caller asks which form runs.
+enum class MathCore { psi_f32, h200 };
+
 struct SdpaOptions {
   SoftmaxForm form = SoftmaxForm::math;
+  MathCore math_core = MathCore::psi_f32;  // math only
   std::int64_t key_tile = 128;  // online only; any positive size, the last tile may be shorter
   bool p_bf16 = true;           // online only
   // Additive float32 mask [Nq, Nk] shared by all heads, or null. −∞ masks.
@@ -67,5 +77,9 @@ void sdpa_online_end(OnlineState s, Bf16Mat out);
 
 // f32(√(1/√d)), the factor MATH applies to q and to k.
 float sdpa_qk_factor(std::int64_t head_dim);
+
+// psi's MATH softmax of one float32 score row s[0, n) in place: max, std::exp(s − max), the
+// reduce.h sum, s / sum; a row of −∞ gives zeros (safe softmax).
+void math_softmax_row(float* s, std::int64_t n);
 
 }  // namespace psi::ops

@@ -30,20 +30,20 @@ void check(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions* opt) {
 }
 
 // H_t = bf(gelu(x · W1[h0 : h0+nh]ᵀ + b1[h0 : h0+nh])) into a [M, nh] buffer.
-void hidden_tile(CBf16Mat X, const FfnWeights& w, BiasRule rule, std::int64_t h0, std::int64_t nh,
-                 std::vector<Bf16>& H) {
+void hidden_tile(CBf16Mat X, const FfnWeights& w, BiasRule rule, Product product, std::int64_t h0,
+                 std::int64_t nh, std::vector<Bf16>& H) {
   H.resize(X.rows * nh);
   const std::int64_t D = X.cols;
   CBf16Mat W1_slice{w.up_w->ptr() + h0 * D, nh, D, D};
-  linear(X, W1_slice, w.up_b ? w.up_b->ptr() + h0 : nullptr, rule, Bf16Mat{H.data(), X.rows, nh, nh});
+  linear(X, W1_slice, w.up_b ? w.up_b->ptr() + h0 : nullptr, rule, Bf16Mat{H.data(), X.rows, nh, nh}, product);
   gelu_tanh(H.data(), H.data(), std::int64_t(H.size()));
 }
 
 }  // namespace
 
-Bf16Tensor ffn_hidden(const Bf16Tensor& x, const FfnWeights& w, BiasRule up_bias) {
+Bf16Tensor ffn_hidden(const Bf16Tensor& x, const FfnWeights& w, BiasRule up_bias, Product product) {
   check(x, w, nullptr);
-  Bf16Tensor h = linear(x, *w.up_w, w.up_b, up_bias);
+  Bf16Tensor h = linear(x, *w.up_w, w.up_b, up_bias, product);
   gelu_tanh(h.ptr(), h.ptr(), h.numel());
   return h;
 }
@@ -51,7 +51,7 @@ Bf16Tensor ffn_hidden(const Bf16Tensor& x, const FfnWeights& w, BiasRule up_bias
 Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt) {
   check(x, w, &opt);
   if (opt.schedule == FfnSchedule::dense)
-    return linear(ffn_hidden(x, w, opt.up_bias), *w.down_w, w.down_b, BiasRule::fused_f32);
+    return linear(ffn_hidden(x, w, opt.up_bias, opt.product), *w.down_w, w.down_b, BiasRule::fused_f32, opt.product);
 
   const CBf16Mat X = as_matrix(x);
   const std::int64_t M = X.rows, hidden = w.up_w->dim(0), Dout = w.down_w->dim(0);
@@ -64,7 +64,7 @@ Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt) 
   auto down_partial = [&](const std::vector<Bf16>& H, std::int64_t h0, std::int64_t nh, std::int64_t o0,
                           std::int64_t no) {
     CBf16Mat W2_slice{w.down_w->ptr() + o0 * hidden + h0, no, nh, hidden};
-    gemm_accumulate(CBf16Mat{H.data(), M, nh, nh}, W2_slice, F32Mat{acc.data() + o0, M, no, Dout});
+    gemm_accumulate(CBf16Mat{H.data(), M, nh, nh}, W2_slice, F32Mat{acc.data() + o0, M, no, Dout}, opt.product);
   };
   auto finish_out_tile = [&](std::int64_t o0, std::int64_t no) {
     for (std::int64_t r = 0; r < M; ++r)
@@ -77,7 +77,7 @@ Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt) 
       const std::int64_t o0 = o * opt.out_tile, no = std::min(opt.out_tile, Dout - o0);
       for (std::int64_t t = 0; t < n_hidden; ++t) {
         const std::int64_t h0 = t * ht, nh = std::min(ht, hidden - h0);
-        hidden_tile(X, w, opt.up_bias, h0, nh, H);
+        hidden_tile(X, w, opt.up_bias, opt.product, h0, nh, H);
         down_partial(H, h0, nh, o0, no);
       }
       finish_out_tile(o0, no);
@@ -85,7 +85,7 @@ Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt) 
   } else {
     for (std::int64_t t = 0; t < n_hidden; ++t) {
       const std::int64_t h0 = t * ht, nh = std::min(ht, hidden - h0);
-      hidden_tile(X, w, opt.up_bias, h0, nh, H);
+      hidden_tile(X, w, opt.up_bias, opt.product, h0, nh, H);
       for (std::int64_t o = 0; o < n_out; ++o) {
         const std::int64_t o0 = o * opt.out_tile;
         down_partial(H, h0, nh, o0, std::min(opt.out_tile, Dout - o0));

@@ -9,7 +9,8 @@
 // column tile o (out_tile channels) is the float32 sum over t, in tile order, of the partial
 // products H_t · W2[o rows, t columns]ᵀ, and the bias is added once at the end: bf(acc + b2).
 // Because the GEMM sums K in 1,024-wide chunks in order (gemm.h) and hidden tiles are
-// multiples of 1,024 (or the whole hidden width), this is bitwise equal to the dense form.
+// multiples of 1,024 (or the whole hidden width), this is bitwise equal to the dense form; the
+// tensor-core product chains its accumulator across them (multiples of 16), so it is too.
 //
 // Two schedules of the same arithmetic:
 //   recompute: for each output tile, recompute every hidden tile (nothing hidden is kept);
@@ -33,6 +34,7 @@ enum class FfnSchedule { dense, recompute, reuse };
 struct FfnOptions {
   FfnSchedule schedule = FfnSchedule::dense;
   BiasRule up_bias = BiasRule::fused_f32;
+  Product product = Product::psi_f32;  // both projections' arithmetic
   std::int64_t hidden_tile = 1024;  // a multiple of 1,024, or at least the hidden width
   std::int64_t out_tile = 1024;     // output channels per down-projection tile (any size)
 };
@@ -41,6 +43,7 @@ struct FfnOptions {
 Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt);
 
 // The dense form's hidden activation bf(gelu(up(x))) [..., hidden], exposed for probes.
-Bf16Tensor ffn_hidden(const Bf16Tensor& x, const FfnWeights& w, BiasRule up_bias);
+Bf16Tensor ffn_hidden(const Bf16Tensor& x, const FfnWeights& w, BiasRule up_bias,
+                      Product product = Product::psi_f32);
 
 }  // namespace psi::ops

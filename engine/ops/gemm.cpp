@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/tensor_core.h"
 
 namespace psi::ops {
 
@@ -139,7 +140,10 @@ void check_linear(CBf16Mat x, CBf16Mat W, std::int64_t y_rows, std::int64_t y_co
 
 }  // namespace
 
-void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C, Product product) {
+  if (product == Product::h200_tensor_core) return tc::gemm_accumulate(A, W, C);
+  gemm_accumulate_impl(A, W, C);
+}
 void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
 
 void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out, std::int64_t n) {
@@ -154,7 +158,8 @@ void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out,
   }
 }
 
-void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, Product product) {
+  if (product == Product::h200_tensor_core) return tc::linear(x, W, bias, rule, y);
   check_linear(x, W, y.rows, y.cols);
   ordered_product(x, W, zero_block,
                   [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb,
@@ -177,7 +182,7 @@ void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y) {
                   });
 }
 
-Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b, BiasRule rule) {
+Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b, BiasRule rule, Product product) {
   if (W.shape.size() != 2) throw Error("linear: weight must be 2-D, got " + shape_str(W.shape));
   if (b && b->numel() != W.dim(0))
     throw Error("linear: bias has " + std::to_string(b->numel()) + " values for " +
@@ -185,7 +190,7 @@ Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
   Shape out_shape = x.shape;
   out_shape.back() = W.dim(0);
   Bf16Tensor y(out_shape);
-  linear(as_matrix(x), as_matrix(W), b ? b->ptr() : nullptr, rule, as_matrix(y));
+  linear(as_matrix(x), as_matrix(W), b ? b->ptr() : nullptr, rule, as_matrix(y), product);
   return y;
 }
 

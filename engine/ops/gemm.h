@@ -15,9 +15,17 @@
 
 namespace psi::ops {
 
-// C[m][n] += Σ_k A[m][k]·W[n][k] in the order above (K chunks start at A/W column 0).
-// A is [M, K], W is [N, K], C is [M, N]; element types are BF16 or float32 (widened exactly).
-void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
+// The arithmetic of a BF16 product's float32 accumulator.
+enum class Product {
+  psi_f32,           // psi's own float32 order (above)
+  h200_tensor_core,  // the H200 tensor core's block-FMA chain (tensor_core.h): the official bits
+};
+
+// C[m][n] += Σ_k A[m][k]·W[n][k] in the order above (K chunks start at A/W column 0); with
+// Product::h200_tensor_core the chain of tensor_core.h continued from C (split K at multiples
+// of 16 for bitwise neutrality). A is [M, K], W is [N, K], C is [M, N]; element types are BF16
+// or float32 (widened exactly; float32 operands have psi's order only).
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C, Product product = Product::psi_f32);
 void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C);
 
 // Where the bias enters a BF16 Linear output (PyTorch's fused epilogue is fused_f32).
@@ -27,13 +35,14 @@ enum class BiasRule {
 };
 
 // y = x·Wᵀ + b with BF16 output. bias may be null (then both rules give bf(acc)).
-void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y,
+            Product product = Product::psi_f32);
 // y = acc + b in float32 (no BF16 write); bias may be null.
 void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y);
 
 // Tensor conveniences: x [..., K], W [N, K], b [N] or null -> [..., N].
 Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
-                  BiasRule rule = BiasRule::fused_f32);
+                  BiasRule rule = BiasRule::fused_f32, Product product = Product::psi_f32);
 
 // The output rule alone, for callers that accumulated themselves (tiled down-projections).
 void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out, std::int64_t n);

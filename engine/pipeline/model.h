@@ -33,12 +33,13 @@ using BlockRunner = std::function<model::BlockProbes(int index, const model::Blo
 
 // Spec §5.1: everything the first block takes (patchify projection, keyframe marker, timestep,
 // prompt and cross-modal AdaLN, RoPE tables), plus the embedded timesteps the output heads use.
+// Its Linears (patchify, AdaLN) in `product`'s arithmetic, as the variant's blocks.
 struct PreparedInputs {
   model::BlockInputs blocks;
   Bf16Tensor video_embedded, audio_embedded;
 };
 PreparedInputs prepare_inputs(const model::ModelConfig& c, model::WeightSource& weights, const ModalityInput& video,
-                              const ModalityInput& audio);
+                              const ModalityInput& audio, ops::Product product = ops::Product::psi_f32);
 
 ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
                           const ModalityInput& video, const ModalityInput& audio,

@@ -39,17 +39,17 @@ std::vector<float> timestep_sinusoid(float tau) {
 }
 
 AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
-                      std::int64_t rows, float tau) {
+                      std::int64_t rows, float tau, ops::Product product) {
   const auto l1 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_1", dim, kSinusoidWidth);
   const auto l2 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_2", dim, dim);
   const auto lin = load_linear(weights, prefix + ".linear", rows * dim, dim);
   const std::vector<float> s = timestep_sinusoid(tau);
   Bf16Tensor emb({1, kSinusoidWidth});
   for (std::int64_t i = 0; i < kSinusoidWidth; ++i) emb.data[i] = bf16_rne(s[i]);
-  Bf16Tensor h = silu(ops::linear(emb, l1.w, l1.bias()));
+  Bf16Tensor h = silu(ops::linear(emb, l1.w, l1.bias(), ops::BiasRule::fused_f32, product));
   AdaLnOut out;
-  out.embedded = ops::linear(h, l2.w, l2.bias());
-  out.mod = ops::linear(silu(out.embedded), lin.w, lin.bias());
+  out.embedded = ops::linear(h, l2.w, l2.bias(), ops::BiasRule::fused_f32, product);
+  out.mod = ops::linear(silu(out.embedded), lin.w, lin.bias(), ops::BiasRule::fused_f32, product);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/model/weights.h"
+#include "engine/ops/gemm.h"
 #include "engine/tensor.h"
 
 namespace psi::pipeline {
@@ -22,8 +23,9 @@ struct AdaLnOut {
 // AdaLayerNormSingle `prefix` (e.g. "adaln_single") on one scaled timestep tau: the sinusoid
 // cast to BF16, linear_1, SiLU, linear_2 (= embedded), SiLU, linear. All rows of a plain T2V
 // call share one sigma, so one row is computed and the blocks broadcast it.
-// `dim` is the module's width D and `rows` its k (the linear maps D -> k·D).
+// `dim` is the module's width D and `rows` its k (the linear maps D -> k·D); the three
+// Linears in `product`'s arithmetic.
 AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
-                      std::int64_t rows, float tau);
+                      std::int64_t rows, float tau, ops::Product product = ops::Product::psi_f32);
 
 }  // namespace psi::pipeline

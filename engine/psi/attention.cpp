@@ -70,14 +70,14 @@ void project_keys(Driver& d, const AttentionSpec& s, const KeyStore& store, std:
   {
     Frame g(d);
     const ArenaMat k = alloc_mat(g, Pool::scratch, rows, inner, op, "k", tile);
-    linear(d, {s.op + ".to_k", m + "to_k.weight", m + "to_k.bias"}, xc, k);
+    linear(d, {s.op + ".to_k", m + "to_k.weight", m + "to_k.bias", ops::BiasRule::fused_f32, s.product}, xc, k);
     rms_norm(d, s.op + ".k_norm", k, m + "k_norm.weight", s.eps, k);
     if (k_rope) rope(d, s.op + ".k_rope", k, *k_rope, tile);
     commit_keys(d, store.k, store, row0, k);
   }
   Frame g(d);
   const ArenaMat v = alloc_mat(g, Pool::scratch, rows, inner, op, "v", tile);
-  linear(d, {s.op + ".to_v", m + "to_v.weight", m + "to_v.bias"}, xc, v);
+  linear(d, {s.op + ".to_v", m + "to_v.weight", m + "to_v.bias", ops::BiasRule::fused_f32, s.product}, xc, v);
   commit_keys(d, store.v, store, row0, v);
 }
 
@@ -92,9 +92,9 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
   {
     Frame g(d);
     const ArenaMat xq = make_xq(g);
-    linear(d, {s.op + ".to_q", m + "to_q.weight", m + "to_q.bias"}, xq, q);
+    linear(d, {s.op + ".to_q", m + "to_q.weight", m + "to_q.bias", ops::BiasRule::fused_f32, s.product}, xq, q);
     if (s.gated)
-      linear(d, {s.op + ".to_gate_logits", m + "to_gate_logits.weight", m + "to_gate_logits.bias"}, xq, z);
+      linear(d, {s.op + ".to_gate_logits", m + "to_gate_logits.weight", m + "to_gate_logits.bias", ops::BiasRule::fused_f32, s.product}, xq, z);
   }
   rms_norm(d, s.op + ".q_norm", q, m + "q_norm.weight", s.eps, q);
   if (q_rope) rope(d, s.op + ".q_rope", q, *q_rope, tile);
@@ -141,7 +141,7 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
   }
   if (s.gated) apply_gate(d, s.op + ".gate", z, a, heads, s.head_dim);
   const ArenaMat out = alloc_mat(f, Pool::scratch, rows, out_cols, s.op, "out", tile);
-  linear(d, {s.op + ".to_out", m + "to_out.0.weight", m + "to_out.0.bias"}, a, out);
+  linear(d, {s.op + ".to_out", m + "to_out.0.weight", m + "to_out.0.bias", ops::BiasRule::fused_f32, s.product}, a, out);
   return out;
 }
 

@@ -188,7 +188,8 @@ class Program {
 
   AttentionSpec attention_spec(const std::string& op, const std::string& module, std::int64_t heads,
                                std::int64_t head_dim) const {
-    return {op, module, heads, head_dim, c_.features.gated_attention, t_.variant.sdpa(head_dim), eps_};
+    return {op, module, heads, head_dim, c_.features.gated_attention, t_.variant.sdpa(head_dim), eps_,
+            t_.variant.product};
   }
 
   // Key pieces of gcd(R, key tile) rows: a key block of the online form is whole pieces, and so
@@ -337,6 +338,7 @@ class Program {
     }
     spec.hidden = s.hidden;
     spec.up_rule = t_.variant.ffn_up_bias;
+    spec.product = t_.variant.product;
     spec.schedule = t_.schedule.ffn;
     spec.geometry = ffn_geometry(c_, t_.variant, s.hidden, s.D, d_.page_bytes());
     for (std::int64_t t = 0; t < s.tok.count(); ++t) {

@@ -35,18 +35,20 @@ struct Ctx {
     const bool has_bias = !s.up_bias.empty();
     const rt::DeviceRegion bias = up_bias;
     const ops::BiasRule rule = s.up_rule;
+    const ops::Product product = s.product;
     const ArenaMat X = x;
     rt::Accesses acc = {rt::reads(page), rt::reads(X.region), rt::writes(H.region)};
     if (has_bias) acc.push_back(rt::reads(bias));
     d.launch(s.op + ".up tile " + std::to_string(t), acc, [=, hidden = s.hidden](const rt::KernelContext& k) {
       const rt::MatRef b = ref(bias, 1, hidden).block(0, 1, start, n);
-      k.ops->linear(k, ref(X), ref(page, n, D), has_bias ? &b : nullptr, rule, ref(H));
+      k.ops->linear(k, ref(X), ref(page, n, D), has_bias ? &b : nullptr, rule, ref(H), product);
       k.ops->gelu_tanh(k, ref(H));
     });
     d.release(p);
   }
 
-  // acc += H · W2[group o, hidden tile t]ᵀ in the ordered K chunks of gemm.h.
+  // acc += H · W2[group o, hidden tile t]ᵀ in the ordered K chunks of gemm.h (or the
+  // tensor-core chain, continued across hidden tiles).
   void down(std::int64_t o, std::int64_t t, const ArenaMat& H, const rt::DeviceRegion& acc) const {
     const std::int64_t r0 = o0(o), nr = no(o), c0 = h0(t), nc = nh(t), M = x.rows;
     const int tile = int(o * s.geometry.n_hidden + t);
@@ -54,7 +56,9 @@ struct Ctx {
     const rt::DeviceRegion page = d.page(p);
     d.launch(s.op + ".down tile " + std::to_string(tile),
              {rt::reads(page), rt::reads(H.region), rt::reads(acc), rt::writes(acc)},
-             [=](const rt::KernelContext& k) { k.ops->gemm_accumulate(k, ref(H), ref(page, nr, nc), ref(acc, M, nr)); });
+             [=, product = s.product](const rt::KernelContext& k) {
+               k.ops->gemm_accumulate(k, ref(H), ref(page, nr, nc), ref(acc, M, nr), product);
+             });
     d.release(p);
   }
 

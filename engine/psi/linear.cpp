@@ -40,6 +40,7 @@ void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y
   const std::int64_t rows = rows_per_tile(d.page_bytes(), in, out);
   const bool has_bias = !s.bias.empty();
   const ops::BiasRule rule = s.rule;
+  const ops::Product product = s.product;
   for (std::int64_t r0 = 0, t = 0; r0 < out; r0 += rows, ++t) {
     const std::int64_t nr = std::min(rows, out - r0);
     const std::string op = s.op + " tile " + std::to_string(t);
@@ -50,7 +51,7 @@ void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y
     // The tile writes columns [r0, r0+nr) of y: strided, so the whole of y is declared.
     d.launch(op, acc, [=](const rt::KernelContext& k) {
       const rt::MatRef b = ref(bias, 1, out).block(0, 1, r0, nr);
-      k.ops->linear(k, ref(x), ref(page, nr, in), has_bias ? &b : nullptr, rule, ref(y).block(0, M, r0, nr));
+      k.ops->linear(k, ref(x), ref(page, nr, in), has_bias ? &b : nullptr, rule, ref(y).block(0, M, r0, nr), product);
     });
     d.release(p);
   }

@@ -53,6 +53,7 @@ struct LinearSpec {
   std::string weight;  // [out, in]
   std::string bias;    // [out]; empty when the layer has none
   ops::BiasRule rule = ops::BiasRule::fused_f32;
+  ops::Product product = ops::Product::psi_f32;  // the accumulator's arithmetic (the variant's)
 };
 // y [M, out] = x [M, in] · Wᵀ (+ b).
 void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y);
@@ -94,6 +95,7 @@ struct AttentionSpec {
   bool gated = false;
   ops::SdpaOptions sdpa;
   float eps = 1e-6f;
+  ops::Product product = ops::Product::psi_f32;  // its Linears' arithmetic
 };
 
 // The keys and values of one attention module in the journal: k and v [keys, H·d] in pieces of
@@ -124,6 +126,7 @@ struct FfnSpec {
   std::string up_weight, up_bias, down_weight, down_bias;  // biases empty when absent
   std::int64_t hidden = 0;
   ops::BiasRule up_rule = ops::BiasRule::fused_f32;
+  ops::Product product = ops::Product::psi_f32;  // both projections' arithmetic
   ops::FfnSchedule schedule = ops::FfnSchedule::reuse;  // recompute or reuse
   FfnGeometry geometry;
   // reuse: hidden tile t of this row tile is journaled under hidden_key with tile

@@ -77,8 +77,8 @@ class CpuOpKernels final : public OpKernels {
   }
 
   void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, ops::BiasRule rule,
-              const MatRef& y) const override {
-    ops::linear(view<const Bf16>(k, x), view<const Bf16>(k, w), row_ptr(k, bias), rule, view<Bf16>(k, y));
+              const MatRef& y, ops::Product product) const override {
+    ops::linear(view<const Bf16>(k, x), view<const Bf16>(k, w), row_ptr(k, bias), rule, view<Bf16>(k, y), product);
   }
 
   void gelu_tanh(const KernelContext& k, const MatRef& x) const override {
@@ -86,8 +86,9 @@ class CpuOpKernels final : public OpKernels {
     for (std::int64_t r = 0; r < X.rows; ++r) ops::gelu_tanh(X.row(r), X.row(r), X.cols);
   }
 
-  void gemm_accumulate(const KernelContext& k, const MatRef& a, const MatRef& w, const MatRef& acc) const override {
-    ops::gemm_accumulate(view<const Bf16>(k, a), view<const Bf16>(k, w), view<float>(k, acc));
+  void gemm_accumulate(const KernelContext& k, const MatRef& a, const MatRef& w, const MatRef& acc,
+                       ops::Product product) const override {
+    ops::gemm_accumulate(view<const Bf16>(k, a), view<const Bf16>(k, w), view<float>(k, acc), product);
   }
 
   void finish_linear(const KernelContext& k, const MatRef& acc, const MatRef* bias, const MatRef& y) const override {

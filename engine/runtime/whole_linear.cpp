@@ -11,7 +11,7 @@
 namespace psi::rt {
 
 WholeLinear whole_linear(const std::string& backend, const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
-                         ops::BiasRule rule) {
+                         ops::BiasRule rule, ops::Product product) {
   if (W.shape.size() != 2 || x.shape.empty() || x.shape.back() != W.dim(1))
     throw Error("whole linear: weight " + shape_str(W.shape) + " does not fit input " + shape_str(x.shape));
   const std::int64_t K = W.dim(1), N = W.dim(0), M = K == 0 ? 0 : x.numel() / K;
@@ -53,7 +53,7 @@ WholeLinear whole_linear(const std::string& backend, const Bf16Tensor& x, const 
   rt.launch(rt.compute(), "whole linear", acc, [=](const KernelContext& k) {
     const MatRef bias = MatRef::dense(br, 1, N);
     k.ops->linear(k, MatRef::dense(xr, M, K), MatRef::dense(wr, N, K), has_bias ? &bias : nullptr, rule,
-                  MatRef::dense(yr, M, N));
+                  MatRef::dense(yr, M, N), product);
   });
   HostBuffer yh = rt.allocate_pinned(std::max<std::uint64_t>(yr.bytes, 1), "whole linear y");
   rt.copy_d2h(rt.compute(), yh.data, yr, CopyKind::other, "whole linear y");

@@ -403,7 +403,7 @@ class CudaKernels final : public CudaOpKernels {
   }
 
   void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, ops::BiasRule rule,
-              const MatRef& y) const override {
+              const MatRef& y, ops::Product) const override {
     if (x.cols != w.cols || y.rows != x.rows || y.cols != w.rows)
       fail("linear: x " + dims(x) + ", w " + dims(w) + ", y " + dims(y));
     const auto X = mat<const u16>(k, x, "linear x");
@@ -429,7 +429,8 @@ class CudaKernels final : public CudaOpKernels {
     launch_each("gelu_tanh", stream_of(k), x.rows, x.cols, Gelu{mat<u16>(k, x, "gelu_tanh")});
   }
 
-  void gemm_accumulate(const KernelContext& k, const MatRef& a, const MatRef& w, const MatRef& acc) const override {
+  void gemm_accumulate(const KernelContext& k, const MatRef& a, const MatRef& w, const MatRef& acc,
+                       ops::Product) const override {
     if (a.cols != w.cols || acc.rows != a.rows || acc.cols != w.rows)
       fail("gemm_accumulate: a " + dims(a) + ", w " + dims(w) + ", acc " + dims(acc));
     const auto A = mat<const u16>(k, a, "gemm_accumulate a");

@@ -1,0 +1,73 @@
+// Products per second of the H200 tensor-core model (engine/ops/tensor_core.h) on the recorded
+// projections' shapes with SynthInit operands: the audio FFN up-projection (126 x 2048 -> 8192)
+// and the video Q projection (256 x 4096 -> 4096), on 1 and 2 threads; beside them psi's own
+// float32 product on the same shape, and the scalar chain one output at a time.
+#include <benchmark/benchmark.h>
+
+#include "engine/ops/parallel.h"
+#include "engine/ops/tensor_core.h"
+#include "engine/synthinit.h"
+
+namespace {
+
+struct Shape {
+  const char* name;
+  std::int64_t M, K, N;
+};
+
+constexpr Shape kShapes[] = {{"audio-ff-up 126x2048->8192", 126, 2048, 8192},
+                             {"video-q-proj 256x4096->4096", 256, 4096, 4096}};
+
+struct Operands {
+  psi::Bf16Tensor x, w, b;
+};
+
+const Operands& operands(int i) {
+  static const Operands o[2] = {
+      {psi::synthinit::make("input.bench.x", {126, 2048}, 0), psi::synthinit::make("bench.up.weight", {8192, 2048}, 0),
+       psi::synthinit::make("bench.up.bias", {8192}, 0)},
+      {psi::synthinit::make("input.bench.x", {256, 4096}, 0), psi::synthinit::make("bench.q.weight", {4096, 4096}, 0),
+       psi::synthinit::make("bench.q.bias", {4096}, 0)}};
+  return o[i];
+}
+
+void BM_TensorCoreLinear(benchmark::State& st) {
+  const int i = int(st.range(0));
+  const Shape& s = kShapes[i];
+  const Operands& o = operands(i);
+  psi::ops::set_thread_count(int(st.range(1)));
+  for (auto _ : st) {
+    auto y = psi::ops::linear(o.x, o.w, &o.b, psi::ops::BiasRule::fused_f32, psi::ops::Product::h200_tensor_core);
+    benchmark::DoNotOptimize(y.data.data());
+  }
+  psi::ops::set_thread_count(0);
+  st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
+  st.SetLabel(std::string(s.name) + ", products/s");
+}
+BENCHMARK(BM_TensorCoreLinear)->ArgsProduct({{0, 1}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Float32Linear(benchmark::State& st) {
+  const int i = int(st.range(0));
+  const Shape& s = kShapes[i];
+  const Operands& o = operands(i);
+  psi::ops::set_thread_count(2);
+  for (auto _ : st) {
+    auto y = psi::ops::linear(o.x, o.w, &o.b);
+    benchmark::DoNotOptimize(y.data.data());
+  }
+  psi::ops::set_thread_count(0);
+  st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
+  st.SetLabel(std::string(s.name) + ", psi float32 order, 2 threads, products/s");
+}
+BENCHMARK(BM_Float32Linear)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_TensorCoreDot(benchmark::State& st) {
+  const Operands& o = operands(1);
+  std::span<const psi::Bf16> x(o.x.data.data(), 4096), w(o.w.data.data(), 4096);
+  for (auto _ : st) benchmark::DoNotOptimize(psi::ops::tc::dot(x, w));
+  st.SetItemsProcessed(st.iterations() * 4096);
+  st.SetLabel("one output, K=4096, scalar chain, products/s");
+}
+BENCHMARK(BM_TensorCoreDot)->Unit(benchmark::kMicrosecond);
+
+}  // namespace

@@ -1,0 +1,255 @@
+#include "engine/model/block_f64.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
+#include <Eigen/Dense>
+
+#include "engine/error.h"
+
+namespace psi::model {
+
+namespace {
+
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowRef = Eigen::Ref<const Eigen::Matrix<double, 1, Eigen::Dynamic>>;
+
+// Every BF16 operand enters through here, exactly (a BF16 value is a double); the last axis is
+// the columns.
+Mat to_mat(const Bf16Tensor& t) {
+  const std::int64_t cols = t.shape.back(), rows = cols ? t.numel() / cols : 0;
+  Mat m(rows, cols);
+  for (std::int64_t i = 0; i < t.numel(); ++i) m.data()[i] = t.data[i].to_float();
+  return m;
+}
+
+// Row r of a modulation that is either per token or a single broadcast row.
+RowRef mod_row(const Mat& m, Eigen::Index r) { return m.row(m.rows() == 1 ? 0 : r); }
+
+// table[row] + timestep[:, ts_row·D : (ts_row+1)·D] (ops::ada_value without its BF16 write).
+Mat ada_value(const Bf16Tensor& table, int row, const Bf16Tensor& timestep, int ts_row) {
+  const Mat t = to_mat(table), s = to_mat(timestep);
+  const Eigen::Index D = t.cols();
+  if (row >= t.rows() || (ts_row + 1) * D > s.cols())
+    throw Error("block_f64: no AdaLN row " + std::to_string(row) + " / timestep row " + std::to_string(ts_row));
+  Mat out = s.middleCols(ts_row * D, D);
+  out.rowwise() += t.row(row);
+  return out;
+}
+Mat ada_value(const Bf16Tensor& table, const Bf16Tensor& timestep, int row) {
+  return ada_value(table, row, timestep, row);
+}
+
+// x · rstd (· w), rstd = 1/√(Σx²/N + eps) per row.
+Mat rms_norm(const Mat& x, const Bf16Tensor* weight, double eps) {
+  Mat y(x.rows(), x.cols());
+  const Mat w = weight ? to_mat(*weight) : Mat();
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const double rstd = 1.0 / std::sqrt(x.row(r).squaredNorm() / double(x.cols()) + eps);
+    y.row(r) = x.row(r) * rstd;
+    if (weight) y.row(r) = y.row(r).cwiseProduct(w.row(0));
+  }
+  return y;
+}
+
+// x · (1 + scale) + shift.
+Mat modulate(const Mat& x, const Mat& scale, const Mat& shift) {
+  Mat y(x.rows(), x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r)
+    y.row(r) = x.row(r).cwiseProduct((mod_row(scale, r).array() + 1.0).matrix()) + mod_row(shift, r);
+  return y;
+}
+
+Mat ada_zero(const Mat& x, const Mat& scale, const Mat& shift, double eps) {
+  return modulate(rms_norm(x, nullptr, eps), scale, shift);
+}
+
+// x + y · g.
+Mat gated_residual(const Mat& x, const Mat& y, const Mat& g) {
+  Mat out(x.rows(), x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) out.row(r) = x.row(r) + y.row(r).cwiseProduct(mod_row(g, r));
+  return out;
+}
+
+// x · Wᵀ + b.
+Mat linear(const Mat& x, const LinearWeights& lw) {
+  Mat y = x * to_mat(lw.w).transpose();
+  if (lw.bias()) y.rowwise() += to_mat(*lw.bias()).row(0);
+  return y;
+}
+
+// SPLIT RoPE in place (§4.6): y1 = x1·cos − x2·sin, y2 = x2·cos + x1·sin, per head.
+void apply_split_rope(Mat& x, const ops::RopeTables& t) {
+  const std::int64_t H = t.heads(), half = t.half(), T = x.rows();
+  if (t.tokens() != T || H * 2 * half != x.cols())
+    throw Error("block_f64: RoPE tables for " + std::to_string(t.tokens()) + " tokens do not fit " +
+                std::to_string(T) + "x" + std::to_string(x.cols()));
+  for (std::int64_t tok = 0; tok < T; ++tok)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t j = 0; j < half; ++j) {
+        const std::int64_t e = (h * T + tok) * half + j;
+        const double c = t.cos.data[e].to_float(), s = t.sin.data[e].to_float();
+        double& x1 = x(tok, h * 2 * half + j);
+        double& x2 = x(tok, h * 2 * half + half + j);
+        const double a = x1, b = x2;
+        x1 = a * c - b * s;
+        x2 = b * c + a * s;
+      }
+}
+
+// The attention module (attention_module.h) in float64: softmax(q kᵀ/√d) v per head, the exact
+// scale, max-subtracted exp; gated models multiply each head by 2·sigmoid(gate logit).
+Mat attention(const AttentionWeights& w, const Mat& x, const Mat& context, const ops::RopeTables* q_rope,
+              const ops::RopeTables* k_rope, double eps) {
+  const std::int64_t H = w.heads, d = w.head_dim;
+  const Mat v = linear(context, w.to_v);
+  Mat q = rms_norm(linear(x, w.to_q), &w.q_norm, eps);
+  Mat k = rms_norm(linear(context, w.to_k), &w.k_norm, eps);
+  if (q.cols() != H * d)
+    throw Error("block_f64: q width " + std::to_string(q.cols()) + " for " + std::to_string(H) + " heads of " +
+                std::to_string(d));
+  if (q_rope) apply_split_rope(q, *q_rope);
+  if (k_rope) apply_split_rope(k, *k_rope);
+  const double scale = 1.0 / std::sqrt(double(d));
+  Mat a(q.rows(), q.cols());
+  for (std::int64_t h = 0; h < H; ++h) {
+    Mat p = (q.middleCols(h * d, d) * k.middleCols(h * d, d).transpose()) * scale;
+    for (Eigen::Index i = 0; i < p.rows(); ++i) {
+      p.row(i) = (p.row(i).array() - p.row(i).maxCoeff()).exp().matrix();
+      p.row(i) /= p.row(i).sum();
+    }
+    a.middleCols(h * d, d) = p * v.middleCols(h * d, d);
+  }
+  if (w.gated()) {
+    const Mat z = linear(x, w.to_gate_logits);
+    for (Eigen::Index r = 0; r < a.rows(); ++r)
+      for (std::int64_t h = 0; h < H; ++h) a.block(r, h * d, 1, d) *= 2.0 / (1.0 + std::exp(-z(r, h)));
+  }
+  return linear(a, w.to_out);
+}
+
+// y = W2 · gelu_tanh(W1 · x + b1) + b2, GELU(tanh) = 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))).
+Mat ffn(const FfnWeightsOwned& w, const Mat& x) {
+  const double beta = std::sqrt(2.0 / std::numbers::pi);
+  Mat h = linear(x, w.up);
+  h = h.unaryExpr([beta](double v) { return 0.5 * v * (1.0 + std::tanh(beta * (v + 0.044715 * v * v * v))); });
+  return linear(h, w.down);
+}
+
+F64Tensor to_tensor(const Mat& m) {
+  F64Tensor t({1, m.rows(), m.cols()});
+  std::memcpy(t.ptr(), m.data(), t.bytes());
+  return t;
+}
+
+// Steps 1–10 of spec §3.3 for one stream, as block.cpp's self_and_text.
+struct SelfAndText {
+  Mat o_attn1, o_attn2, x2;
+};
+
+SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
+                          const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputs& in,
+                          double eps) {
+  SelfAndText r;
+  const Mat x = to_mat(in.x);
+  const Mat h = ada_zero(x, ada_value(table, in.timesteps, 1), ada_value(table, in.timesteps, 0), eps);
+  r.o_attn1 = attention(attn1, h, h, &in.pe, &in.pe, eps);
+  const Mat x1 = gated_residual(x, r.o_attn1, ada_value(table, in.timesteps, 2));
+  const Mat normed = rms_norm(x1, nullptr, eps);
+  const Mat context = to_mat(in.context);
+  if (c.features.cross_attention_adaln) {
+    const bool has_prompt = in.prompt_timestep.numel() > 0;
+    const Mat pt = to_mat(prompt_table);
+    const Mat shift_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 0) : Mat(pt.row(0));
+    const Mat scale_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 1) : Mat(pt.row(1));
+    const Mat q_in = modulate(normed, ada_value(table, in.timesteps, 7), ada_value(table, in.timesteps, 6));
+    r.o_attn2 = attention(attn2, q_in, modulate(context, scale_kv, shift_kv), nullptr, nullptr, eps);
+    r.x2 = gated_residual(x1, r.o_attn2, ada_value(table, in.timesteps, 8));
+  } else {
+    r.o_attn2 = attention(attn2, normed, context, nullptr, nullptr, eps);
+    r.x2 = x1 + r.o_attn2;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, const F64Tensor*>> BlockProbesF64::named() const {
+  return {{"attn1", &attn1},
+          {"attn2", &attn2},
+          {"audio_attn1", &audio_attn1},
+          {"audio_attn2", &audio_attn2},
+          {"audio_to_video_attn", &audio_to_video_attn},
+          {"video_to_audio_attn", &video_to_audio_attn},
+          {"ff", &ff},
+          {"audio_ff", &audio_ff},
+          {"video_out", &video_out},
+          {"audio_out", &audio_out}};
+}
+
+BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in) {
+  if (in.video.x.shape.back() != c.video_dim() || in.audio.x.shape.back() != c.audio_dim())
+    throw Error("block_f64: inputs " + shape_str(in.video.x.shape) + " / " + shape_str(in.audio.x.shape) +
+                " for config " + c.name);
+  const double eps = c.norm_eps;
+  BlockProbesF64 p;
+
+  // Video and audio self-attention and text cross-attention (steps 1–10).
+  const SelfAndText vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table,
+                                       in.video, eps);
+  const SelfAndText as = self_and_text(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table,
+                                       w.audio_prompt_scale_shift_table, in.audio, eps);
+  const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
+  const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;
+  const Bf16Tensor& vss = in.video.cross_scale_shift_timestep;
+  const Bf16Tensor& ass = in.audio.cross_scale_shift_timestep;
+
+  // A2V (step 11) and V2A (step 12), both from the pre-A/V states; tables list scale first.
+  const Mat a2v = attention(w.audio_to_video_attn, ada_zero(vs.x2, ada_value(tv, vss, 0), ada_value(tv, vss, 1), eps),
+                            ada_zero(as.x2, ada_value(ta, ass, 0), ada_value(ta, ass, 1), eps), &in.video.cross_pe,
+                            &in.audio.cross_pe, eps);
+  const Mat vx3 = gated_residual(vs.x2, a2v, ada_value(tv, 4, in.video.cross_gate_timestep, 0));
+  const Mat v2a = attention(w.video_to_audio_attn, ada_zero(as.x2, ada_value(ta, ass, 2), ada_value(ta, ass, 3), eps),
+                            ada_zero(vs.x2, ada_value(tv, vss, 2), ada_value(tv, vss, 3), eps), &in.audio.cross_pe,
+                            &in.video.cross_pe, eps);
+  const Mat ax3 = gated_residual(as.x2, v2a, ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
+
+  // Feed-forwards (steps 13–14).
+  const Bf16Tensor& t = w.scale_shift_table;
+  const Mat ff = ffn(w.ff, ada_zero(vx3, ada_value(t, in.video.timesteps, 4), ada_value(t, in.video.timesteps, 3), eps));
+  const Bf16Tensor& ta2 = w.audio_scale_shift_table;
+  const Mat audio_ff =
+      ffn(w.audio_ff, ada_zero(ax3, ada_value(ta2, in.audio.timesteps, 4), ada_value(ta2, in.audio.timesteps, 3), eps));
+
+  p.attn1 = to_tensor(vs.o_attn1);
+  p.attn2 = to_tensor(vs.o_attn2);
+  p.audio_attn1 = to_tensor(as.o_attn1);
+  p.audio_attn2 = to_tensor(as.o_attn2);
+  p.audio_to_video_attn = to_tensor(a2v);
+  p.video_to_audio_attn = to_tensor(v2a);
+  p.ff = to_tensor(ff);
+  p.audio_ff = to_tensor(audio_ff);
+  p.video_out = to_tensor(gated_residual(vx3, ff, ada_value(t, in.video.timesteps, 5)));
+  p.audio_out = to_tensor(gated_residual(ax3, audio_ff, ada_value(ta2, in.audio.timesteps, 5)));
+  return p;
+}
+
+Bf16 bf16_of_f64(double v) {
+  // float(v) is nearest; it can only misplace the BF16 rounding when it lands exactly on a BF16
+  // midpoint that v itself is not on: one float step toward v puts it on v's side.
+  float f = float(v);
+  if ((std::bit_cast<std::uint32_t>(f) & 0xffffu) == 0x8000u && double(f) != v && std::isfinite(f))
+    f = std::nextafter(f, double(f) < v ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity());
+  return bf16_rne(f);
+}
+
+Bf16Tensor round_to_bf16(const F64Tensor& t) {
+  Bf16Tensor out(t.shape);
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.data[i] = bf16_of_f64(t.data[i]);
+  return out;
+}
+
+}  // namespace psi::model

@@ -1,0 +1,113 @@
+#include "engine/ops/official_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/parallel.h"
+#include "engine/ops/reduce.h"
+
+namespace psi::ops {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr std::int64_t kQueryRowsPerTask = 16;
+constexpr std::int64_t kKeyBlock = 512;  // scores per row and step: the task's rows stay in L1
+constexpr int kWarpSize = 32;
+
+// acc[j] = fma(a, b[j], acc[j]) for j < n: one step of n independent FMA chains (correctly
+// rounded, so the bits do not depend on which clone runs).
+PSI_ISA_CLONES
+void fma_step(float a, const float* b, float* acc, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) acc[j] = std::fma(a, b[j], acc[j]);
+}
+
+// The warp softmax of one row of n ≤ 1,024 keys (softmax_warp_forward).
+void warp_softmax_row(float* s, std::int64_t n, ExpModel exp) {
+  int width = 1;
+  while (width < n && width < kWarpSize) width *= 2;
+  float m = kNegInf;
+  for (std::int64_t j = 0; j < n; ++j) m = m > s[j] ? m : s[j];
+  if (m == kNegInf) {  // every key masked: _safe_softmax writes zeros over the kernel's NaN
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  float lane[kWarpSize] = {};
+  for (std::int64_t j = 0; j < n; ++j) {
+    s[j] = nv_expf(s[j] - m, exp);
+    lane[j % width] = lane[j % width] + s[j];  // lane j % W sees its keys in ascending order
+  }
+  const float sum = warp_butterfly_sum(lane, width);
+  for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
+}
+
+}  // namespace
+
+float warp_butterfly_sum(const float* lanes, int width) {
+  float v[kWarpSize], next[kWarpSize];
+  std::copy(lanes, lanes + width, v);
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    for (int l = 0; l < width; ++l) next[l] = v[l] + v[l ^ offset];
+    std::copy(next, next + width, v);
+  }
+  return v[0];
+}
+
+void h200_softmax_row(float* s, std::int64_t n, ExpModel exp) {
+  if (n <= kWarpSoftmaxMaxKeys) warp_softmax_row(s, n, exp);
+  else math_softmax_row(s, n);  // cunn_SoftMaxForward is not modelled: psi's softmax
+}
+
+void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const float* mask,
+                    std::int64_t mask_ld, ExpModel exp, Bf16Mat out) {
+  if (heads <= 0 || q.cols % heads != 0 || k.cols != q.cols || v.cols != q.cols || v.rows != k.rows ||
+      out.rows != q.rows || out.cols != q.cols)
+    throw Error("sdpa (h200 MATH core): q " + std::to_string(q.rows) + "x" + std::to_string(q.cols) + ", k " +
+                std::to_string(k.rows) + "x" + std::to_string(k.cols) + ", v " + std::to_string(v.rows) + "x" +
+                std::to_string(v.cols) + ", out " + std::to_string(out.rows) + "x" + std::to_string(out.cols) +
+                " for " + std::to_string(heads) + " heads");
+  const std::int64_t d = q.cols / heads, Nq = q.rows, Nk = k.rows;
+  const float factor = sdpa_qk_factor(d);
+  std::vector<float> qs(Nq * d), kt(d * Nk), vf(Nk * d);
+  for (std::int64_t h = 0; h < heads; ++h) {
+    // q' row-major, k' transposed (a score row is then Nk chains stepped together), v row-major.
+    for (std::int64_t i = 0; i < Nq; ++i)
+      for (std::int64_t c = 0; c < d; ++c) qs[i * d + c] = q.at(i, h * d + c).to_float() * factor;
+    for (std::int64_t j = 0; j < Nk; ++j)
+      for (std::int64_t c = 0; c < d; ++c) {
+        kt[c * Nk + j] = k.at(j, h * d + c).to_float() * factor;
+        vf[j * d + c] = v.at(j, h * d + c).to_float();
+      }
+    // A task's rows step their chains together, so that each slice of k' and each row of v is
+    // read once per task; every output's chain keeps its own order.
+    parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t t) {
+      const std::int64_t i0 = t * kQueryRowsPerTask, rows = std::min(Nq, i0 + kQueryRowsPerTask) - i0;
+      std::vector<float> s(rows * Nk, 0.0f), o(rows * d, 0.0f);
+      for (std::int64_t j0 = 0; j0 < Nk; j0 += kKeyBlock) {
+        const std::int64_t nj = std::min(kKeyBlock, Nk - j0);
+        for (std::int64_t c = 0; c < d; ++c)
+          for (std::int64_t r = 0; r < rows; ++r)
+            fma_step(qs[(i0 + r) * d + c], kt.data() + c * Nk + j0, s.data() + r * Nk + j0, nj);
+      }
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float* sr = s.data() + r * Nk;
+        if (mask)
+          for (std::int64_t j = 0; j < Nk; ++j) sr[j] = sr[j] + mask[(i0 + r) * mask_ld + j];
+        h200_softmax_row(sr, Nk, exp);
+      }
+      for (std::int64_t j = 0; j < Nk; ++j)
+        for (std::int64_t r = 0; r < rows; ++r) fma_step(s[r * Nk + j], vf.data() + j * d, o.data() + r * d, d);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        Bf16* y = out.row(i0 + r) + h * d;
+        for (std::int64_t c = 0; c < d; ++c) y[c] = bf16_rne(o[r * d + c]);
+      }
+    });
+  }
+}
+
+}  // namespace psi::ops

@@ -1,0 +1,363 @@
+#include "engine/ops/tensor_core.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "engine/error.h"
+#include "engine/ops/parallel.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace psi::ops::tc {
+
+namespace {
+
+// A zero operand's exponent: far enough below every real one that a product holding it never
+// sets E, and its shift saturates (its significand is 0 anyway).
+constexpr int kZeroExp = -20000;
+constexpr int kProductShift = 11;  // M_x M_w < 2^16 sits at 2^(e_x+e_w-14); 25 - 14 = 11
+constexpr int kUnitExp = 25;       // T counts units of 2^(E-25): 23 fraction bits + 2 extra
+
+struct Decoded {
+  int sig;  // signed significand, 0 for a zero
+  int exp;  // kZeroExp for a zero
+};
+
+// Finite BF16 only.
+inline Decoded decode(Bf16 v) {
+  const int field = (v.bits >> 7) & 0xff, mant = v.bits & 0x7f;
+  const int m = field ? (0x80 | mant) : mant;
+  if (m == 0) return {0, kZeroExp};
+  return {v.sign() ? -m : m, field ? field - 127 : -126};
+}
+
+// The accumulator's magnitude A, exponent a and sign; a finite float.
+struct Acc {
+  std::int64_t mag;
+  int exp;
+  bool neg;
+};
+
+inline Acc decode_acc(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const int field = int((u >> 23) & 0xff);
+  const std::int64_t m = u & 0x7fffff;
+  return {field ? (m | 0x800000) : m, field ? field - 127 : -126, (u >> 31) != 0};
+}
+
+// T * 2^(E-25) truncated toward zero to FP32 (the block's normalisation); `dropped` receives
+// the count of low bits of |T| that did not fit. The float is assembled from its fields.
+float normalize(std::int64_t T, int E, int* dropped) {
+  if (dropped) *dropped = 0;
+  if (T == 0) return 0.0f;
+  const std::uint32_t sign = T < 0 ? 0x80000000u : 0u;
+  const std::uint64_t mag = T < 0 ? std::uint64_t(-T) : std::uint64_t(T);
+  const int unit = E - kUnitExp;
+  const int width = int(std::bit_width(mag));
+  const int lead = unit + width - 1;
+  if (lead >= 128) return std::bit_cast<float>(sign | 0x7f800000u);
+  std::uint32_t bits;
+  if (lead >= -126) {
+    // 24 significant bits; the implicit one is masked off by the exponent field's addition.
+    const std::uint64_t sig = width > 24 ? mag >> (width - 24) : mag << (24 - width);
+    if (dropped) *dropped = std::max(0, width - 24);
+    bits = (std::uint32_t(lead + 127) << 23) + (std::uint32_t(sig) & 0x7fffffu);
+  } else {
+    // Subnormal: the grid is 2^-149.
+    const int s = unit + 149;
+    if (s >= 0) {
+      bits = std::uint32_t(mag << s);
+    } else {
+      if (dropped) *dropped = std::min(-s, width);
+      bits = -s >= 64 ? 0u : std::uint32_t(mag >> -s);
+    }
+  }
+  return std::bit_cast<float>(sign | bits);
+}
+
+// The model's rule for an output with a non-finite operand or accumulator.
+float nonfinite_result(std::span<const Bf16> x, std::span<const Bf16> w, float acc) {
+  bool nan = std::isnan(acc), pos = acc == std::numeric_limits<float>::infinity(),
+       neg = acc == -std::numeric_limits<float>::infinity();
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const double p = double(x[k].to_float()) * double(w[k].to_float());
+    nan |= std::isnan(p);
+    pos |= p == std::numeric_limits<double>::infinity();
+    neg |= p == -std::numeric_limits<double>::infinity();
+  }
+  if (nan || (pos && neg)) return std::numeric_limits<float>::quiet_NaN();
+  return pos ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+}
+
+bool all_finite(std::span<const Bf16> v) {
+  for (Bf16 b : v)
+    if (!b.is_finite()) return false;
+  return true;
+}
+
+inline std::int64_t shifted(std::int64_t mag, int shift) { return shift >= 63 ? 0 : mag >> shift; }
+
+}  // namespace
+
+float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc, std::vector<BlockStep>* trace) {
+  if (x.size() != w.size())
+    throw Error("tensor-core dot: lengths " + std::to_string(x.size()) + " and " + std::to_string(w.size()));
+  if (!std::isfinite(acc) || !all_finite(x) || !all_finite(w)) return nonfinite_result(x, w, acc);
+  const std::size_t K = x.size();
+  for (std::size_t k0 = 0; k0 < K; k0 += kBlock) {
+    if (std::isinf(acc)) break;  // overflowed in an earlier block: Inf absorbs the rest
+    const std::size_t k1 = std::min(K, k0 + kBlock);
+    BlockStep step;
+    step.k0 = std::int64_t(k0);
+    step.acc_in = acc;
+    Decoded dx[kBlock], dw[kBlock];
+    int E = std::numeric_limits<int>::min();
+    for (std::size_t k = k0; k < k1; ++k) {
+      dx[k - k0] = decode(x[k]);
+      dw[k - k0] = decode(w[k]);
+      if (dx[k - k0].sig && dw[k - k0].sig) {
+        ++step.products;
+        E = std::max(E, dx[k - k0].exp + dw[k - k0].exp);
+      }
+    }
+    const Acc a = decode_acc(acc);
+    if (a.mag) E = std::max(E, a.exp);
+    E = std::max(E, kMinAlignExp);
+    std::int64_t T = 0;
+    for (std::size_t i = 0; i < k1 - k0; ++i) {
+      const std::int64_t p = std::int64_t(dx[i].sig) * dw[i].sig;
+      if (p == 0) continue;
+      const std::int64_t mag = (p < 0 ? -p : p) << kProductShift;
+      const int shift = E - dx[i].exp - dw[i].exp;
+      const std::int64_t t = shifted(mag, shift);
+      step.truncated_terms += (t << std::min(shift, 62)) != mag;
+      T += p < 0 ? -t : t;
+    }
+    if (a.mag) {
+      const std::int64_t mag = a.mag << kExtraBits;
+      const int shift = E - a.exp;
+      const std::int64_t t = shifted(mag, shift);
+      step.truncated_terms += (t << std::min(shift, 62)) != mag;
+      T += a.neg ? -t : t;
+    }
+    acc = normalize(T, E, trace ? &step.normalize_dropped : nullptr);
+    if (trace) {
+      step.align_exp = E;
+      step.sum = T;
+      step.acc_out = acc;
+      trace->push_back(step);
+    }
+  }
+  return acc;
+}
+
+namespace {
+
+// ---- The matrix form -------------------------------------------------------------------------
+//
+// A task computes an (up to kTaskRows) x (up to kTaskCols) block of outputs. It decodes its
+// rows of A once (signed significand pre-shifted by 11, exponent) and, per panel of 8 output
+// columns, W's rows into a k-major panel of int32 lanes, then runs the chain with the 8
+// columns in vector lanes: pass 1 takes E as a lane-wise max over the block's 16 k, pass 2
+// aligns and sums, and the normalisation runs per lane. Outputs whose row or column holds a
+// non-finite value, or whose entering accumulator is not finite, are recomputed with dot()
+// afterwards (the rule above), so the vector path only ever sees finite operands.
+
+constexpr int kLanes = 8;
+constexpr std::int64_t kTaskRows = 32;
+constexpr std::int64_t kTaskCols = 64;
+
+struct RowData {
+  std::vector<std::int32_t> sig, exp;  // [rows][K]: sig pre-shifted by 11, exp kZeroExp for 0
+};
+
+struct PanelData {
+  std::vector<std::int32_t> sig, exp;  // [K][kLanes]; missing columns are zeros
+};
+
+void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, RowData& d) {
+  const std::int64_t K = A.cols;
+  d.sig.resize(std::size_t(nr * K));
+  d.exp.resize(std::size_t(nr * K));
+  for (std::int64_t i = 0; i < nr; ++i) {
+    const Bf16* row = A.row(r0 + i);
+    for (std::int64_t k = 0; k < K; ++k) {
+      const Decoded v = row[k].is_finite() ? decode(row[k]) : Decoded{0, kZeroExp};
+      d.sig[std::size_t(i * K + k)] = v.sig * (1 << kProductShift);
+      d.exp[std::size_t(i * K + k)] = v.exp;
+    }
+  }
+}
+
+void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
+  const std::int64_t K = W.cols;
+  d.sig.assign(std::size_t(K * kLanes), 0);
+  d.exp.assign(std::size_t(K * kLanes), kZeroExp);
+  for (std::int64_t j = 0; j < nn; ++j) {
+    const Bf16* row = W.row(n0 + j);
+    for (std::int64_t k = 0; k < K; ++k) {
+      const Decoded v = row[k].is_finite() ? decode(row[k]) : Decoded{0, kZeroExp};
+      d.sig[std::size_t(k * kLanes + j)] = v.sig;
+      d.exp[std::size_t(k * kLanes + j)] = v.exp;
+    }
+  }
+}
+
+// One block's end for one lane: add the accumulator's aligned term to the products' sum S and
+// normalise. Same arithmetic as dot().
+inline float finish_lane(std::int64_t S, int E, float acc) {
+  if (std::isinf(acc)) return acc;
+  const Acc a = decode_acc(acc);
+  std::int64_t T = S;
+  if (a.mag) {
+    const std::int64_t t = shifted(a.mag << kExtraBits, E - a.exp);
+    T += a.neg ? -t : t;
+  }
+  return normalize(T, E, nullptr);
+}
+
+// The entering accumulator's exponent as a lane's starting E (a zero takes no part).
+inline int acc_exp(float acc) {
+  const Acc a = decode_acc(acc);
+  return a.mag ? a.exp : kZeroExp;
+}
+
+// Portable lanes: the reference shape of the vector kernel, for machines without AVX2.
+void chain_rows_portable(const std::int32_t* xs, const std::int32_t* xe, const PanelData& p, std::int64_t K,
+                         float* acc /* [kLanes] */) {
+  for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
+    const std::int64_t k1 = std::min(K, k0 + kBlock);
+    int E[kLanes];
+    std::int64_t S[kLanes] = {};
+    for (int l = 0; l < kLanes; ++l) E[l] = acc_exp(acc[l]);
+    for (std::int64_t k = k0; k < k1; ++k)
+      for (int l = 0; l < kLanes; ++l) E[l] = std::max(E[l], xe[k] + p.exp[std::size_t(k * kLanes + l)]);
+    for (int l = 0; l < kLanes; ++l) E[l] = std::max(E[l], kMinAlignExp);
+    for (std::int64_t k = k0; k < k1; ++k)
+      for (int l = 0; l < kLanes; ++l) {
+        const std::int64_t prod = std::int64_t(xs[k]) * p.sig[std::size_t(k * kLanes + l)];
+        const std::int64_t t = shifted(prod < 0 ? -prod : prod, E[l] - xe[k] - p.exp[std::size_t(k * kLanes + l)]);
+        S[l] += prod < 0 ? -t : t;
+      }
+    for (int l = 0; l < kLanes; ++l) acc[l] = finish_lane(S[l], E[l], acc[l]);
+  }
+}
+
+#if defined(__x86_64__)
+// AVX2: 8 lanes of int32. |x_sig * 2^11 * w_sig| < 2^27 and a block's 16 aligned product terms
+// sum to less than 2^31 in magnitude, so S fits an int32; the accumulator's term joins in
+// 64 bits in finish_lane. vpsrlvd yields 0 for counts above 31, which is the truncation of a
+// term shifted past all its bits.
+__attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, const std::int32_t* xe,
+                                                      const PanelData& p, std::int64_t K, float* acc) {
+  const std::int32_t* ws = p.sig.data();
+  const std::int32_t* we = p.exp.data();
+  const __m256i min_e = _mm256_set1_epi32(kMinAlignExp);
+  alignas(32) std::int32_t e_lane[kLanes], s_lane[kLanes];
+  for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
+    const std::int64_t k1 = std::min(K, k0 + kBlock);
+    for (int l = 0; l < kLanes; ++l) e_lane[l] = acc_exp(acc[l]);
+    __m256i E = _mm256_load_si256(reinterpret_cast<const __m256i*>(e_lane));
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const __m256i pe = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes)),
+                                          _mm256_set1_epi32(xe[k]));
+      E = _mm256_max_epi32(E, pe);
+    }
+    E = _mm256_max_epi32(E, min_e);
+    __m256i S = _mm256_setzero_si256();
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const __m256i wsig = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + k * kLanes));
+      const __m256i wexp = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes));
+      const __m256i prod = _mm256_mullo_epi32(wsig, _mm256_set1_epi32(xs[k]));
+      const __m256i shift = _mm256_sub_epi32(_mm256_sub_epi32(E, _mm256_set1_epi32(xe[k])), wexp);
+      const __m256i t = _mm256_srlv_epi32(_mm256_abs_epi32(prod), shift);
+      S = _mm256_add_epi32(S, _mm256_sign_epi32(t, prod));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(e_lane), E);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s_lane), S);
+    for (int l = 0; l < kLanes; ++l) acc[l] = finish_lane(s_lane[l], e_lane[l], acc[l]);
+  }
+}
+
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+std::atomic<bool> g_portable{false};
+
+void chain_rows(const std::int32_t* xs, const std::int32_t* xe, const PanelData& p, std::int64_t K, float* acc) {
+#if defined(__x86_64__)
+  if (!g_portable.load(std::memory_order_relaxed) && have_avx2()) return chain_rows_avx2(xs, xe, p, K, acc);
+#endif
+  chain_rows_portable(xs, xe, p, K, acc);
+}
+
+bool rows_finite(CBf16Mat M, std::int64_t r) { return all_finite(std::span<const Bf16>(M.row(r), std::size_t(M.cols))); }
+
+}  // namespace
+
+void set_portable_lanes(bool on) { g_portable.store(on); }
+
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
+  const std::int64_t M = A.rows, N = W.rows, K = A.cols;
+  if (W.cols != K)
+    throw Error("tensor-core gemm: inner sizes differ (A has " + std::to_string(K) + " columns, W has " +
+                std::to_string(W.cols) + ")");
+  if (C.rows != M || C.cols != N)
+    throw Error("tensor-core gemm: output is " + std::to_string(C.rows) + "x" + std::to_string(C.cols) +
+                ", product is " + std::to_string(M) + "x" + std::to_string(N));
+  if (M == 0 || N == 0) return;
+  std::vector<char> a_finite(static_cast<std::size_t>(M)), w_finite(static_cast<std::size_t>(N));
+  for (std::int64_t r = 0; r < M; ++r) a_finite[std::size_t(r)] = rows_finite(A, r);
+  for (std::int64_t n = 0; n < N; ++n) w_finite[std::size_t(n)] = rows_finite(W, n);
+
+  const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
+  parallel_for(mtasks * ntasks, [&](std::int64_t task) {
+    const std::int64_t m0 = (task / ntasks) * kTaskRows, n0 = (task % ntasks) * kTaskCols;
+    const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
+    RowData rows;
+    PanelData panel;
+    decode_rows(A, m0, mb, rows);
+    for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
+      const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
+      decode_panel(W, p0, nn, panel);
+      for (std::int64_t i = 0; i < mb; ++i) {
+        float acc[kLanes] = {};
+        for (std::int64_t j = 0; j < nn; ++j) acc[j] = C.at(m0 + i, p0 + j);
+        for (std::int64_t j = nn; j < kLanes; ++j) acc[j] = 0.0f;
+        chain_rows(rows.sig.data() + i * K, rows.exp.data() + i * K, panel, K, acc);
+        for (std::int64_t j = 0; j < nn; ++j) {
+          const std::int64_t m = m0 + i, n = p0 + j;
+          float& out = C.at(m, n);
+          if (!a_finite[std::size_t(m)] || !w_finite[std::size_t(n)] || !std::isfinite(out))
+            out = dot(std::span<const Bf16>(A.row(m), std::size_t(K)), std::span<const Bf16>(W.row(n), std::size_t(K)), out);
+          else
+            out = acc[j];
+        }
+      }
+    }
+  });
+}
+
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
+  if (x.cols != W.cols)
+    throw Error("tensor-core linear: input width " + std::to_string(x.cols) + " but weight is [" +
+                std::to_string(W.rows) + ", " + std::to_string(W.cols) + "]");
+  if (y.rows != x.rows || y.cols != W.rows)
+    throw Error("tensor-core linear: output is " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
+                ", expected " + std::to_string(x.rows) + "x" + std::to_string(W.rows));
+  std::vector<float> acc(std::size_t(x.rows * W.rows), 0.0f);
+  tc::gemm_accumulate(x, W, F32Mat{acc.data(), x.rows, W.rows, W.rows});
+  for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
+}
+
+}  // namespace psi::ops::tc

@@ -1,0 +1,77 @@
+#pragma once
+// The H200 tensor core's BF16 x BF16 -> FP32 inner product, as the cuBLASLt kernel behind the
+// recorded official projections computed it (../shared/spec/h200-tensor-core-gemm.md; the
+// block-FMA model of Khattak and Mikaitis, "Accurate Models of NVIDIA Tensor Cores", arXiv
+// 2512.07004, H100/H200 parameters). Every result is exact by construction: integer arithmetic
+// on significands and exponents, no floating-point sum anywhere.
+//
+// A BF16 value is +-M * 2^(e-7): M = 128|mantissa and e = field-127 for normals; M = mantissa
+// and e = -126 for subnormals and zeros. The FP32 accumulator is +-A * 2^(a-23) likewise
+// (A 24 bits; a = -126 for subnormals). One output is a chain of block FMAs over K ascending,
+// 16 products a block, the accumulator starting at +0 (or at the caller's float32 value):
+//
+//   E = max(e_x+e_w over the block's non-zero products, a if acc != 0), at least -133
+//   T = sum_i sign_i * trunc(M_x M_w 2^11 / 2^(E - e_x - e_w)) + sign(acc) * trunc(A 2^2 / 2^(E - a))
+//       (each magnitude truncated on its own: 2 bits below the FP32 fraction, no sticky bit)
+//   acc = T * 2^(E-25) truncated toward zero to FP32 (24-bit significand, or the subnormal
+//         grid 2^-149); T = 0 gives +0; a leading bit at 2^128 or above gives +-Inf
+//
+// Zero products take no part in E; a block with no non-zero product and a zero accumulator
+// leaves +0. A K that is not a multiple of 16 ends in a shorter block (the model's zero
+// padding changes nothing). Non-finite operands follow the published model's rule for the
+// whole output: the products x_k w_k (Inf * 0 is NaN) and the entering accumulator decide:
+// any NaN -> NaN; +Inf and -Inf both -> NaN; otherwise the Inf's sign. An accumulator that
+// overflowed to +-Inf stays there (the model is silent; IEEE addition keeps it).
+//
+// The Linear epilogue (cuBLASLt's bias epilogue): y = bf16_rne(fp32_rne(acc + b)), the bias
+// added in FP32 with one rounding, then round-to-nearest-even to BF16 (BiasRule::fused_f32);
+// BiasRule::after_bf16 writes bf16(acc) first, as for the other products.
+//
+// Chaining makes a K split at a multiple of 16 exact: gemm_accumulate over consecutive K
+// slices, each continuing from the float32 values the previous one left, is bitwise the whole
+// product (the PSI FFN's 1,024-channel hidden tiles rely on it).
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/bf16.h"
+#include "engine/ops/gemm.h"
+#include "engine/ops/matrix.h"
+#include "engine/tensor.h"
+
+namespace psi::ops::tc {
+
+inline constexpr int kBlock = 16;          // products per block FMA
+inline constexpr int kExtraBits = 2;       // alignment bits below the FP32 fraction
+inline constexpr int kMinAlignExp = -133;  // the model's min_exp_limit for the alignment exponent
+
+// One block FMA of a traced chain.
+struct BlockStep {
+  std::int64_t k0 = 0;        // first k of the block
+  int products = 0;           // non-zero products in it
+  float acc_in = 0.0f;        // accumulator entering the block
+  int align_exp = 0;          // E
+  std::int64_t sum = 0;       // T, in units of 2^(E-25)
+  int truncated_terms = 0;    // terms (products or the accumulator) that lost bits in alignment
+  int normalize_dropped = 0;  // low bits of |T| dropped by the truncation to FP32
+  float acc_out = 0.0f;       // accumulator leaving the block
+};
+
+// The chain for one output: sum_k x_k w_k continued from `acc`. The definition every other
+// form here is tested against; `trace` (optional) receives one step per block.
+float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc = 0.0f,
+          std::vector<BlockStep>* trace = nullptr);
+
+// C[m][n] = the chain of A's row m and W's row n continued from C[m][n]. A is [M, K], W is
+// [N, K]. Vectorised and threaded; bitwise dot() per element, whatever the thread count.
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
+
+// y = x Wᵀ + b with the epilogue above; bias may be null (then y = bf16(acc)). Tensors go
+// through ops::linear with Product::h200_tensor_core.
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
+
+// Runs the matrix form on the portable lane loop even where AVX2 is there (tests check that
+// both give the same bits); false restores the default.
+void set_portable_lanes(bool on);
+
+}  // namespace psi::ops::tc

@@ -1,0 +1,95 @@
+#include "reports/output_path.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <random>
+
+#include "engine/error.h"
+
+namespace fs = std::filesystem;
+
+namespace psi::reports {
+
+namespace {
+
+// stat() follows symbolic links: a link to a directory is a directory here, as for the rename.
+std::optional<struct stat> stat_of(const fs::path& p) {
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return st;
+}
+
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+fs::path resolved(const fs::path& p) {
+  std::error_code ec;
+  fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return ec ? p.lexically_normal() : r;
+}
+
+}  // namespace
+
+void check_output(const fs::path& out, const std::vector<fs::path>& inputs, const std::string& what) {
+  const std::string name = (what.empty() ? "" : what + " ") + out.string();
+  const auto so = stat_of(out);
+  if (so && !S_ISREG(so->st_mode))
+    throw Error(name + " is " + kind_of(so->st_mode) + ", not a regular file; not replaced");
+  const fs::path out_resolved = resolved(out);
+  for (const fs::path& in : inputs) {
+    if (in.empty()) continue;
+    const auto si = stat_of(in);
+    const bool same_inode = so && si && si->st_dev == so->st_dev && si->st_ino == so->st_ino;
+    const bool same_path = resolved(in) == out_resolved;
+    if (!same_inode && !same_path) continue;
+    const std::string how = out == in   ? ""
+                            : same_path ? " (the same file by another path)"
+                                        : " (a hard link to it)";
+    throw Error(name + " is the input file " + in.string() + how + "; not overwritten");
+  }
+}
+
+fs::path temp_name(const fs::path& path) {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ".tmp.%d.%08x", int(::getpid()), unsigned(rd()));
+  fs::path t = path;
+  t += buf;
+  return t;
+}
+
+void rename_into_place(const fs::path& temp, const fs::path& target) {
+  if (const auto st = stat_of(target); st && !S_ISREG(st->st_mode))
+    throw Error(target.string() + " became " + kind_of(st->st_mode) + " while it was being written; not replaced");
+  std::error_code ec;
+  fs::rename(temp, target, ec);
+  if (ec) throw Error(target.string() + ": cannot rename from " + temp.string() + ": " + ec.message(), Exit::run_failed);
+}
+
+void write_file_atomically(const fs::path& path, const std::string& bytes) {
+  const fs::path tmp = temp_name(path);
+  std::error_code ec;
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << bytes;
+      if (!out.flush()) throw Error(path.string() + ": cannot be written", Exit::run_failed);
+    }
+    rename_into_place(tmp, path);
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace psi::reports

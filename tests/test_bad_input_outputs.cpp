@@ -1,0 +1,296 @@
+// The output rule (reports/output_path.h): no command that writes a file may overwrite or
+// truncate a file it reads (named directly, through a symbolic link, a hard link or `..`), nor
+// replace a directory, a device node or a fifo; each is refused with exit 2 and one line before
+// the work starts, and the input's bytes stay as they were. Partial files (an interrupted run's
+// <report>.partial.h5) are refused by psi merge and psi compare unless --allow-partial is given.
+#include <sys/stat.h>
+
+#include "engine/sha256.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
+#include "reports/h5.h"
+#include "reports/output_path.h"
+#include "reports/state_file.h"
+#include "tests/test_bad_input_support.h"
+
+using namespace psi::badinput;
+using psi::Exit;
+
+namespace {
+
+const bool kCounted = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new CountPrinter("outputs"));
+  return true;
+}();
+
+std::string sha256_of(const fs::path& p) {
+  const std::string b = slurp(p);
+  return psi::sha256_hex(b.data(), b.size());
+}
+
+// A file the command reads, with its SHA-256 at the start.
+struct Input {
+  fs::path path;
+  std::string sha;
+};
+
+Input make_input(const fs::path& p, std::size_t bytes) {
+  std::string b(bytes, '\0');
+  for (std::size_t i = 0; i < bytes; ++i) b[i] = char((i * 131 + 7) % 251);
+  write_bytes(p, b);
+  return {p, sha256_of(p)};
+}
+
+// `out` named as an input under other names: a symbolic link, a hard link, a `..` detour.
+struct Aliases {
+  fs::path symlink, hardlink, dotdot;
+};
+
+Aliases aliases_of(const fs::path& input, const fs::path& dir) {
+  Aliases a{dir / ("symlink_to_" + input.filename().string()), dir / ("hardlink_to_" + input.filename().string()),
+            input.parent_path() / ".." / input.parent_path().filename() / input.filename()};
+  fs::remove(a.symlink);
+  fs::remove(a.hardlink);
+  fs::create_symlink(input, a.symlink);
+  fs::create_hard_link(input, a.hardlink);
+  return a;
+}
+
+// Runs `args` with `out` spliced in for "OUT" and expects the one-line refusal naming `out` and
+// `why`, the input unchanged and nothing new in `dir` (no report, no temporary file).
+void expect_refused(std::vector<std::string> args, const fs::path& out, const std::string& why, const Input& in,
+                    const fs::path& dir, const std::vector<std::string>& present) {
+  for (auto& a : args)
+    if (a == "OUT") a = out.string();
+  expect_rejected(run_psi(args), args, Exit::bad_input, {out.string(), why});
+  EXPECT_EQ(sha256_of(in.path), in.sha) << join(args) << ": the input changed";
+  std::vector<std::string> left = leftovers(dir, present);
+  EXPECT_EQ(left, std::vector<std::string>{}) << join(args);
+}
+
+// Every way of naming input `in` as the output `OUT` of `args`, and the non-regular targets.
+void expect_every_alias_refused(const std::vector<std::string>& args, const Input& in, const fs::path& dir,
+                                std::vector<std::string> present) {
+  const Aliases a = aliases_of(in.path, dir);
+  present.push_back(a.symlink.filename().string());
+  present.push_back(a.hardlink.filename().string());
+  expect_refused(args, in.path, "is the input file", in, dir, present);
+  expect_refused(args, a.symlink, "is the input file", in, dir, present);
+  expect_refused(args, a.hardlink, "(a hard link to it)", in, dir, present);
+  expect_refused(args, a.dotdot, "is the input file", in, dir, present);
+  const fs::path sub = dir / "a_directory";
+  fs::create_directories(sub);
+  present.push_back("a_directory");
+  expect_refused(args, sub, "is a directory", in, dir, present);
+  expect_refused(args, "/dev/null", "is a character device", in, dir, present);
+  const fs::path fifo = dir / "a_fifo";
+  if (!fs::exists(fifo)) {
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  }
+  present.push_back("a_fifo");
+  expect_refused(args, fifo, "is a fifo", in, dir, present);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_directory(sub));
+}
+
+// A shard report of `psi run capacity --quick` (about a second).
+fs::path capacity_shard(const fs::path& dir, int i) {
+  const fs::path s = dir / ("shard" + std::to_string(i) + ".h5");
+  if (!fs::exists(s)) {
+    const std::vector<std::string> args{"run", "capacity", "--quick", "--shard", std::to_string(i) + "/2", "--out",
+                                        s.string()};
+    const PsiRun r = run_psi(args);
+    EXPECT_EQ(r.status, 0) << join(args) << "\n" << r.err;
+  }
+  return s;
+}
+
+// What an interrupt of `psi run capacity --quick --shard 1/2` before its first case leaves: the
+// real Report::abandon, no case finished.
+fs::path capacity_partial_shard(const fs::path& dir) {
+  psi::exp::Options o;
+  o.quick = true;
+  o.shard_index = 1;
+  o.shard_count = 2;
+  o.out = dir / "shard1.h5";
+  psi::exp::Report report(psi::exp::find_experiment("capacity"), o, "CPU", {});
+  const fs::path partial = report.partial_path();
+  report.abandon(partial);
+  return partial;
+}
+
+std::int64_t case_count(const fs::path& report) {
+  const psi::reports::StateReader r(report);
+  return std::int64_t(nlohmann::json::parse(r.read_text("/report/cases")).size());
+}
+
+}  // namespace
+
+TEST(BadOutputs, RunCannotOverwriteTheRecordingsItReads) {
+  // The recordings are refused as outputs before they are opened: any bytes do.
+  const fs::path dir = fresh_dir("run_reference");
+  const fs::path ref = dir / "reference";
+  fs::create_directories(ref);
+  const Input rec = make_input(ref / "block_small.h5", 4096);
+  const std::vector<std::string> present{"reference"};
+  expect_every_alias_refused({"run", "block-controls", "--reference", ref.string(), "--out", "OUT"}, rec, dir, present);
+  // A shard of a shardable experiment too (every experiment's report is checked the same way).
+  expect_refused({"run", "capacity", "--quick", "--shard", "0/2", "--reference", ref.string(), "--out", "OUT"},
+                 rec.path, "is the input file", rec, dir,
+                 {"reference", "symlink_to_block_small.h5", "hardlink_to_block_small.h5", "a_directory", "a_fifo"});
+  EXPECT_EQ(leftovers(ref), std::vector<std::string>{"block_small.h5"});
+}
+
+TEST(BadOutputs, RunCannotOverwriteItsCheckpoint) {
+  const fs::path dir = fresh_dir("run_checkpoint");
+  const Input ckpt = make_input(dir / "weights.safetensors", 4096);
+  expect_every_alias_refused({"run", "one-token", "--checkpoint", ckpt.path.string(), "--out", "OUT"}, ckpt, dir,
+                             {"weights.safetensors"});
+}
+
+TEST(BadOutputs, RunChecksTheFilesBesideTheReportBeforeTheRun) {
+  const fs::path dir = fresh_dir("run_side_files");
+  const fs::path ref = dir / "reference";
+  fs::create_directories(ref);
+  // transport-control writes each schedule's states beside the report: one of them would be a
+  // recording here. Refused before the first schedule runs (the run would take seconds).
+  const Input rec = make_input(ref / "tc.reuse+prefetch.h5", 4096);
+  const std::vector<std::string> args{"run", "transport-control", "--quick", "--reference", ref.string(), "--out",
+                                      (ref / "tc.h5").string()};
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_rejected(run_psi(args), args, Exit::bad_input,
+                  {"file beside the report", rec.path.string(), "is the input file"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_EQ(sha256_of(rec.path), rec.sha);
+  EXPECT_EQ(leftovers(ref), std::vector<std::string>{"tc.reuse+prefetch.h5"});
+  // Where an interrupt would leave the finished cases must be writable too: a directory is not.
+  fs::create_directories(dir / "r.partial.h5");
+  const std::vector<std::string> partial{"run", "capacity", "--quick", "--out", (dir / "r.h5").string()};
+  expect_rejected(run_psi(partial), partial, Exit::bad_input, {(dir / "r.partial.h5").string(), "is a directory"});
+  EXPECT_EQ(leftovers(dir), (std::vector<std::string>{"reference", "r.partial.h5"}));
+}
+
+TEST(BadOutputs, ProbeCannotOverwriteItsRecordings) {
+  const fs::path dir = fresh_dir("probe");
+  const Input rec = make_input(dir / "block.h5", 4096);
+  const Input flash = make_input(dir / "flash.h5", 4096);
+  expect_every_alias_refused({"probe", "block-small", "--reference", rec.path.string(), "--out", "OUT"}, rec, dir,
+                             {"block.h5", "flash.h5"});
+  expect_refused({"probe", "block-full", "--reference", rec.path.string(), "--flash-reference", flash.path.string(),
+                  "--out", "OUT"},
+                 flash.path, "is the input file", flash, dir,
+                 {"block.h5", "flash.h5", "symlink_to_block.h5", "hardlink_to_block.h5", "a_directory", "a_fifo"});
+}
+
+TEST(BadOutputs, MergeCannotOverwriteItsShards) {
+  const fs::path dir = fresh_dir("merge");
+  const fs::path s0 = capacity_shard(dir, 0), s1 = capacity_shard(dir, 1);
+  const Input shard{s0, sha256_of(s0)};
+  expect_every_alias_refused({"merge", s0.string(), s1.string(), "--out", "OUT"}, shard, dir,
+                             {"shard0.h5", "shard1.h5"});
+  const Input second{s1, sha256_of(s1)};
+  expect_refused({"merge", s0.string(), s1.string(), "--out", "OUT"}, s1, "is the input file", second, dir,
+                 {"shard0.h5", "shard1.h5", "symlink_to_shard0.h5", "hardlink_to_shard0.h5", "a_directory", "a_fifo"});
+  // The same shards merge fine into a new file.
+  const std::vector<std::string> ok{"merge", s0.string(), s1.string(), "--out", (dir / "merged.h5").string()};
+  const PsiRun r = run_psi(ok);
+  EXPECT_EQ(r.status, 0) << join(ok) << "\n" << r.err;
+  EXPECT_EQ(case_count(dir / "merged.h5"), case_count(s0) + case_count(s1));
+}
+
+TEST(BadOutputs, MergeRefusesAPartialShardUnlessAllowedAndThenMarksTheResult) {
+  const fs::path dir = fresh_dir("merge_partial");
+  const fs::path s0 = capacity_shard(dir, 0);
+  const fs::path p1 = capacity_partial_shard(dir);
+  ASSERT_EQ(p1.filename(), "shard1.partial.h5");
+  ASSERT_FALSE(psi::reports::partial_marker(psi::h5::File::open_read(p1)).empty());
+  const fs::path merged = dir / "merged.h5";
+  const std::vector<std::string> args{"merge", s0.string(), p1.string(), "--out", merged.string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {p1.string(), "a partial report", "--allow-partial"});
+  EXPECT_FALSE(fs::exists(merged));
+
+  std::vector<std::string> allowed = args;
+  allowed.push_back("--allow-partial");
+  const PsiRun r = run_psi(allowed);
+  ASSERT_EQ(r.status, 0) << join(allowed) << "\n" << r.err;
+  EXPECT_NE(r.out.find("partial: " + p1.string() + " is a partial shard; the merged report is marked partial"),
+            std::string::npos)
+      << r.out;
+  const std::string marker = psi::reports::partial_marker(psi::h5::File::open_read(merged));
+  EXPECT_NE(marker.find("merged from partial shards (" + p1.string() + ")"), std::string::npos) << marker;
+  // Only the complete shard's cases: the partial one finished none.
+  EXPECT_EQ(case_count(merged), case_count(s0));
+}
+
+TEST(BadOutputs, CompareRefusesAPartialFileUnlessAllowed) {
+  const fs::path dir = fresh_dir("compare_partial");
+  const fs::path s0 = capacity_shard(dir, 0);
+  const fs::path p1 = capacity_partial_shard(dir);
+  for (const auto& args : {std::vector<std::string>{"compare", p1.string(), s0.string()},
+                           std::vector<std::string>{"compare", s0.string(), p1.string(), "--json"}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {p1.string(), "a partial file", "--allow-partial"});
+  const std::vector<std::string> allowed{"compare", p1.string(), p1.string(), "--allow-partial"};
+  const PsiRun r = run_psi(allowed);
+  EXPECT_EQ(r.status, 0) << join(allowed) << "\n" << r.err;
+  EXPECT_NE(r.out.find("A: " + p1.string() + " (psi-h5/1, PARTIAL: interrupted run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("B: " + p1.string() + " (psi-h5/1, PARTIAL: interrupted run"), std::string::npos) << r.out;
+  const std::vector<std::string> json_args{"compare", s0.string(), p1.string(), "--allow-partial", "--json",
+                                           "--only", "^/report/options$"};
+  const PsiRun j = run_psi(json_args);
+  EXPECT_EQ(j.status, 1) << join(json_args) << "\n" << j.err;  // shard_index 0 vs 1
+  const auto json = nlohmann::json::parse(j.out);
+  EXPECT_TRUE(json["partial_a"].is_null());
+  EXPECT_NE(json["partial_b"].get<std::string>().find("interrupted run"), std::string::npos) << j.out;
+}
+
+TEST(BadOutputs, SynthinitRefusesNonRegularOutputs) {
+  const fs::path dir = fresh_dir("synthinit");
+  const fs::path fifo = dir / "a_fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const fs::path& out : {fs::path("/dev/null"), dir, fifo}) {
+    const std::vector<std::string> args{"synthinit", "x.weight", "--shape", "4", "4", "--out", out.string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {"synthinit: --out " + out.string(), "not a regular file"});
+  }
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{"a_fifo"});
+  EXPECT_TRUE(fs::is_fifo(fifo));
+}
+
+TEST(BadOutputs, OracleCertifyListCannotOverwriteItsInput) {
+  // --list is checked before the operands are read: any bytes do.
+  const fs::path dir = fresh_dir("oracle");
+  const Input in = make_input(dir / "operands.h5", 4096);
+  expect_every_alias_refused({"oracle", "certify", "--file", in.path.string(), "--x", "x", "--w", "w", "--y", "y",
+                              "--list", "OUT"},
+                             in, dir, {"operands.h5"});
+}
+
+TEST(BadOutputs, DeviceSummaryCannotOverwriteTheCheckFolder) {
+  for (const std::string option : {"--out", "--json"}) {
+    const fs::path dir = fresh_dir("device_summary" + option);
+    write_bytes(dir / "steps.tsv", "tests\t0\t1.5\n");
+    const Input in{dir / "steps.tsv", sha256_of(dir / "steps.tsv")};
+    expect_every_alias_refused({"device", "summary", dir.string(), option, "OUT"}, in, dir, {"steps.tsv"});
+  }
+}
+
+TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
+  const fs::path dir = fresh_dir("rename");
+  // Checked at create, then the target becomes a fifo while the file is being written.
+  const fs::path target = dir / "r.h5";
+  {
+    psi::h5::File f = psi::h5::File::create(target);
+    f.write_text("/t", "x");
+    ASSERT_EQ(::mkfifo(target.c_str(), 0600), 0);
+    expect_error([&] { f.commit(); }, Exit::bad_input, {target.string(), "became a fifo", "not replaced"}, "commit");
+  }
+  EXPECT_TRUE(fs::is_fifo(target));
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});  // the temporary file is gone
+  // The text files (figures, lists, summaries) take the same path.
+  fs::remove(target);
+  fs::create_directories(target);
+  expect_error([&] { psi::reports::write_file_atomically(target, "x"); }, Exit::bad_input,
+               {target.string(), "became a directory"}, "write_file_atomically");
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});
+  EXPECT_TRUE(fs::is_directory(target));
+}

@@ -1,0 +1,312 @@
+// The SDPA MATH attention core as the H200 computed it (official_attention.h, nv_expf.h): the
+// recorded official sdpa_out bit for bit from the recorded q, k, v; the count the correctly
+// rounded expf stand-in reaches; the warp softmax against a literal lane-by-lane simulation of
+// softmax_warp_forward; the butterfly order and nv_expf on hand-checked values; rows of more
+// than 1,024 keys through psi's softmax, with the FMA-chain GEMMs checked against plain loops.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "engine/model/variant.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/nv_expf.h"
+#include "engine/ops/official_attention.h"
+#include "engine/ops/parallel.h"
+#include "engine/sha256.h"
+#include "probes/probe_cases.h"
+#include "probes/recording.h"
+
+namespace ops = psi::ops;
+using psi::Bf16Tensor;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// The recorded MATH q, k, v and sdpa_out of the 64-dim audio self-attention probe.
+struct Recorded {
+  Bf16Tensor q, k, v;
+  psi::probes::StoredTensor sdpa_out;
+};
+
+std::optional<Recorded> recorded() {
+  const auto file = psi::probes::shared_dir() / "reference" / "probe_attn_traj.h5";
+  if (!std::filesystem::exists(file)) return std::nullopt;
+  psi::probes::Recording rec(file, "probe_audio_self_attn");
+  Recorded r{rec.stored_bf16("math/q").data, rec.stored_bf16("math/k").data, rec.stored_bf16("math/v").data,
+             rec.stored_bf16("math/sdpa_out")};
+  return r;
+}
+
+constexpr std::int64_t kRecordedHeads = 32;
+
+Bf16Tensor run_h200(const Recorded& r, ops::ExpModel exp) {
+  Bf16Tensor out(r.q.shape);
+  ops::sdpa_math_h200(ops::as_matrix(r.q), ops::as_matrix(r.k), ops::as_matrix(r.v), kRecordedHeads, nullptr, 0, exp,
+                      ops::as_matrix(out));
+  return out;
+}
+
+std::int64_t equal_count(const Bf16Tensor& a, const Bf16Tensor& b) {
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) n += a.data[i].bits == b.data[i].bits;
+  return n;
+}
+
+// softmax_warp_forward for one row, lane by lane as the kernel runs it: W lanes, lane l holding
+// elements l, l+W, … (−∞ past the end), per-lane max then the xor butterfly on the max, per-lane
+// sums then the xor butterfly on the sums (every lane adding its partner's value at once), and
+// every element divided by its own lane's sum.
+std::vector<float> literal_warp_softmax(const std::vector<float>& x, ops::ExpModel exp) {
+  const int n = int(x.size());
+  const int pow2 = int(std::bit_ceil(unsigned(n)));
+  const int W = std::min(pow2, 32), iters = pow2 / W;
+  std::vector<std::vector<float>> e(W, std::vector<float>(iters));
+  std::vector<float> mx(W), sum(W, 0.0f), tmp(W);
+  for (int l = 0; l < W; ++l)
+    for (int it = 0; it < iters; ++it) e[l][it] = l + it * W < n ? x[l + it * W] : -kInf;
+  for (int l = 0; l < W; ++l) {
+    mx[l] = e[l][0];
+    for (int it = 1; it < iters; ++it) mx[l] = mx[l] > e[l][it] ? mx[l] : e[l][it];
+  }
+  for (int off = W / 2; off > 0; off /= 2) {
+    for (int l = 0; l < W; ++l) tmp[l] = mx[l ^ off];
+    for (int l = 0; l < W; ++l) mx[l] = mx[l] > tmp[l] ? mx[l] : tmp[l];
+  }
+  for (int l = 0; l < W; ++l)
+    for (int it = 0; it < iters; ++it) {
+      e[l][it] = ops::nv_expf(e[l][it] - mx[l], exp);
+      sum[l] += e[l][it];
+    }
+  for (int off = W / 2; off > 0; off /= 2) {
+    for (int l = 0; l < W; ++l) tmp[l] = sum[l ^ off];
+    for (int l = 0; l < W; ++l) sum[l] += tmp[l];
+  }
+  std::vector<float> out(n);
+  for (int l = 0; l < W; ++l)
+    for (int it = 0; it < iters; ++it)
+      if (l + it * W < n) out[l + it * W] = e[l][it] / sum[l];
+  return out;
+}
+
+// One head of width d, written with plain loops: scores as FMA chains over the channels from +0,
+// the given softmax per row, P·V as FMA chains over the keys from +0, BF16.
+template <class Softmax>
+Bf16Tensor plain_h200_head(const Bf16Tensor& q, const Bf16Tensor& k, const Bf16Tensor& v, const float* mask,
+                           Softmax softmax) {
+  const std::int64_t Nq = q.shape[0], Nk = k.shape[0], d = q.shape[1];
+  const float s = ops::sdpa_qk_factor(d);
+  Bf16Tensor out({Nq, d});
+  for (std::int64_t i = 0; i < Nq; ++i) {
+    std::vector<float> row(Nk);
+    for (std::int64_t j = 0; j < Nk; ++j) {
+      float acc = 0.0f;
+      for (std::int64_t c = 0; c < d; ++c)
+        acc = std::fma(q.data[i * d + c].to_float() * s, k.data[j * d + c].to_float() * s, acc);
+      row[j] = mask ? acc + mask[i * Nk + j] : acc;
+    }
+    softmax(row);
+    for (std::int64_t c = 0; c < d; ++c) {
+      float acc = 0.0f;
+      for (std::int64_t j = 0; j < Nk; ++j) acc = std::fma(row[j], v.data[j * d + c].to_float(), acc);
+      out.data[i * d + c] = psi::bf16_rne(acc);
+    }
+  }
+  return out;
+}
+
+Bf16Tensor random_bf16(psi::Shape shape, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> n(0.0f, scale);
+  Bf16Tensor t(std::move(shape));
+  for (auto& x : t.data) x = psi::bf16_rne(n(rng));
+  return t;
+}
+
+}  // namespace
+
+TEST(OfficialAttention, RecordedSdpaOutBitwise) {
+  const auto r = recorded();
+  if (!r) GTEST_SKIP() << "no probe_attn_traj.h5 under " << psi::probes::shared_dir();
+  ASSERT_TRUE(r->sdpa_out.full);
+  ASSERT_EQ(r->q.shape, (psi::Shape{1, 126, 2048}));
+  const Bf16Tensor out = run_h200(*r, ops::ExpModel::ex2_table);
+  EXPECT_EQ(equal_count(out, r->sdpa_out.data), 258048);
+  EXPECT_EQ(psi::sha256_hex(out), r->sdpa_out.sha256_full);
+
+  // The same through ops::sdpa with the official-h200 variant's options.
+  const ops::SdpaOptions opt = psi::model::numerics_variant("official-h200").sdpa(64);
+  EXPECT_EQ(opt.math_core, ops::MathCore::h200);
+  Bf16Tensor via_sdpa(r->q.shape);
+  ops::sdpa(ops::as_matrix(r->q), ops::as_matrix(r->k), ops::as_matrix(r->v), kRecordedHeads, opt,
+            ops::as_matrix(via_sdpa));
+  EXPECT_EQ(via_sdpa.data, out.data);
+}
+
+TEST(OfficialAttention, StandInCountsOnTheRecording) {
+  const auto r = recorded();
+  if (!r) GTEST_SKIP() << "no probe_attn_traj.h5 under " << psi::probes::shared_dir();
+  // A correctly rounded expf in the same core: the spec's 258,037–258,045 of 258,048.
+  const std::int64_t stand_in = equal_count(run_h200(*r, ops::ExpModel::correctly_rounded), r->sdpa_out.data);
+  EXPECT_EQ(stand_in, 258037);
+  // psi's dense MATH core (reduce.h sums, std::exp), for scale.
+  Bf16Tensor dense(r->q.shape);
+  ops::sdpa(ops::as_matrix(r->q), ops::as_matrix(r->k), ops::as_matrix(r->v), kRecordedHeads, ops::SdpaOptions{},
+            ops::as_matrix(dense));
+  EXPECT_EQ(equal_count(dense, r->sdpa_out.data), 258022);
+}
+
+TEST(OfficialAttention, ThreadCountDoesNotMatter) {
+  std::mt19937 rng(7);
+  const Bf16Tensor q = random_bf16({37, 128}, 1.0f, rng), k = random_bf16({53, 128}, 1.0f, rng),
+                   v = random_bf16({53, 128}, 1.0f, rng);
+  Bf16Tensor a({37, 128}), b({37, 128});
+  ops::set_thread_count(1);
+  ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 2, nullptr, 0,
+                      ops::ExpModel::ex2_table, ops::as_matrix(a));
+  ops::set_thread_count(3);
+  ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 2, nullptr, 0,
+                      ops::ExpModel::ex2_table, ops::as_matrix(b));
+  ops::set_thread_count(0);
+  EXPECT_EQ(a.data, b.data);
+}
+
+TEST(WarpSoftmax, ButterflyAddsPartnersNotInLaneOrder) {
+  // Lane 0 holds 1; lanes 8 and 24 hold 2^-24 each. The butterfly adds lanes 8 and 24 first
+  // (offset 16: 2^-23 in lane 8), then lane 8 into lane 0 (offset 8): 1 + 2^-23, exact. In lane
+  // order each 2^-24 would be lost against 1 (a tie, to even): 1.
+  float lanes[32] = {};
+  lanes[0] = 1.0f;
+  lanes[8] = lanes[24] = std::ldexp(1.0f, -24);
+  EXPECT_EQ(ops::warp_butterfly_sum(lanes, 32), 1.0f + std::ldexp(1.0f, -23));
+  float seq = 0.0f;
+  for (float x : lanes) seq += x;
+  EXPECT_EQ(seq, 1.0f);
+  // Lanes 1 and 17 meet at offset 16 (2) and reach lane 0 only at offset 1: 2^24 + 2, exact.
+  // In lane order each 1 would be lost against 2^24 (ties to even): 2^24.
+  float l2[32] = {};
+  l2[0] = 16777216.0f;
+  l2[1] = l2[17] = 1.0f;
+  EXPECT_EQ(ops::warp_butterfly_sum(l2, 32), 16777218.0f);
+  // A narrower warp (rows of at most 16 keys): offsets 8, 4, 2, 1 only.
+  float l3[16] = {};
+  l3[0] = 1.0f;
+  l3[4] = l3[12] = std::ldexp(1.0f, -24);
+  EXPECT_EQ(ops::warp_butterfly_sum(l3, 16), 1.0f + std::ldexp(1.0f, -23));
+}
+
+TEST(WarpSoftmax, MatchesTheLiteralKernel) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 4.0f);
+  for (int len : {1, 2, 3, 7, 16, 17, 31, 32, 33, 64, 100, 126, 127, 128, 129, 300, 512, 777, 1024}) {
+    std::vector<float> x(len);
+    for (auto& v : x) v = n(rng);
+    if (len > 3) x[len / 2] = -kInf;  // a masked key
+    for (auto exp : {ops::ExpModel::ex2_table, ops::ExpModel::correctly_rounded}) {
+      std::vector<float> mine = x;
+      ops::h200_softmax_row(mine.data(), len, exp);
+      EXPECT_EQ(mine, literal_warp_softmax(x, exp)) << "n = " << len;
+    }
+  }
+  std::vector<float> masked(50, -kInf);
+  ops::h200_softmax_row(masked.data(), 50, ops::ExpModel::ex2_table);
+  EXPECT_EQ(masked, std::vector<float>(50, 0.0f));  // _safe_softmax
+}
+
+TEST(NvExpf, Ex2TableOnHandCheckedValues) {
+  // Integers: offset 0 in row 0, A = 2^25 → mantissa exactly 1.0; the integer is the exponent.
+  for (int n = -126; n <= 127; ++n) EXPECT_EQ(ops::ex2_approx_ftz(float(n)), std::ldexp(1.0f, n)) << n;
+  EXPECT_EQ(ops::ex2_approx_ftz(-127.0f), 0.0f);  // 2^-127 is subnormal: flushed
+  EXPECT_EQ(ops::ex2_approx_ftz(128.0f), kInf);
+  EXPECT_EQ(ops::ex2_approx_ftz(-200.0f), 0.0f);
+  // 0.5: row 32, offset 0: A = 0x2d413cc, (A << 13 + 0x77e2) >> 15 = A >> 2 = 0xb504f3.
+  EXPECT_EQ(bits(ops::ex2_approx_ftz(0.5f)), 0x3fb504f3u);
+  EXPECT_EQ(bits(ops::ex2_approx_ftz(1.5f)), 0x403504f3u);
+  // 1.5·2^-24 truncates to fixed-point 0 → exactly 1. Rounded (envytools) it would be one unit,
+  // (2^38 + 0x58b9 + 0x77e2) >> 15 = 2^23 + 1: 1 + 2^-23.
+  EXPECT_EQ(ops::ex2_approx_ftz(from_bits(0x33c00000)), 1.0f);
+  // Input flush: zeros and subnormals are 2^0.
+  EXPECT_EQ(ops::ex2_approx_ftz(std::numeric_limits<float>::denorm_min()), 1.0f);
+  EXPECT_EQ(ops::ex2_approx_ftz(-std::numeric_limits<float>::denorm_min()), 1.0f);
+  EXPECT_EQ(ops::ex2_approx_ftz(-0.0f), 1.0f);
+  EXPECT_EQ(ops::ex2_approx_ftz(-1e-30f), 1.0f);  // truncated to 0 as well
+  EXPECT_EQ(ops::ex2_approx_ftz(-kInf), 0.0f);
+  EXPECT_EQ(ops::ex2_approx_ftz(kInf), kInf);
+  EXPECT_TRUE(std::isnan(ops::ex2_approx_ftz(std::numeric_limits<float>::quiet_NaN())));
+  // Within the documented 2 ulp of 2^x over [-2, 2].
+  for (float x = -2.0f; x <= 2.0f; x += 0.0009765625f * 0.37f) {
+    const double exact = std::exp2(double(x));
+    const float got = ops::ex2_approx_ftz(x);
+    EXPECT_LE(std::fabs(got - exact), 2.0 * std::ldexp(1.0, std::ilogb(exact) - 23)) << x;
+  }
+}
+
+TEST(NvExpf, ReductionAndBoundaries) {
+  // x = 0: t = 0.5, j = 12582913 + 126, k = 0, r = +0, 2^0 · ex2(0) = 1.
+  EXPECT_EQ(ops::nv_expf_reduce(0.0f).k, 0);
+  EXPECT_EQ(bits(ops::nv_expf_reduce(0.0f).r), 0u);
+  EXPECT_EQ(ops::nv_expf(0.0f), 1.0f);
+  EXPECT_EQ(ops::nv_expf(-kInf), 0.0f);  // t saturates to 0, k = -126, r = -inf, ex2 = 0
+  EXPECT_EQ(ops::nv_expf(kInf), kInf);
+  EXPECT_TRUE(std::isnan(ops::nv_expf(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(ops::nv_expf(89.0f), kInf);
+  // k saturates at ±126: below, r carries the rest and the product goes subnormal (kept: the
+  // multiply is IEEE, only ex2 flushes).
+  EXPECT_EQ(ops::nv_expf_reduce(-87.5f).k, -126);
+  EXPECT_EQ(ops::nv_expf_reduce(88.5f).k, 126);
+  const float sub = ops::nv_expf(-87.5f);
+  EXPECT_GT(sub, 0.0f);
+  EXPECT_LT(sub, std::numeric_limits<float>::min());
+  EXPECT_LE(std::fabs(double(sub) - std::exp(-87.5)), std::ldexp(1.0, -149));
+  EXPECT_EQ(ops::nv_expf(-104.0f), 0.0f);  // e^-104 < 2^-150: rounds to 0
+  // Across every k boundary in the softmax range, r + k is x·log2(e) and r stays within one
+  // rounding of [0, 1); the result is within 2 ulp of e^x on both sides.
+  for (int n = -125; n <= 0; ++n) {
+    const float b = float(n / std::log2(std::exp(1.0)));
+    for (float x : {std::nextafter(b, -kInf), b, std::nextafter(b, kInf)}) {
+      const auto red = ops::nv_expf_reduce(x);
+      const double l = double(x) * std::log2(std::exp(1.0));
+      EXPECT_NEAR(red.r + red.k, l, 1e-5) << x;
+      EXPECT_GT(red.r, -1e-5) << x;
+      EXPECT_LT(red.r, 1.0 + 1e-5) << x;
+      const double exact = std::exp(double(x));
+      EXPECT_LE(std::fabs(ops::nv_expf(x) - exact), 2.0 * std::ldexp(1.0, std::ilogb(exact) - 23)) << x;
+    }
+  }
+  // The stand-in is e^x correctly rounded.
+  EXPECT_EQ(ops::nv_expf(1.0f, ops::ExpModel::correctly_rounded), from_bits(0x402df854));
+}
+
+TEST(OfficialAttention, LongRowsTakePsiSoftmax) {
+  // 1,024 keys: the warp softmax; 1,100 keys: psi's MATH softmax (cunn_SoftMaxForward is not
+  // modelled). The GEMMs are FMA chains in both, checked against plain loops.
+  std::mt19937 rng(5);
+  for (std::int64_t nk : {1024, 1100}) {
+    const Bf16Tensor q = random_bf16({5, 64}, 1.5f, rng), k = random_bf16({nk, 64}, 1.5f, rng),
+                     v = random_bf16({nk, 64}, 1.0f, rng);
+    std::vector<float> mask(5 * nk, 0.0f);
+    for (std::int64_t j = 0; j < nk; ++j) mask[1 * nk + j] = -kInf;  // row 1 fully masked
+    for (std::int64_t j = 0; j < nk; j += 3) mask[2 * nk + j] = -kInf;
+    Bf16Tensor got({5, 64});
+    ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 1, mask.data(), nk,
+                        ops::ExpModel::ex2_table, ops::as_matrix(got));
+    const Bf16Tensor want = plain_h200_head(q, k, v, mask.data(), [&](std::vector<float>& row) {
+      if (nk > ops::kWarpSoftmaxMaxKeys) ops::math_softmax_row(row.data(), nk);
+      else if (std::all_of(row.begin(), row.end(), [](float x) { return x == -kInf; }))
+        std::fill(row.begin(), row.end(), 0.0f);  // _safe_softmax over the kernel's NaN
+      else row = literal_warp_softmax(row, ops::ExpModel::ex2_table);
+    });
+    EXPECT_EQ(got.data, want.data) << nk << " keys";
+    for (std::int64_t c = 0; c < 64; ++c) EXPECT_EQ(got.data[64 + c].bits, 0) << "masked row";
+  }
+}

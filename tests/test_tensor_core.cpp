@@ -1,0 +1,356 @@
+// The H200 tensor-core product (engine/ops/tensor_core.h) against an independent reference
+// written here from the spec with other means: float64 values, std::ilogb, std::trunc and
+// std::ldexp instead of integer fields, and a round-to-nearest conversion stepped back toward
+// zero instead of assembling the float. Random and crafted cases: ties, cancellation,
+// alignment beyond the kept bits, zeros, subnormals, overflow, Inf and NaN; the matrix form
+// against the chain per element, thread counts, K splits, the epilogue.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "engine/ops/parallel.h"
+#include "engine/ops/tensor_core.h"
+
+namespace ops = psi::ops;
+namespace tc = psi::ops::tc;
+using psi::Bf16;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+double v(Bf16 b) { return double(b.to_float()); }
+
+int align_exp(double a) { return std::max(std::ilogb(a), -126); }
+
+// Truncation of a float64 value toward zero to float32.
+float round_toward_zero(double x) {
+  if (std::fabs(x) >= std::ldexp(1.0, 128)) return x < 0 ? -kInf : kInf;
+  float f = float(x);
+  if (std::fabs(double(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+float reference_dot(const std::vector<Bf16>& x, const std::vector<Bf16>& w, float acc = 0.0f) {
+  bool nan = std::isnan(acc), pos = acc == kInf, neg = acc == -kInf, special = !std::isfinite(acc);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const double p = v(x[k]) * v(w[k]);
+    special |= !std::isfinite(v(x[k])) || !std::isfinite(v(w[k]));
+    nan |= std::isnan(p);
+    pos |= std::isinf(p) && p > 0;
+    neg |= std::isinf(p) && p < 0;
+  }
+  if (special) {
+    if (nan || (pos && neg)) return std::numeric_limits<float>::quiet_NaN();
+    return pos ? kInf : -kInf;
+  }
+  for (std::size_t k0 = 0; k0 < x.size(); k0 += 16) {
+    if (std::isinf(acc)) break;
+    int E = -100000;
+    for (std::size_t k = k0; k < std::min(x.size(), k0 + 16); ++k)
+      if (v(x[k]) != 0 && v(w[k]) != 0) E = std::max(E, align_exp(std::fabs(v(x[k]))) + align_exp(std::fabs(v(w[k]))));
+    if (acc != 0) E = std::max(E, align_exp(std::fabs(double(acc))));
+    E = std::max(E, -133);
+    std::int64_t T = 0;
+    for (std::size_t k = k0; k < std::min(x.size(), k0 + 16); ++k)
+      T += std::int64_t(std::trunc(std::ldexp(v(x[k]) * v(w[k]), 25 - E)));
+    T += std::int64_t(std::trunc(std::ldexp(double(acc), 25 - E)));
+    acc = T == 0 ? 0.0f : round_toward_zero(std::ldexp(double(T), E - 25));
+  }
+  return acc;
+}
+
+std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// NaNs compare by kind (any NaN), everything else bit for bit.
+void expect_same(float got, float want, const char* what) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what;
+    return;
+  }
+  EXPECT_EQ(bits(got), bits(want)) << what << ": got " << got << ", want " << want;
+}
+
+Bf16 b16(float f) { return psi::bf16_rne(f); }
+
+// Random BF16 values whose exponents spread over `spread` binades around 2^0.
+std::vector<Bf16> random_vec(std::mt19937& g, std::size_t n, int spread, double zero_share = 0.0) {
+  std::uniform_real_distribution<double> m(1.0, 2.0), u(0.0, 1.0);
+  std::uniform_int_distribution<int> e(-spread, spread);
+  std::vector<Bf16> out(n);
+  for (auto& b : out) {
+    if (u(g) < zero_share) continue;
+    const double s = u(g) < 0.5 ? -1.0 : 1.0;
+    b = b16(float(s * std::ldexp(m(g), e(g))));
+  }
+  return out;
+}
+
+std::vector<Bf16> from_bits(std::initializer_list<std::uint16_t> l) {
+  std::vector<Bf16> out;
+  for (auto u : l) out.push_back(Bf16::from_bits(u));
+  return out;
+}
+
+struct ThreadGuard {
+  ~ThreadGuard() {
+    ops::set_thread_count(0);
+    tc::set_portable_lanes(false);
+  }
+};
+
+}  // namespace
+
+TEST(TensorCore, RandomChainsMatchTheReference) {
+  std::mt19937 g(12);
+  for (int spread : {0, 2, 6, 20, 60})
+    for (std::size_t K : {1u, 15u, 16u, 17u, 64u, 333u, 2048u})
+      for (int rep = 0; rep < 20; ++rep) {
+        const auto x = random_vec(g, K, spread, rep % 4 == 0 ? 0.3 : 0.0);
+        const auto w = random_vec(g, K, spread);
+        expect_same(tc::dot(x, w), reference_dot(x, w), "random");
+      }
+}
+
+TEST(TensorCore, CancellationLeavesOnlyTheTruncatedRest) {
+  // Pairs that cancel exactly, plus one small product: the block sum is the small product
+  // truncated at the alignment of the largest one.
+  std::vector<Bf16> x(16), w(16, b16(1.0f));
+  for (int i = 0; i < 14; i += 2) {
+    x[i] = b16(std::ldexp(1.5f, 10 + i));
+    x[i + 1] = b16(-std::ldexp(1.5f, 10 + i));
+  }
+  x[14] = b16(std::ldexp(1.0078125f, -8));  // 2^(-8) * (1 + 2^-7): 8 bits at 2^-15
+  const float got = tc::dot(x, w);
+  expect_same(got, reference_dot(x, w), "cancellation");
+  // E = 22 (the 1.5 * 2^22 product sets it); the unit is 2^(E-25) = 2^-3, and
+  // 2^-8 * 1.0078 truncates to 0: the whole block is exactly 0.
+  EXPECT_EQ(bits(got), bits(0.0f));
+}
+
+TEST(TensorCore, TiesAndTheTwoExtraBits) {
+  // One product at 2^0 sets E = 0: the unit is 2^-25. A product of 2^-25 survives, 2^-26 and
+  // 1.5 * 2^-25 lose what lies below 2^-25 (truncation, not rounding: no tie goes up).
+  for (float small : {std::ldexp(1.0f, -25), std::ldexp(1.0f, -26), std::ldexp(1.5f, -25), std::ldexp(1.75f, -24)}) {
+    std::vector<Bf16> x = {b16(1.0f), b16(small)}, w = {b16(1.0f), b16(1.0f)};
+    const float want = reference_dot(x, w);
+    expect_same(tc::dot(x, w), want, "tie");
+    const double exact = 1.0 + double(small);
+    EXPECT_LE(double(want), exact);
+    EXPECT_GT(double(want), exact - std::ldexp(1.0, -23));  // within one FP32 ulp, below
+  }
+  // The normalisation truncates too: 1 + 2^-23 + 2^-24 keeps 1 + 2^-23.
+  std::vector<Bf16> x = {b16(1.0f), b16(std::ldexp(1.0f, -23)), b16(std::ldexp(1.0f, -24))}, w(3, b16(1.0f));
+  EXPECT_EQ(tc::dot(x, w), 1.0f + std::ldexp(1.0f, -23));
+  // A negative sum truncates toward zero as well.
+  for (auto& b : x) b = b16(-b.to_float());
+  EXPECT_EQ(tc::dot(x, w), -(1.0f + std::ldexp(1.0f, -23)));
+}
+
+TEST(TensorCore, AlignmentBeyondTheKeptBitsDropsTheTerm) {
+  // A product 30 binades below the block's largest is shifted past its 27 bits: it vanishes,
+  // even though the exact sum would differ from the large product.
+  std::vector<Bf16> x = {b16(std::ldexp(1.0f, 20)), b16(std::ldexp(1.9921875f, -10))}, w(2, b16(1.0f));
+  EXPECT_EQ(tc::dot(x, w), std::ldexp(1.0f, 20));
+  expect_same(tc::dot(x, w), reference_dot(x, w), "far below");
+  // The accumulator is aligned with the products: a large accumulator swallows a small block.
+  std::vector<Bf16> small = {b16(std::ldexp(1.0f, -30))}, one = {b16(1.0f)};
+  EXPECT_EQ(tc::dot(small, one, 1.0f), 1.0f);
+  // ... and a small accumulator is truncated by a large block.
+  const float acc = 1.0f + std::ldexp(1.0f, -20);
+  std::vector<Bf16> big = {b16(std::ldexp(1.0f, 10))};
+  expect_same(tc::dot(big, one, acc), reference_dot(big, one, acc), "acc truncated");
+  EXPECT_EQ(tc::dot(big, one, acc), std::ldexp(1.0f, 10) + 1.0f);
+}
+
+TEST(TensorCore, ZerosTakeNoPartAndGivePositiveZero) {
+  std::vector<Bf16> zeros(16), ones(16, b16(1.0f)), negzeros(16, b16(-0.0f));
+  EXPECT_EQ(bits(tc::dot(zeros, ones)), bits(0.0f));
+  EXPECT_EQ(bits(tc::dot(negzeros, ones)), bits(0.0f));
+  EXPECT_EQ(bits(tc::dot(zeros, ones, -0.0f)), bits(0.0f));
+  // Exact cancellation gives +0, not -0.
+  std::vector<Bf16> x = {b16(-3.0f), b16(3.0f)}, w(2, b16(1.0f));
+  EXPECT_EQ(bits(tc::dot(x, w)), bits(0.0f));
+  // A zero product with a huge partner does not set E: the small product keeps its bits.
+  std::vector<Bf16> x2 = {b16(std::ldexp(1.0f, 100)), b16(1.0078125f)}, w2 = {b16(0.0f), b16(1.0f)};
+  EXPECT_EQ(tc::dot(x2, w2), 1.0078125f);
+  // An all-zero block keeps the accumulator as it is.
+  EXPECT_EQ(tc::dot(zeros, ones, 1.2345f), 1.2345f);
+}
+
+TEST(TensorCore, SubnormalOperandsAndAccumulators) {
+  std::mt19937 g(5);
+  std::uniform_int_distribution<int> mant(1, 127), sign(0, 1);
+  auto subnormal = [&] { return Bf16::from_bits(std::uint16_t(mant(g) | (sign(g) << 15))); };
+  for (int rep = 0; rep < 200; ++rep) {
+    std::vector<Bf16> x(32), w(32);
+    for (int k = 0; k < 32; ++k) {
+      x[k] = rep % 3 == 0 ? subnormal() : b16(std::ldexp(float(mant(g)), -130 + rep % 40));
+      w[k] = rep % 2 == 0 ? subnormal() : b16(std::ldexp(float(mant(g)), rep % 50 - 20));
+    }
+    const float acc = rep % 5 == 0 ? std::bit_cast<float>(std::uint32_t(0x00012345 + rep)) : 0.0f;
+    expect_same(tc::dot(x, w, acc), reference_dot(x, w, acc), "subnormal");
+  }
+  // The alignment exponent is clamped at -133: products far below it vanish, and a result
+  // below 2^-126 is truncated on the subnormal grid 2^-149.
+  std::vector<Bf16> x = {Bf16::from_bits(0x0001)}, w = {b16(std::ldexp(1.0f, 100))};
+  expect_same(tc::dot(x, w), reference_dot(x, w), "tiny x huge");
+  std::vector<Bf16> x3 = {b16(std::ldexp(1.5f, -70)), b16(std::ldexp(1.25f, -75))}, w3 = {b16(std::ldexp(1.0f, -70)), b16(std::ldexp(1.0f, -70))};
+  const float r = tc::dot(x3, w3);
+  expect_same(r, reference_dot(x3, w3), "subnormal result");
+  EXPECT_LT(std::fabs(r), std::ldexp(1.0f, -126));
+  EXPECT_GT(std::fabs(r), 0.0f);
+}
+
+TEST(TensorCore, OverflowGivesInfinityThatStays) {
+  const Bf16 big = b16(std::ldexp(1.5f, 127));
+  std::vector<Bf16> x = {big, big}, w = {b16(1.0f), b16(1.0f)};
+  EXPECT_EQ(tc::dot(x, w), kInf);
+  for (auto& b : x) b = b16(-b.to_float());
+  EXPECT_EQ(tc::dot(x, w), -kInf);
+  // The published model's test: c = 2^127 plus a product of 2^127 overflows to +Inf.
+  std::vector<Bf16> one = {b16(std::ldexp(1.0f, 127))}, unit = {b16(1.0f)};
+  EXPECT_EQ(tc::dot(one, unit, std::ldexp(1.0f, 127)), kInf);
+  // Once Inf, later blocks (even opposite ones) do not bring it back.
+  std::vector<Bf16> x2(32, b16(std::ldexp(1.5f, 127))), w2(32, b16(1.0f));
+  for (int k = 16; k < 32; ++k) x2[k] = b16(-std::ldexp(1.0f, 120));
+  EXPECT_EQ(tc::dot(x2, w2), kInf);
+  expect_same(tc::dot(x2, w2), reference_dot(x2, w2), "overflow then opposite");
+  // Just below 2^128 truncates to the largest finite float.
+  std::vector<Bf16> x3 = {b16(std::ldexp(1.9921875f, 127)), b16(std::ldexp(1.0f, 119))}, w3(2, b16(1.0f));
+  expect_same(tc::dot(x3, w3), reference_dot(x3, w3), "near max");
+  EXPECT_TRUE(std::isfinite(tc::dot(x3, w3)));
+}
+
+TEST(TensorCore, InfAndNanFollowThePublishedRule) {
+  const std::uint16_t inf = 0x7f80, ninf = 0xff80, nan = 0x7fc0, one = 0x3f80, zero = 0x0000;
+  auto run = [](std::initializer_list<std::uint16_t> x, std::initializer_list<std::uint16_t> w, float acc = 0.0f) {
+    return tc::dot(from_bits(x), from_bits(w), acc);
+  };
+  EXPECT_EQ(run({inf, one}, {one, one}), kInf);
+  EXPECT_EQ(run({ninf, one}, {one, one}), -kInf);
+  EXPECT_EQ(run({inf, one}, {ninf, one}), -kInf);  // +Inf x -Inf is -Inf, not NaN
+  EXPECT_TRUE(std::isnan(run({inf, ninf}, {one, one})));  // +Inf and -Inf products: NaN
+  EXPECT_TRUE(std::isnan(run({inf, one}, {zero, one})));  // Inf x 0: NaN
+  EXPECT_TRUE(std::isnan(run({nan, one}, {one, one})));
+  EXPECT_TRUE(std::isnan(run({one}, {one}, std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(run({one}, {one}, -kInf), -kInf);
+  EXPECT_TRUE(std::isnan(run({inf}, {one}, -kInf)));
+  // A non-finite value late in the row decides the whole output.
+  std::vector<Bf16> x(100, b16(1.0f)), w(100, b16(1.0f));
+  x[99] = Bf16::from_bits(inf);
+  EXPECT_EQ(tc::dot(x, w), kInf);
+}
+
+TEST(TensorCore, TraceHasOneStepPerBlockAndChains) {
+  std::mt19937 g(3);
+  const auto x = random_vec(g, 70, 4), w = random_vec(g, 70, 4);
+  std::vector<tc::BlockStep> steps;
+  const float r = tc::dot(x, w, 0.0f, &steps);
+  ASSERT_EQ(steps.size(), 5u);
+  EXPECT_EQ(steps.back().acc_out, r);
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    EXPECT_EQ(steps[s].k0, std::int64_t(16 * s));
+    if (s > 0) {
+      EXPECT_EQ(bits(steps[s].acc_in), bits(steps[s - 1].acc_out));
+    }
+    EXPECT_EQ(double(steps[s].acc_out) == 0.0, steps[s].sum == 0);
+    // acc_out is T * 2^(E-25) with the dropped bits cut off.
+    const double t = std::ldexp(double(steps[s].sum), steps[s].align_exp - 25);
+    EXPECT_LE(std::fabs(double(steps[s].acc_out)), std::fabs(t));
+    EXPECT_LT(std::fabs(t - double(steps[s].acc_out)),
+              std::ldexp(1.0, steps[s].align_exp - 25 + steps[s].normalize_dropped));
+  }
+  EXPECT_EQ(steps.back().products, 6);
+}
+
+TEST(TensorCore, MatrixFormIsTheChainPerElement) {
+  ThreadGuard guard;
+  std::mt19937 g(9);
+  for (auto [M, N, K] : {std::tuple{1, 1, 1}, {3, 9, 31}, {33, 70, 160}, {5, 130, 1000}}) {
+    std::vector<Bf16> A, W;
+    for (int m = 0; m < M; ++m) {
+      auto r = random_vec(g, std::size_t(K), m % 2 ? 30 : 3, m % 3 == 0 ? 0.2 : 0.0);
+      A.insert(A.end(), r.begin(), r.end());
+    }
+    for (int n = 0; n < N; ++n) {
+      auto r = random_vec(g, std::size_t(K), n % 2 ? 3 : 30);
+      W.insert(W.end(), r.begin(), r.end());
+    }
+    if (M > 3 && N > 5) {
+      A[std::size_t(2 * K + K / 2)] = Bf16::from_bits(0x7f80);  // row 2 holds +Inf
+      W[std::size_t(5 * K)] = Bf16::from_bits(0x7fc1);          // column 5 holds a NaN
+    }
+    std::vector<float> C0(std::size_t(M * N));
+    for (auto& c : C0) c = float(std::uniform_real_distribution<double>(-4, 4)(g));
+    if (M > 3 && N > 5) C0[std::size_t(N + 1)] = -kInf;
+    for (int threads : {1, 2}) {
+      ops::set_thread_count(threads);
+      tc::set_portable_lanes(threads == 1);  // the portable lane loop and (where there) AVX2
+      std::vector<float> C = C0;
+      tc::gemm_accumulate(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K},
+                          ops::F32Mat{C.data(), M, N, N});
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K);
+          const std::vector<Bf16> wr(W.begin() + n * K, W.begin() + (n + 1) * K);
+          const float want = reference_dot(xr, wr, C0[std::size_t(m * N + n)]);
+          expect_same(C[std::size_t(m * N + n)], want, "matrix element");
+          expect_same(tc::dot(xr, wr, C0[std::size_t(m * N + n)]), want, "dot");
+        }
+    }
+  }
+}
+
+TEST(TensorCore, KSplitAtMultiplesOf16IsBitwiseNeutral) {
+  std::mt19937 g(21);
+  const int M = 7, N = 19, K = 96;
+  const std::vector<Bf16> A = random_vec(g, M * K, 8), W = random_vec(g, N * K, 8);
+  const ops::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
+  std::vector<float> whole(M * N, 0.0f), split(M * N, 0.0f);
+  tc::gemm_accumulate(a, w, ops::F32Mat{whole.data(), M, N, N});
+  for (int k0 : {0, 32, 48}) {
+    const int kn = k0 == 0 ? 32 : k0 == 32 ? 16 : 48;
+    tc::gemm_accumulate(a.block(0, M, k0, kn), w.block(0, N, k0, kn), ops::F32Mat{split.data(), M, N, N});
+  }
+  for (int i = 0; i < M * N; ++i) EXPECT_EQ(bits(split[i]), bits(whole[i])) << i;
+}
+
+TEST(TensorCore, LinearEpilogueAddsTheBiasInFloat32) {
+  std::mt19937 g(4);
+  const int M = 5, N = 11, K = 48;
+  const std::vector<Bf16> A = random_vec(g, M * K, 5), W = random_vec(g, N * K, 5);
+  const auto b = random_vec(g, N, 3);
+  std::vector<Bf16> fused(M * N), after(M * N), none(M * N);
+  tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, b.data(), ops::BiasRule::fused_f32,
+             ops::Bf16Mat{fused.data(), M, N, N});
+  tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, b.data(), ops::BiasRule::after_bf16,
+             ops::Bf16Mat{after.data(), M, N, N});
+  tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, nullptr, ops::BiasRule::fused_f32,
+             ops::Bf16Mat{none.data(), M, N, N});
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K), wr(W.begin() + n * K, W.begin() + (n + 1) * K);
+      const float acc = reference_dot(xr, wr);
+      EXPECT_EQ(fused[m * N + n], psi::bf16_rne(acc + b[n].to_float()));
+      EXPECT_EQ(after[m * N + n], psi::bf16_rne(psi::bf(acc) + b[n].to_float()));
+      EXPECT_EQ(none[m * N + n], psi::bf16_rne(acc));
+    }
+}
+
+TEST(TensorCore, BadShapesAreErrors) {
+  std::vector<Bf16> a(12), w(12);
+  std::vector<float> c(9);
+  EXPECT_THROW(tc::gemm_accumulate(ops::CBf16Mat{a.data(), 3, 4, 4}, ops::CBf16Mat{w.data(), 4, 3, 3},
+                                   ops::F32Mat{c.data(), 3, 3, 3}),
+               psi::Error);
+  EXPECT_THROW(tc::gemm_accumulate(ops::CBf16Mat{a.data(), 3, 4, 4}, ops::CBf16Mat{w.data(), 3, 4, 4},
+                                   ops::F32Mat{c.data(), 3, 2, 2}),
+               psi::Error);
+  EXPECT_THROW(tc::dot(std::vector<Bf16>(3), std::vector<Bf16>(4)), psi::Error);
+}
