@@ -121,18 +121,7 @@ BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_
                  rope.audio_cross)};
 }
 
-std::vector<std::pair<std::string, const Bf16Tensor*>> BlockProbes::named() const {
-  return {{"attn1", &attn1},
-          {"attn2", &attn2},
-          {"audio_attn1", &audio_attn1},
-          {"audio_attn2", &audio_attn2},
-          {"audio_to_video_attn", &audio_to_video_attn},
-          {"video_to_audio_attn", &video_to_audio_attn},
-          {"ff", &ff},
-          {"audio_ff", &audio_ff},
-          {"video_out", &video_out},
-          {"audio_out", &audio_out}};
-}
+std::vector<std::pair<std::string, const Bf16Tensor*>> BlockProbes::named() const { return named_probes(*this); }
 
 BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
                           const NumericsVariant& v) {

@@ -2,6 +2,7 @@
 // The LTX-2.x audio-video transformer block on the CPU (spec §3.3), batch 1, for one numerics
 // variant. Produces the ten probes of spec §8.
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,22 @@ BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, con
 BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_positions,
                                    const F32Tensor& audio_positions, std::int64_t context_len,
                                    std::uint64_t seed);
+
+// The ten probes (spec §8) of a probe set (BlockProbes, or the float64 block's), named as in
+// the recordings, in spec order.
+template <class P, class T = std::remove_reference_t<decltype(std::declval<const P&>().attn1)>>
+std::vector<std::pair<std::string, const T*>> named_probes(const P& p) {
+  return {{"attn1", &p.attn1},
+          {"attn2", &p.attn2},
+          {"audio_attn1", &p.audio_attn1},
+          {"audio_attn2", &p.audio_attn2},
+          {"audio_to_video_attn", &p.audio_to_video_attn},
+          {"video_to_audio_attn", &p.video_to_audio_attn},
+          {"ff", &p.ff},
+          {"audio_ff", &p.audio_ff},
+          {"video_out", &p.video_out},
+          {"audio_out", &p.audio_out}};
+}
 
 // The ten probes (spec §8), named as in the recordings.
 struct BlockProbes {

@@ -177,18 +177,7 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
 
 }  // namespace
 
-std::vector<std::pair<std::string, const F64Tensor*>> BlockProbesF64::named() const {
-  return {{"attn1", &attn1},
-          {"attn2", &attn2},
-          {"audio_attn1", &audio_attn1},
-          {"audio_attn2", &audio_attn2},
-          {"audio_to_video_attn", &audio_to_video_attn},
-          {"video_to_audio_attn", &video_to_audio_attn},
-          {"ff", &ff},
-          {"audio_ff", &audio_ff},
-          {"video_out", &video_out},
-          {"audio_out", &audio_out}};
-}
+std::vector<std::pair<std::string, const F64Tensor*>> BlockProbesF64::named() const { return named_probes(*this); }
 
 BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in) {
   if (in.video.x.shape.back() != c.video_dim() || in.audio.x.shape.back() != c.audio_dim())
