@@ -1,6 +1,7 @@
 // psi probe: re-run one recorded official computation on its recorded inputs through psi's
 // numerics variants and compare every output with the recording (MATH, and FLASH where
 // recorded). Exit 0 when every compared tensor is bitwise equal, 1 when any differs.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -59,14 +60,18 @@ psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's 
                  "executor and the projections as one product on that runtime backend")
       ->check(CLI::IsMember({"host", "cpu", "cuda", "auto"}));
   return [o] {
+    // "all" stands for every numerics variant; float64 (and any other name) is added beside it.
     std::vector<std::string> variants;
+    auto add = [&](const std::string& v) {
+      if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+    };
     for (const auto& v : o->variants) {
       if (v == "all") {
-        variants = psi::model::numerics_variant_names();
-        break;
+        for (const auto& n : psi::model::numerics_variant_names()) add(n);
+        continue;
       }
       if (v != psi::probes::kFloat64Variant) psi::model::numerics_variant(v);  // rejects unknown names before any work
-      variants.push_back(v);
+      add(v);
     }
     if (o->threads > 0) psi::ops::set_thread_count(o->threads);
     psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend};

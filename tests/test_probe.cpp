@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/model/variant.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
 #include "engine/sha256.h"
@@ -166,6 +167,19 @@ TEST(ProbeCli, WritesOutputs) {
   EXPECT_EQ(run("compare " + out.string() + " " + out.string(), &cmp), 0) << cmp;
   EXPECT_NE(cmp.find("psi-h5/1"), std::string::npos) << cmp;
   fs::remove(out);
+}
+
+// --variant all means every numerics variant; float64 named beside it is kept, repeats are not.
+TEST(ProbeCli, AllWithFloat64) {
+  std::string text;
+  run("probe block-small --variant all --variant float64 --variant dense", &text);
+  auto lines_of = [&](const std::string& variant) {
+    int n = 0;
+    for (std::size_t p = 0; (p = text.find("\n" + variant + " ", p)) != std::string::npos; ++p) ++n;
+    return n;
+  };
+  for (const auto& v : psi::model::numerics_variant_names()) EXPECT_EQ(lines_of(v), 20) << v << "\n" << text;
+  EXPECT_EQ(lines_of("float64"), 20) << text;
 }
 
 TEST(ProbeCli, BadInputIsExit2) {
