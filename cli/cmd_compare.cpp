@@ -1,7 +1,7 @@
 // psi compare A.h5 B.h5: dataset-by-dataset bitwise / ULP / relative-L2 comparison (B is the
-// reference). Exit 0 every dataset compared and bitwise equal; 1 something differs, nothing was
-// compared, or a dataset is in one file only (unless a subset was asked for: --only, --map,
-// --subset); 2 bad input.
+// reference). Exit 0 every dataset compared and bitwise equal; 1 something differs (elements or
+// shape), nothing was compared, or a dataset is in one file only (unless a subset was asked for:
+// --only, --map, --subset); 2 bad input (also data that does not match its sha256_full).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -41,6 +41,10 @@ psi::cli::Registrar reg("compare", "compare the datasets two HDF5 files share (b
                "compare only what both files hold: datasets in one file only are listed, not failures "
                "(--only and --map imply it)");
   sub.add_flag("--json", o->json, "machine-readable output");
+  sub.footer(std::string(psi::cli::kExitRule) +
+             "\npsi compare: 0 every dataset compared and bitwise equal; 1 something differs (elements or shape), "
+             "nothing was compared, or a dataset is in one file only (unless --only, --map or --subset); 2 a "
+             "missing or non-HDF5 file, a dtype mismatch, or data that does not match its sha256_full.");
   sub.add_flag("--allow-partial", o->allow_partial,
                "compare a partial file (an interrupted run's <report>.partial.h5) too; the output marks it PARTIAL");
   return [o] {

@@ -43,7 +43,8 @@ psi::cli::Registrar reg("device",
   auto o = std::make_shared<Opts>();
   sub.require_subcommand(1);
   CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");
-  ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)");
+  ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)")
+      ->check(psi::cli::whole_number(1, 100000));
   ceil->add_flag("--json", o->json, "JSON lines as in the recordings' h200-ceilings.jsonl");
   CLI::App* sum = sub.add_subcommand("summary", "the device check's summary from a check folder (scripts/device-check.sh)");
   sum->add_option("dir", o->dir, "check folder: context.tsv, steps.tsv, ceilings.jsonl, <experiment>.h5, tests/*.json")

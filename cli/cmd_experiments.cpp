@@ -1,4 +1,5 @@
 // psi list / psi run <experiment> / psi report FILE / psi merge: the named experiments.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -7,6 +8,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "engine/progress.h"
 #include "engine/runtime/sizes.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
@@ -18,8 +20,15 @@ using namespace psi;
 
 psi::cli::Registrar list_reg("list", "list the experiments (one per table of the PSI study)", [](CLI::App&) {
   return [] {
+    // Padded by display width: "§" and "Δ" are one column but two bytes.
+    std::size_t name_w = 0, what_w = 0;
+    for (const exp::Experiment& e : exp::experiments()) {
+      name_w = std::max(name_w, exp::display_width(e.name));
+      what_w = std::max(what_w, exp::display_width(e.reproduces));
+    }
     for (const exp::Experiment& e : exp::experiments())
-      std::printf("%-18s %-14s %s\n", e.name.c_str(), e.reproduces.c_str(), e.summary.c_str());
+      std::cout << exp::pad_right(e.name, name_w) << "  " << exp::pad_right(e.reproduces, what_w) << "  " << e.summary
+                << "\n";
     return 0;
   };
 });
@@ -47,16 +56,23 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                             [](CLI::App& sub) {
   auto r = std::make_shared<RunOpts>();
   sub.add_option("experiment", r->name, "experiment name (psi list)")->required();
-  sub.add_option("--model", r->o.model, "model config: tiny (default), small, ltx2-22b");
+  auto* model = sub.add_option("--model", r->o.model,
+                               "model config: tiny (default), small, ltx2-22b; the experiments on recordings "
+                               "(block-controls, probes, projection-oracle) run at the recorded config and refuse another");
   sub.add_option("--profile", r->o.profile, "feature profile: ltx25 (default), ltx2");
   sub.add_option("--backend", r->o.backend, "cpu (default), cuda, auto");
-  auto* seed = sub.add_option("--seed", r->o.seed, "SynthInit global seed (default: the recording's, else 0)");
+  auto* seed = sub.add_option("--seed", r->o.seed,
+                              "SynthInit global seed (default: the recording's, else 0); the experiments on "
+                              "recordings refuse a seed other than the recording's")
+                  ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   sub.add_option("--out", r->out, "report file (default out/<experiment>.h5)");
   sub.add_option("--checkpoint", r->o.checkpoint, "a safetensors checkpoint instead of SynthInit weights");
-  sub.add_option("--reference", r->reference, "folder of recordings (default <shared>/reference)");
+  sub.add_option("--reference", r->reference,
+                 "FOLDER of recordings (default <shared>/reference); psi probe's --reference is one recording file");
   sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
-  sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)");
+  sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
+      ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   sub.add_flag("--zero-mask", r->o.zero_mask,
                "full-prompt: pass an explicit all-zero context mask through the FLASH mask-elision check");
   sub.add_option("--pool", r->pool,
@@ -65,14 +81,23 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   sub.add_option("--row-tile", r->row_tile,
                  "scheduling: token rows per row tile (a multiple of the 128-key tile), or 'fit': the largest "
                  "whose live set fits the arena under every schedule (fewer weight passes); default: the config's");
-  return [r, seed] {
+  sub.footer(std::string(psi::cli::kExitRule) +
+             "\npsi run: 1 when a bitwise claim the experiment makes fails (the report is still written and the "
+             "failure named); distances to the recordings (probes, block-controls, one-token) are measurements, "
+             "exit 0.");
+  return [r, seed, model] {
     const exp::Experiment& e = exp::find_experiment(r->name);
     r->o.seed_given = seed->count() > 0;
+    r->o.model_given = model->count() > 0;
     r->o.out = r->out;
     r->o.reference_dir = r->reference;
     if (!r->reference.empty() && !std::filesystem::is_directory(r->reference))
-      throw Error("--reference " + r->reference + ": no such folder");
+      throw Error("--reference " + r->reference +
+                  (std::filesystem::exists(r->reference) ? ": not a folder" : ": no such folder") +
+                  " (psi run takes the folder of recordings; psi probe takes one recording file)");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
+    if (r->o.zero_mask && e.name != "full-prompt")
+      throw Error("--zero-mask applies only to full-prompt (not " + e.name + ")");
     if (!r->pool.empty()) {
       if (e.name != "fixed-budget") throw Error("--pool applies only to fixed-budget (not " + e.name + ")");
       r->o.pool_bytes = rt::parse_capacity(r->pool, "--pool");
@@ -97,13 +122,18 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     }
     if (r->o.shard_count > 1 && !e.shardable)
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
+    // The config and seed the run computes with, decided before the report records them.
+    exp::settle_options(e, r->o);
     r->o.backend = exp::resolve_backend(r->o.backend, r->o.chaos_seed != 0);
-    install_interrupt_handlers();
     // The report, and where an interrupt would leave its cases, obey the output rule before the run.
     exp::Report report(e, r->o, exp::device_name(r->o.backend), exp::run_inputs(r->o));
     const std::filesystem::path partial = report.partial_path();
+    // One progress line for the whole run: the drivers' own progress are parts of it.
+    Progress overall(e.name, 0);
     try {
       e.run(r->o, report);
+      // A signal that arrived after the last check point still leaves a partial report.
+      check_interrupt("the end of the run");
     } catch (const Error& err) {
       if (err.code() != Exit::interrupted) throw;
       report.abandon(partial);
@@ -111,6 +141,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                       "; the cases finished so far are in " + partial.string(),
                   Exit::interrupted);
     }
+    overall.finish();  // the line goes before the tables are printed
     auto tables = report.commit();
     std::cout << exp::render(tables, exp::Format::markdown);
     std::cout << "\nreport: " << report.path().string() << "\n";

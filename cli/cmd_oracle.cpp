@@ -18,9 +18,11 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "oracle/certify.h"
 #include "oracle/explain.h"
 #include "oracle/f32_orders.h"
+#include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
 #include "probes/probe_cases.h"
 #include "oracle/tc_trace.h"
@@ -137,16 +139,38 @@ void check_list_path(const std::string& list, const std::string& input) {
   if (!fs::is_directory(dir, ec)) throw Error("oracle certify: --list " + list + ": no directory " + dir.string());
 }
 
+// certify decides whether each element is the correctly rounded projection, so an --output that
+// is not the projection's (the GELU after it, another tensor of the same shape) would only give
+// "not correctly rounded" everywhere. It is refused by the test the automatic choice uses
+// (oracle/operands.cpp): row 0 within 1 ULP of the exact projection in at least 99% of its elements.
+void require_projection_output(const Loaded& l, const psi::Bf16Tensor& y, const std::string& requested) {
+  const auto& p = l.problem;
+  const psi::Bf16Tensor exact = po::correctly_rounded_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, 1, 1);
+  std::int64_t close = 0;
+  for (std::int64_t j = 0; j < p.N; ++j)
+    close += psi::bf16_ulp_distance(y.data[std::size_t(j)], exact.data[std::size_t(j)]) <= 1;
+  if (close * 100 < p.N * 99)
+    throw Error("oracle certify: --output " + requested + ": " + l.output + " is not the output of the projection " +
+                "(row 0: " + std::to_string(close) + " of " + std::to_string(p.N) +
+                " elements within 1 ULP of the exact x W^T + b); certify decides projection outputs only");
+}
+
 int run_certify(const CertifyOpts& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!o.list.empty()) check_list_path(o.list, o.in.file);
   Loaded l = load(o.in, true, "certify");
   const auto& p = l.problem;
   const psi::Bf16Tensor y = po::load_output(l.file, l.output, p);
+  if (!o.in.output.empty()) require_projection_output(l, y, o.in.output);
   const auto [r0, r1] = parse_rows(o.rows, p.rows);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  // Two steps: the operands are loaded, then every element is decided (the long part).
+  psi::Progress progress("oracle certify", 2);
+  progress.step("loaded; deciding " + std::to_string((r1 - r0) * p.N) + " elements of " + l.output);
   po::CertifyReport rep = po::certify(p, y, {r0, r1, o.threads});
+  progress.step("decided");
+  progress.finish();
   if (!o.list.empty()) psi::reports::write_file_atomically(o.list, po::list_csv(rep));
 
   const auto& s = p.source;
@@ -256,15 +280,15 @@ psi::cli::Registrar reg("oracle", "exact-rational oracle: certify recorded proje
   add_operand_options(cert, c->in, true);
   cert->add_option("--rows", c->rows, "half-open row range A:B of x's rows (default: all)");
   cert->add_option("--threads", c->threads, "threads for the exact path (results do not depend on it)")
-      ->check(CLI::Range(1, 1024));
+      ->check(psi::cli::whole_number(1, 1024));
   cert->add_flag("--json", c->json, "print one JSON object");
   cert->add_option("--list", c->list, "write the not correctly rounded elements to this CSV file");
 
   auto e = std::make_shared<ExplainOpts>();
   CLI::App* expl = sub.add_subcommand("explain", "explain one output element: exact value, conditioning, candidates");
   add_operand_options(expl, e->in, false);
-  expl->add_option("--row", e->row, "row of x (leading dimensions flattened)")->required();
-  expl->add_option("--col", e->col, "output column (row of W)")->required();
+  expl->add_option("--row", e->row, "row of x (leading dimensions flattened)")->required()->check(psi::cli::whole_number());
+  expl->add_option("--col", e->col, "output column (row of W)")->required()->check(psi::cli::whole_number());
   expl->add_option("--candidate", e->candidates, "NAME=0xBITS, a BF16 value to judge (repeatable)");
   expl->add_option("--trace", e->trace, "ORDER: the order's steps against the exact sum (h200-tensor-core)");
   expl->add_flag("--json", e->json, "print one JSON object");

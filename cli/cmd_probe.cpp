@@ -1,8 +1,10 @@
 // psi probe: re-run one recorded official computation on its recorded inputs through psi's
 // numerics variants and compare every output with the recording (MATH, and FLASH where
-// recorded). Exit 0 when every compared tensor is bitwise equal, 1 when any differs.
+// recorded). The distances are a measurement: exit 0 when it ran (as `psi run probes`), unless
+// --require-bitwise asks for bitwise equality, then 1 when any compared tensor differs.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "cli/command.h"
@@ -23,6 +25,8 @@ struct Opts {
   std::string out;
   int threads = 0;
   std::string backend = "host";
+  bool explain = false;
+  bool require_bitwise = false;
 };
 
 void print_report(const psi::probes::ProbeReport& r) {
@@ -37,6 +41,21 @@ void print_report(const psi::probes::ProbeReport& r) {
     std::printf("%-13s %-26s %-8s %-18s %s\n", t.variant.c_str(), t.tensor.c_str(), t.backend.c_str(),
                 t.rows.c_str(), res.c_str());
   }
+  if (!r.attributions.empty()) {
+    std::printf("differences from the MATH recording, by where they arise (own: the module on the recorded upstream "
+                "probes still differs; inherited: first upstream probe differing in the token row)\n");
+    std::printf("%-13s %-22s %-18s %-30s %s\n", "variant", "tensor", "differs", "own (module alone, its rows)",
+                "inherited");
+    for (const auto& a : r.attributions) {
+      std::string inh;
+      for (const auto& [name, n] : a.inherited) inh += (inh.empty() ? "" : ", ") + name + " " + std::to_string(n);
+      std::printf("%-13s %-22s %-18s %-30s %s\n", a.variant.c_str(), a.tensor.c_str(),
+                  (std::to_string(a.differing) + "/" + std::to_string(a.total)).c_str(),
+                  (std::to_string(a.own) + " (" + std::to_string(a.module_alone) + " in " +
+                   std::to_string(a.module_alone_rows) + " rows)").c_str(),
+                  inh.empty() ? "-" : inh.c_str());
+    }
+  }
   std::printf("(%.1f s)\n", r.seconds);
 }
 
@@ -47,18 +66,29 @@ psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's 
   for (const auto& c : psi::probes::probe_cases()) cases += "\n  " + c.name + ": " + c.description;
   sub.add_option("name", o->name, "probe case:" + cases)->required();
   sub.add_option("--reference", o->reference,
-                 "recording to use (default: the case's file in <shared>/reference; PSI_SHARED overrides <shared>)");
+                 "FILE: the recording to use (default: the case's file in <shared>/reference; PSI_SHARED overrides "
+                 "<shared>); a FOLDER of recordings (as psi run takes) means the case's file in it");
   sub.add_option("--flash-reference", o->flash_reference,
-                 "separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)");
+                 "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)");
   sub.add_option("--variant", o->variants,
                  "dense, official-h200, baseline, modified or all (repeatable); float64: the dense block in "
                  "float64 (block cases, not part of all)");
   sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file");
-  sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)");
+  sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
+      ->check(psi::cli::whole_number(1, 1024));
   sub.add_option("--backend", o->backend,
                  "host (default: engine/ops on whole tensors), or cpu, cuda, auto: the block through the PSI "
                  "executor and the projections as one product on that runtime backend")
       ->check(CLI::IsMember({"host", "cpu", "cuda", "auto"}));
+  sub.add_flag("--require-bitwise", o->require_bitwise,
+               "exit 1 unless every compared tensor is bitwise equal to the recording (without it the distances "
+               "are a measurement and psi probe exits 0)");
+  sub.add_flag("--explain-differences", o->explain,
+               "block cases: for every probe, which differing elements arise in its own module and which are "
+               "inherited, from which upstream probe (teacher forcing with the recorded MATH probes)");
+  sub.footer(std::string(psi::cli::kExitRule) +
+             "\npsi probe: the distances to the recording are a measurement, so a tensor that differs is exit 0 "
+             "(as in psi run probes); with --require-bitwise it is exit 1.");
   return [o] {
     // "all" stands for every numerics variant; float64 (and any other name) is added beside it.
     std::vector<std::string> variants;
@@ -74,7 +104,18 @@ psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's 
       add(v);
     }
     if (o->threads > 0) psi::ops::set_thread_count(o->threads);
-    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend};
+    // A folder of recordings (psi run's --reference) stands for the case's files in it.
+    const psi::probes::ProbeCase& pc = psi::probes::probe_case(o->name);
+    if (!o->reference.empty() && std::filesystem::is_directory(o->reference)) {
+      const std::filesystem::path dir = o->reference;
+      o->reference = (dir / pc.default_file).string();
+      if (o->flash_reference.empty() && !pc.flash_default_file.empty())
+        o->flash_reference = (dir / pc.flash_default_file).string();
+    }
+    if (!o->reference.empty() && !std::filesystem::is_regular_file(o->reference))
+      throw psi::Error("--reference " + o->reference + ": no such recording file (psi probe takes a recording file, "
+                       "or a folder holding " + pc.default_file + ")");
+    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain};
     if (!o->out.empty()) {
       const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
       psi::reports::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
@@ -85,6 +126,7 @@ psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's 
       psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(o->backend == "cuda" ? "cuda" : "cpu"));
       std::printf("outputs written to %s\n", o->out.c_str());
     }
+    if (!o->require_bitwise) return int(psi::Exit::ok);
     for (const auto& t : r.results)
       if ((t.distance && !t.distance->bitwise_equal()) || (t.full_sha_equal && !*t.full_sha_equal))
         return int(psi::Exit::differs);

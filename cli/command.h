@@ -3,8 +3,12 @@
 // function that runs it. main() only parses and dispatches.
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace psi::cli {
@@ -20,6 +24,30 @@ struct Command {
 };
 
 std::vector<Command>& registry();
+
+// The check for every integer option: decimal digits only (no sign, no exponent) and a value in
+// [lo, hi], so that "-1" or an overlong number is refused instead of wrapping or saturating.
+inline CLI::Validator whole_number(std::uint64_t lo = 0,
+                                   std::uint64_t hi = std::uint64_t(std::numeric_limits<std::int64_t>::max())) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (s.empty() || s[0] == '-' || s[0] == '+' || ec != std::errc() || end != s.data() + s.size() || v < lo ||
+            v > hi)
+          return "'" + s + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+        return "";
+      },
+      "UINT", "whole_number");
+}
+
+// The exit-status rule of every psi command (psi::Exit), printed under each command's help.
+inline constexpr std::string_view kExitRule =
+    "Exit status: 0 it ran, and every bitwise claim the command makes held (results written); "
+    "1 a comparison asked for found a difference (psi compare; psi probe --require-bitwise) or a "
+    "bitwise claim of the command failed (psi run: e.g. transport-control's states, scheduling's "
+    "probes); measurements (distances to a recording, oracle verdicts) are not claims; 2 bad input "
+    "or usage; 3 internal error or a failed run; 130 interrupted.";
 
 struct Registrar {
   Registrar(std::string name, std::string description, Setup setup) {

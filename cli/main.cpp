@@ -1,11 +1,13 @@
 // psi: the command-line front end. Exit codes are psi::Exit's (0 ok or bitwise equal,
 // 1 differs, 2 bad input, 3 run failed, 130 interrupted).
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <map>
 
 #include "cli/command.h"
 #include "engine/error.h"
+#include "engine/interrupt.h"
 #include "psi_version.h"
 
 namespace psi::cli {
@@ -60,6 +62,16 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     runners[sub] = c.setup(*sub);
   }
+  // Every command's help states the exit-status rule; a command with a footer of its own
+  // (what the rule means for it) keeps that.
+  app.footer(std::string(cli::kExitRule));
+  std::function<void(CLI::App*)> add_rule = [&](CLI::App* a) {
+    for (CLI::App* s : a->get_subcommands({})) {
+      if (s->get_footer().empty()) s->footer(std::string(cli::kExitRule));
+      add_rule(s);
+    }
+  };
+  add_rule(&app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -73,9 +85,16 @@ int main(int argc, char** argv) {
     std::cerr << "psi: error: " << (unknown.empty() ? std::string(e.what()) : unknown) << "\n";
     return int(Exit::bad_input);
   }
+  // Every command: the first SIGINT/SIGTERM stops the work at its next check point, a second
+  // one at once (engine/interrupt.h).
+  install_interrupt_handlers();
   try {
     for (auto& [sub, run] : runners) {
-      if (sub->parsed()) return run();
+      if (!sub->parsed()) continue;
+      const int status = run();
+      // A signal that arrived where no check point saw it: the command did not finish as asked.
+      check_interrupt("the end of psi " + sub->get_name());
+      return status;
     }
   } catch (const Error& e) {
     std::cerr << "psi: error: " << one_line(e.what()) << "\n";

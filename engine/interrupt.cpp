@@ -1,20 +1,53 @@
 #include "engine/interrupt.h"
 
+#include <unistd.h>
+
+#include <array>
 #include <atomic>
 #include <csignal>
+#include <cstring>
+#include <mutex>
 
 #include "engine/error.h"
 
 namespace psi {
 
 namespace {
+
 std::atomic<int> g_signal{0};
-extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+// One slot per registered temporary file. The handler reads only slots marked live, so a slot
+// being filled or cleared by the program is never unlinked half-written.
+enum SlotState : int { kFree = 0, kBusy = 1, kLive = 2 };
+struct TempSlot {
+  std::atomic<int> state{kFree};
+  char path[4096] = {};
+};
+std::array<TempSlot, kMaxTempFiles> g_temps;
+std::mutex g_temps_mutex;  // the program's side; the handler takes no lock
+
+extern "C" void on_signal(int sig) {
+  int expected = 0;
+  if (g_signal.compare_exchange_strong(expected, sig)) return;
+  // The second signal: only async-signal-safe calls from here on (unlink, write, _exit).
+  for (TempSlot& s : g_temps)
+    if (s.state.load() == kLive) ::unlink(s.path);
+  static const char msg[] = "psi: error: interrupted again; stopped at once, temporary files removed\n";
+  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ::_exit(int(Exit::interrupted));
+}
+
 }  // namespace
 
 void install_interrupt_handlers() {
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  // SA_RESTART keeps library reads and writes whole after the first signal; the flag is seen
+  // at the next check point.
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 bool interrupt_requested() { return g_signal.load() != 0; }
@@ -24,6 +57,29 @@ void check_interrupt(const std::string& where) {
   if (int s = g_signal.load())
     throw Error(std::string("interrupted by ") + (s == SIGINT ? "SIGINT" : "SIGTERM") + " at " + where,
                 Exit::interrupted);
+}
+
+void register_temp_file(const std::string& path) {
+  if (path.size() >= sizeof(TempSlot::path)) return;
+  std::lock_guard<std::mutex> lock(g_temps_mutex);
+  for (TempSlot& s : g_temps) {
+    if (s.state.load() != kFree) continue;
+    s.state.store(kBusy);
+    std::memcpy(s.path, path.c_str(), path.size() + 1);
+    s.state.store(kLive);
+    return;
+  }
+}
+
+void release_temp_file(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_temps_mutex);
+  for (TempSlot& s : g_temps) {
+    if (s.state.load() != kLive || std::strcmp(s.path, path.c_str()) != 0) continue;
+    s.state.store(kBusy);
+    s.path[0] = '\0';
+    s.state.store(kFree);
+    return;
+  }
 }
 
 }  // namespace psi

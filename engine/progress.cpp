@@ -3,27 +3,78 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+
+#include "engine/interrupt.h"
 
 namespace psi {
+
+namespace {
+
+// The Progress that owns this thread's line (progress is drawn from the thread doing the work).
+thread_local Progress* line_owner = nullptr;
+
+// Seconds between plain lines when stderr is not a terminal.
+double plain_period() {
+  static const double period = [] {
+    const char* v = std::getenv("PSI_PROGRESS_SECONDS");
+    char* end = nullptr;
+    const double s = v ? std::strtod(v, &end) : 30.0;
+    return v && (end == v || *end != '\0' || s < 0) ? 30.0 : s;
+  }();
+  return period;
+}
+
+}  // namespace
 
 bool Progress::enabled() { return ::isatty(STDERR_FILENO) == 1; }
 
 Progress::Progress(std::string title, long total)
-    : title_(std::move(title)), total_(total), start_(std::chrono::steady_clock::now()) {}
-
-Progress::~Progress() { finish(); }
-
-void Progress::step(const std::string& where) {
-  ++done_;
-  draw(where);
+    : title_(std::move(title)), total_(total), start_(Clock::now()), last_plain_(start_) {
+  if (line_owner) {
+    owner_ = line_owner;
+    part_index_ = ++owner_->parts_;
+    // "one-token one-token float64 ..." under "one-token": the owner's title is said once.
+    if (title_ == owner_->title_) title_.clear();
+    else if (title_.starts_with(owner_->title_ + " ")) title_.erase(0, owner_->title_.size() + 1);
+  } else {
+    line_owner = this;
+  }
 }
 
-void Progress::draw(const std::string& where) {
-  if (!enabled()) return;
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double eta = done_ > 0 && total_ > done_ ? elapsed / double(done_) * double(total_ - done_) : 0.0;
-  std::fprintf(stderr, "\r\033[K%s: %s  [%ld/%ld]  %.1fs elapsed, ETA %.1fs", title_.c_str(),
-               where.c_str(), done_, total_, elapsed, eta);
+Progress::~Progress() {
+  finish();
+  if (line_owner == this) line_owner = nullptr;
+}
+
+void Progress::set_total(long total) { total_ = total; }
+
+void Progress::step(const std::string& where) {
+  // Every loop long enough to show progress is a place a signal is noticed.
+  check_interrupt(where);
+  ++done_;
+  if (owner_) owner_->draw(*this, where);
+  else draw(*this, where);
+}
+
+void Progress::draw(const Progress& part, const std::string& where) {
+  const auto now = Clock::now();
+  const bool tty = enabled();
+  if (!tty && std::chrono::duration<double>(now - last_plain_).count() < plain_period()) return;
+  last_plain_ = now;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double part_elapsed = std::chrono::duration<double>(now - part.start_).count();
+  const double eta = part.done_ > 0 && part.total_ > part.done_
+                         ? part_elapsed / double(part.done_) * double(part.total_ - part.done_)
+                         : 0.0;
+  // The owner's own units, or the part's with its name (and number, once there is more than one).
+  std::string what = title_ + ": ";
+  if (&part != this) {
+    if (parts_ > 1) what += "part " + std::to_string(part.part_index_) + (part.title_.empty() ? ": " : " ");
+    if (!part.title_.empty()) what += part.title_ + ": ";
+  }
+  std::fprintf(stderr, "%s%s%s  [%ld/%ld]  %.1fs elapsed, %sETA %.1fs%s", tty ? "\r\033[K" : "", what.c_str(),
+               where.c_str(), part.done_, part.total_, elapsed, parts_ > 1 ? "part " : "", eta, tty ? "" : "\n");
   std::fflush(stderr);
 }
 
@@ -36,7 +87,8 @@ void Progress::note(const std::string& line) {
 void Progress::finish() {
   if (finished_) return;
   finished_ = true;
-  if (enabled() && done_ > 0) {
+  // A part leaves the line to its owner; the owner clears it.
+  if (!owner_ && enabled() && (done_ > 0 || parts_ > 0)) {
     std::fprintf(stderr, "\r\033[K");
     std::fflush(stderr);
   }

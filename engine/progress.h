@@ -1,7 +1,11 @@
 #pragma once
-// Progress display for long work: one self-overwriting line on a terminal (stderr), nothing
-// when stderr is not a terminal. Shows the labels given (experiment, case, stage, step, block),
-// done/total and an ETA from the elapsed time.
+// Progress display for long work, on stderr. A command shows one line for all its work: the
+// first Progress alive owns it, and a Progress made while it lives (a driver's sub-run, a
+// trajectory inside an experiment) is a part of it: the line names the part, counts the part's
+// units and gives the part's ETA beside the whole command's elapsed time, instead of a new line
+// whose ETA starts again. On a terminal the line overwrites itself; otherwise a plain line is
+// printed every PSI_PROGRESS_SECONDS seconds (default 30; 0: at every step), so a log shows
+// the run is alive without filling up.
 #include <chrono>
 #include <string>
 
@@ -11,20 +15,27 @@ class Progress {
  public:
   Progress(std::string title, long total);
   ~Progress();
-  void set_total(long total) { total_ = total; }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  void set_total(long total);
   // Marks one more unit done, with a label of where the work is ("case 2/9 stage 1 step 3").
   void step(const std::string& where);
   void note(const std::string& line);  // a line that stays (printed above the progress line)
   void finish();
-  static bool enabled();
+  static bool enabled();  // stderr is a terminal
 
  private:
-  void draw(const std::string& where);
+  using Clock = std::chrono::steady_clock;
+  void draw(const Progress& part, const std::string& where);
   std::string title_;
   long total_;
   long done_ = 0;
   bool finished_ = false;
-  std::chrono::steady_clock::time_point start_;
+  Clock::time_point start_;
+  Progress* owner_ = nullptr;  // the line's owner when this is a part; null for the owner
+  int parts_ = 0;              // owner: parts begun so far
+  int part_index_ = 0;         // part: its number under the owner
+  Clock::time_point last_plain_;
 };
 
 }  // namespace psi

@@ -13,6 +13,7 @@
 #include "experiments/probe_results.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
+#include "reports/schema.h"
 
 namespace psi::exp {
 
@@ -102,6 +103,8 @@ void run_block_controls(const Options& o, Report& report) {
     auto ff = r.flash_file.empty() ? h5::File::open_read(r.file) : h5::File::open_read(r.flash_file);
     if (!f.exists(m) || !ff.exists(fl)) continue;
     const Bf16Tensor a = ff.read_bf16(fl), b = f.read_bf16(m);
+    reports::verify_sha256_full(ff, fl, a);
+    reports::verify_sha256_full(f, m, b);
     const probes::Distance d = probes::distance(a.span(), b.span());
     flash_rows.push_back({{"tensor", t}, {"rel_l2", d.rel_l2}, {"differing", d.differing}, {"total", d.total}});
   }

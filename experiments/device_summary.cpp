@@ -17,6 +17,9 @@ namespace psi::exp::device {
 namespace {
 
 std::string read_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  // A fifo or device in the folder would block the read or never end.
+  if (!std::filesystem::is_regular_file(p, ec)) throw Error(p.string() + ": not a regular file");
   std::ifstream in(p, std::ios::binary);
   if (!in) throw Error(p.string() + ": cannot be read");
   std::ostringstream s;

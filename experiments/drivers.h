@@ -39,6 +39,12 @@ std::vector<Figure> figures_memory_scopes(const nlohmann::json& cases);
 void run_transport_control(const Options& o, Report& r);
 std::vector<Table> tabulate_transport_control(const nlohmann::json& cases, const nlohmann::json& options);
 
+// Experiment::settle of the experiments that compute on recordings (experiments/settle.cpp).
+void settle_probes(Options& o);
+void settle_projection_oracle(Options& o);
+void settle_block_controls(Options& o);
+void settle_one_token(Options& o);
+
 void run_fixed_budget(const Options& o, Report& r);
 std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options);
 

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "engine/error.h"
+#include "engine/model/config.h"
 #include "engine/runtime/backend_factory.h"
 #include "probes/probe_cases.h"
 
@@ -31,6 +32,11 @@ const Experiment& find_experiment(std::string_view name) {
   std::string valid;
   for (const Experiment& e : experiments()) valid += (valid.empty() ? "" : ", ") + e.name;
   throw Error("unknown experiment '" + std::string(name) + "' (valid: " + valid + ")");
+}
+
+void settle_options(const Experiment& e, Options& o) {
+  model::model_config(o.model, o.profile);  // an unknown name throws, whichever experiment
+  if (e.settle) e.settle(o);
 }
 
 std::string resolve_backend(const std::string& requested, bool chaos) {

@@ -26,6 +26,7 @@ struct Options {
   std::string backend = "cpu";
   std::uint64_t seed = 0;
   bool seed_given = false;        // --seed was passed (else a recording's seed may be used)
+  bool model_given = false;       // --model was passed (else an experiment on recordings uses theirs)
   std::filesystem::path out;      // the report; default out/<experiment>.h5
   std::string checkpoint;         // a safetensors file; empty: SynthInit weights
   std::filesystem::path reference_dir;  // recordings; default <shared>/reference
@@ -54,11 +55,18 @@ struct Experiment {
   bool shardable = false;
   // Figures drawn from the cases (may be empty).
   std::function<std::vector<Figure>(const nlohmann::json& cases)> figures;
+  // Run before the report is made: refuses (psi::Error) a --model, --profile, --seed or
+  // --checkpoint the experiment cannot honour and sets the options to the config and seed it
+  // will compute with, which the report then records. Empty: every config and seed apply.
+  std::function<void(Options&)> settle;
 };
 
 const std::vector<Experiment>& experiments();
 // An unknown name is a psi::Error listing the valid ones.
 const Experiment& find_experiment(std::string_view name);
+// Checks the model config name and profile (psi::Error naming the valid ones), then applies the
+// experiment's settle.
+void settle_options(const Experiment& e, Options& o);
 
 // "cpu" or "cuda" for a requested "cpu" | "cuda" | "auto" (auto: CUDA only with a device,
 // else the CPU with a one-line note on stderr); an unknown name or "cuda" without a device is a

@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "engine/interrupt.h"
 #include "reports/output_path.h"
 
 namespace psi::exp {
@@ -164,18 +165,22 @@ std::vector<std::filesystem::path> write_figures(const std::filesystem::path& re
     const std::filesystem::path png = figure_file(report, fig, ".png");
     std::filesystem::path ptmp = reports::temp_name(png);
     ptmp += ".png";
+    register_temp_file(ptmp.string());
     if (svg_to_png(svg, ptmp)) {
       try {
         reports::rename_into_place(ptmp, png);
       } catch (...) {
         std::error_code ec;
         std::filesystem::remove(ptmp, ec);
+        release_temp_file(ptmp.string());
         throw;
       }
+      release_temp_file(ptmp.string());
       written.push_back(png);
     } else {
       std::error_code ec;
       std::filesystem::remove(ptmp, ec);
+      release_temp_file(ptmp.string());
       notes.push_back(png.string() + " not written: rsvg-convert (Debian package librsvg2-bin) is not available");
     }
   }

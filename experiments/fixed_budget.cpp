@@ -59,6 +59,10 @@ void run_fixed_budget(const Options& o, Report& report) {
   const bool fits = std::int64_t(held) <= cap;
   if (!fits) report.fail("fixed-budget: the run held " + fmt_mib(double(held)) + ", over the cap of " + fmt_mib(double(cap)));
   if (equal != int(2 * capped.states.size())) report.fail("fixed-budget: capped states differ from the uncapped run");
+  const int nonfinite = nonfinite_latents(capped.states);
+  if (nonfinite > 0)
+    report.fail("fixed-budget: " + std::to_string(nonfinite) + " of " + std::to_string(2 * capped.states.size()) +
+                " capped states hold NaN or Inf; their bitwise equality proves nothing");
   report.add_case(0, {{"cap_bytes", cap},
                       {"cap_scope", on_device ? "the free device pool left by the reservation (arena held)"
                                               : "arena + pinned host buffers (cpu backend, scaled with the model)"},
@@ -71,7 +75,8 @@ void run_fixed_budget(const Options& o, Report& report) {
                       {"uncapped_wall_mean_s", um},
                       {"uncapped_wall_sd_s", us},
                       {"states_equal", equal},
-                      {"states_total", 2 * capped.states.size()}});
+                      {"states_total", 2 * capped.states.size()},
+                      {"states_nonfinite", nonfinite}});
 }
 
 std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options) {
@@ -90,7 +95,8 @@ std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nloh
         fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
         fmt_fixed(c["capped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["capped_wall_sd_s"], 3),
         fmt_fixed(c["uncapped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["uncapped_wall_sd_s"], 3),
-        std::to_string(c["states_equal"].get<long long>()) + " / " + std::to_string(c["states_total"].get<long long>()),
+        std::to_string(c["states_equal"].get<long long>()) + " / " + std::to_string(c["states_total"].get<long long>()) +
+            nonfinite_note(c.value("states_nonfinite", 0)),
         reservation_cell(r)};
     if (gpu) row.insert(row.end(), {gpu_process_peak_cell(r), gpu_device_peak_cell(r)});
     t.add_row(std::move(row));

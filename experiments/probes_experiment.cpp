@@ -1,6 +1,7 @@
 // probes (§IV-B): the operator probes — the audio FFN up-projection with its bias, the 64-dim
 // audio self-attention, the video Q projection — through each numerics variant against the
 // recorded official MATH (and FLASH) tensors.
+#include "engine/interrupt.h"
 #include "experiments/drivers.h"
 #include "experiments/probe_results.h"
 
@@ -18,6 +19,7 @@ void run_probes(const Options& o, Report& report) {
   for (const std::string& name : probe_case_names()) {
     const std::int64_t i = index++;
     if (!o.in_shard(i)) continue;
+    check_interrupt("probe " + name);
     probes::ProbeOptions po;
     const probes::ProbeCase& pc = probes::probe_case(name);
     po.reference = reference_dir(o) / pc.default_file;

@@ -1,10 +1,13 @@
 #include "experiments/report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <random>
 #include <set>
 
 #include "engine/error.h"
+#include "reports/h5.h"
 #include "reports/output_path.h"
 
 namespace psi::exp {
@@ -36,12 +39,35 @@ std::filesystem::path checked(const std::filesystem::path& p, const std::vector<
   reports::check_output(p, inputs, what);
   return p;
 }
+
+std::string random_run_id() {
+  std::random_device rd;
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%08x%08x%08x%08x", unsigned(rd()), unsigned(rd()), unsigned(rd()), unsigned(rd()));
+  return buf;
+}
+
+constexpr const char* kRunId = "run_id";
 }  // namespace
 
 Report::Report(const Experiment& e, const Options& o, const std::string& device_name,
                std::vector<std::filesystem::path> inputs)
-    : experiment_(e), options_(o), inputs_(std::move(inputs)),
-      writer_(checked(default_out(e, o), inputs_, "report"), run_info(e, o, device_name)) {}
+    : experiment_(e), options_(o), inputs_(std::move(inputs)), run_id_(random_run_id()),
+      writer_(checked(default_out(e, o), inputs_, "report"), run_info(e, o, device_name)) {
+  writer_.set_attrs("/", {{kRunId, run_id_}});
+}
+
+void Report::stamp_side_file(reports::StateWriter& w) const { w.set_attrs("/", {{kRunId, run_id_}}); }
+
+void Report::check_side_file(const std::filesystem::path& file) const {
+  const auto id = h5::File::open_read(file).attr("/", kRunId);
+  const std::string* text = id ? std::get_if<std::string>(&*id) : nullptr;
+  if (!text || *text != run_id_)
+    throw Error(file.string() + " was replaced by another run while this one ran (its run_id is " +
+                    (text ? *text : std::string("missing")) + ", this run's " + run_id_ +
+                    "); two runs must not share --out",
+                Exit::run_failed);
+}
 
 std::filesystem::path Report::side_file(const std::string& suffix) const {
   std::filesystem::path p = path();
@@ -126,33 +152,48 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     experiment = &e;
     if (!r.file().exists(kCases) || !r.file().exists(kOptions))
       throw Error(path.string() + ": not a psi experiment report (no " + kCases + ")");
-    nlohmann::json o = nlohmann::json::parse(r.read_text(kOptions));
-    o.erase("shard_index");
-    const int count = o["shard_count"];
-    o.erase("shard_count");
-    if (count != int(shards.size()))
-      throw Error(path.string() + ": written as one of " + std::to_string(count) + " shards, " +
-                  std::to_string(shards.size()) + " given");
-    if (!options.is_null() && o != options)
-      throw Error(path.string() + ": options differ from the first shard's: " + o.dump() + " vs " + options.dump());
-    options = o;
-    for (auto& c : nlohmann::json::parse(r.read_text(kCases))) {
-      if (!seen.insert(c["index"].get<std::int64_t>()).second)
-        throw Error(path.string() + ": case " + c["index"].dump() + " appears in more than one shard");
-      cases.push_back(c);
+    // The JSON is psi's own, but a shard is a file a user hands over: anything but what psi
+    // writes is refused naming the shard, never an escaped JSON exception.
+    try {
+      nlohmann::json o = nlohmann::json::parse(r.read_text(kOptions));
+      if (!o.is_object()) throw Error("not a JSON object");
+      o.erase("shard_index");
+      const std::int64_t count = o.at("shard_count").get<std::int64_t>();
+      o.erase("shard_count");
+      if (count != std::int64_t(shards.size()))
+        throw Error("written as one of " + std::to_string(count) + " shards, " + std::to_string(shards.size()) +
+                    " given");
+      if (!options.is_null() && o != options)
+        throw Error("options differ from the first shard's: " + o.dump() + " vs " + options.dump());
+      options = o;
+      const nlohmann::json shard_cases = nlohmann::json::parse(r.read_text(kCases));
+      if (!shard_cases.is_array()) throw Error(std::string(kCases) + " is not a JSON list");
+      for (const auto& c : shard_cases) {
+        const std::int64_t index = c.at("index").get<std::int64_t>();
+        if (!seen.insert(index).second) throw Error("case " + std::to_string(index) + " appears in more than one shard");
+        cases.push_back(c);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path.string() + ": " + kOptions + " or " + kCases + " is not what psi writes: " + e.what());
+    } catch (const Error& e) {
+      throw Error(path.string() + ": " + e.what(), e.code());
     }
   }
   Options merged;
-  merged.model = options["model"];
-  merged.profile = options["profile"];
-  merged.backend = options["backend"];
-  merged.seed = options["seed"];
-  merged.checkpoint = options["checkpoint"];
-  merged.quick = options["quick"];
-  merged.chaos_seed = options["chaos_seed"];
-  merged.zero_mask = options.value("zero_mask", false);
-  merged.pool_bytes = options.value("pool_bytes", rt::kDefaultPoolBytes);
-  merged.row_tile = options.value("row_tile", std::int64_t(0));
+  try {
+    merged.model = options.at("model").get<std::string>();
+    merged.profile = options.at("profile").get<std::string>();
+    merged.backend = options.at("backend").get<std::string>();
+    merged.seed = options.at("seed").get<std::uint64_t>();
+    merged.checkpoint = options.at("checkpoint").get<std::string>();
+    merged.quick = options.at("quick").get<bool>();
+    merged.chaos_seed = options.at("chaos_seed").get<std::uint64_t>();
+    merged.zero_mask = options.value("zero_mask", false);
+    merged.pool_bytes = options.value("pool_bytes", rt::kDefaultPoolBytes);
+    merged.row_tile = options.value("row_tile", std::int64_t(0));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(shards.front().string() + ": " + kOptions + " is not what psi writes: " + e.what());
+  }
   merged.out = out;
   Report report(*experiment, merged, readers.front().run_info().device_name, shards);
   if (!partial.empty()) {
@@ -164,7 +205,12 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     for (auto& ds : r.datasets())
       if (!ds.path.starts_with("/report/")) report.writer().file().copy_from(r.file(), ds.path);
   for (auto& c : cases) report.add_case(c["index"].get<std::int64_t>(), c);
-  report.commit();
+  try {
+    report.commit();
+  } catch (const nlohmann::json::exception& e) {
+    // The experiment's tabulation reads the cases' fields.
+    throw Error(shards.front().string() + ": " + kCases + " holds cases psi cannot tabulate: " + e.what());
+  }
   return partial;
 }
 

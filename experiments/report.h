@@ -41,6 +41,12 @@ class Report {
   // A file beside the report, <report stem><suffix> (e.g. ".ffn-reuse.h5"), checked by the
   // output rule against the inputs: a driver that writes files of its own names them here first.
   std::filesystem::path side_file(const std::string& suffix) const;
+  // A random 128-bit id of this run, the report's root attribute `run_id`: a driver stamps its
+  // side files with it (stamp_side_file) and checks that a side file it reads back is still its
+  // own (check_side_file), since a concurrent run with the same --out writes the same names.
+  const std::string& run_id() const { return run_id_; }
+  void stamp_side_file(reports::StateWriter& w) const;
+  void check_side_file(const std::filesystem::path& file) const;
   // <report>.partial.h5, where an interrupted run's cases go.
   std::filesystem::path partial_path() const { return side_file(".partial.h5"); }
   const std::filesystem::path& temp_path() const { return writer_.temp_path(); }
@@ -49,6 +55,7 @@ class Report {
   const Experiment& experiment_;
   Options options_;
   std::vector<std::filesystem::path> inputs_;
+  std::string run_id_;
   reports::StateWriter writer_;
   nlohmann::json cases_ = nlohmann::json::array();
   std::vector<std::filesystem::path> figure_files_;

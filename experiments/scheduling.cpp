@@ -47,6 +47,13 @@ void run_scheduling(const Options& o, Report& report) {
                                              exec::block_shapes(fb.config, fb.inputs))
                     : o.row_tile;
   const std::int64_t row_tile = eo.row_tile == 0 ? exec::default_row_tile(fb.config) : eo.row_tile;
+  // A requested tile taller than every stream only inflates the planned shapes (an absurd one
+  // kept psi planning for minutes).
+  const exec::BlockShapes shapes = exec::block_shapes(fb.config, fb.inputs);
+  const std::int64_t tallest = std::max(shapes.video.tokens, shapes.audio.tokens);
+  if (o.row_tile > 0 && row_tile > tallest)
+    throw Error("--row-tile " + std::to_string(row_tile) + ": more rows than the block's tallest stream has (" +
+                std::to_string(tallest) + " tokens)");
   const auto& all = exec::schedules();
   const int cycles = o.quick ? 2 : 5;
   Progress progress("scheduling", long((cycles + 1) * all.size()));

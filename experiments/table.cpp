@@ -1,6 +1,9 @@
 #include "experiments/table.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "engine/error.h"
@@ -51,12 +54,12 @@ std::string csv_cell(const std::string& s) {
 std::string markdown(const Table& t) {
   std::vector<std::size_t> w(t.columns.size());
   for (std::size_t c = 0; c < w.size(); ++c) {
-    w[c] = t.columns[c].size();
-    for (auto& r : t.rows) w[c] = std::max(w[c], r[c].size());
+    w[c] = display_width(t.columns[c]);
+    for (auto& r : t.rows) w[c] = std::max(w[c], display_width(r[c]));
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string s = "|";
-    for (std::size_t c = 0; c < cells.size(); ++c) s += " " + cells[c] + std::string(w[c] - cells[c].size(), ' ') + " |";
+    for (std::size_t c = 0; c < cells.size(); ++c) s += " " + pad_right(cells[c], w[c]) + " |";
     return s + "\n";
   };
   std::string out = "### " + t.title + "\n\n" + line(t.columns) + "|";
@@ -73,7 +76,21 @@ std::string render(const std::vector<Table>& tables, Format f) {
   std::string out;
   if (f == Format::json) {
     nlohmann::json j = nlohmann::json::array();
-    for (auto& t : tables) j.push_back(t.to_json());
+    for (auto& t : tables) {
+      nlohmann::json tj = t.to_json();
+      // Beside each row's text, its numeric cells as numbers keyed "<column> [<unit>]".
+      tj["values"] = nlohmann::json::array();
+      for (auto& r : t.rows) {
+        nlohmann::json v = nlohmann::json::object();
+        for (std::size_t c = 0; c < r.size(); ++c) {
+          std::string unit;
+          nlohmann::json n = cell_numbers(r[c], unit);
+          if (!n.is_null()) v[t.columns[c] + (unit.empty() ? "" : " [" + unit + "]")] = std::move(n);
+        }
+        tj["values"].push_back(std::move(v));
+      }
+      j.push_back(std::move(tj));
+    }
     return j.dump(2) + "\n";
   }
   for (std::size_t i = 0; i < tables.size(); ++i) {
@@ -92,6 +109,54 @@ std::string render(const std::vector<Table>& tables, Format f) {
     }
   }
   return out;
+}
+
+std::size_t display_width(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // continuation bytes add no column
+  return n;
+}
+
+std::string pad_right(const std::string& s, std::size_t width) {
+  const std::size_t w = display_width(s);
+  return w >= width ? s : s + std::string(width - w, ' ');
+}
+
+nlohmann::json cell_numbers(const std::string& cell, std::string& unit) {
+  static const std::set<std::string> units = {"B", "KiB", "MiB", "GiB", "ms", "s", "%", "ULP"};
+  static const std::set<std::string> separators = {"/", "±", "+", "-", "\u2212"};
+  static const std::regex number(R"(-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)");
+  std::vector<double> values;
+  std::vector<std::string> value_units;
+  std::istringstream in(cell);
+  std::string tok;
+  while (in >> tok) {
+    while (!tok.empty() && (tok.front() == '(' || tok.front() == '[')) tok.erase(0, 1);
+    while (!tok.empty() && (tok.back() == ')' || tok.back() == ']' || tok.back() == ',')) tok.pop_back();
+    if (tok.empty() || separators.count(tok)) continue;
+    if (units.count(tok)) {
+      if (values.empty() || !value_units.back().empty()) return nullptr;
+      value_units.back() = tok;
+      continue;
+    }
+    std::string suffix;
+    if (tok.back() == '%') {
+      suffix = "%";
+      tok.pop_back();
+    }
+    if (tok.starts_with("~")) tok.erase(0, 1);  // a value cut for the cell (projection-oracle)
+    if (tok.starts_with("\u2212")) tok.replace(0, std::string_view("\u2212").size(), "-");
+    if (!std::regex_match(tok, number)) return nullptr;
+    tok.erase(std::remove(tok.begin(), tok.end(), ','), tok.end());
+    values.push_back(std::stod(tok));
+    value_units.push_back(suffix);
+  }
+  if (values.empty()) return nullptr;
+  for (const auto& u : value_units)
+    if (u != value_units.front()) return nullptr;  // mixed units: no one key says what they are
+  unit = value_units.front();
+  if (values.size() == 1) return values.front();
+  return values;
 }
 
 std::string fmt_sci(double v, int digits) {

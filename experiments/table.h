@@ -2,6 +2,7 @@
 // A result table: what every experiment prints and stores in its report, so that
 // `psi report FILE` re-renders it from the file alone (Markdown, CSV or JSON).
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,18 @@ struct Table {
 enum class Format { markdown, csv, json };
 Format parse_format(const std::string& name);  // "markdown"|"md", "csv", "json"
 std::string render(const std::vector<Table>& tables, Format f);
+
+// The columns a UTF-8 string takes on a terminal: one per code point (psi's text has no wide or
+// combining characters), so "±" or "§" counts once although it is two bytes.
+std::size_t display_width(std::string_view s);
+// `s` followed by spaces up to `width` display columns.
+std::string pad_right(const std::string& s, std::size_t width);
+
+// The numbers a rendered cell holds, for JSON beside the text: null unless the cell is only
+// numbers (thousands separators, exponents, a leading '~' or '−' allowed), one unit shared by all
+// of them (B, KiB, MiB, GiB, ms, s, %, ULP) and separators ('/', '±', brackets). `unit` gets the
+// unit ("" for none); one number gives a number, several an array in the order written.
+nlohmann::json cell_numbers(const std::string& cell, std::string& unit);
 
 // Number formatting shared by the drivers.
 std::string fmt_sci(double v, int digits = 3);      // 1.234e-03

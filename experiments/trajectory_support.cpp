@@ -12,6 +12,7 @@
 #include "engine/progress.h"
 #include "probes/metrics.h"
 #include "reports/h5.h"
+#include "reports/schema.h"
 
 namespace psi::exp {
 
@@ -45,13 +46,18 @@ RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, c
     s.sigma_to = num("sigma_to");
     s.video = f.read_bf16(sg + "/video_latent");
     s.audio = f.read_bf16(sg + "/audio_latent");
+    reports::verify_sha256_full(f, sg + "/video_latent", s.video);
+    reports::verify_sha256_full(f, sg + "/audio_latent", s.audio);
     r.states.push_back(std::move(s));
   }
   return r;
 }
 
-nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
-                              const std::vector<pipeline::SavedState>& ref) {
+namespace {
+
+template <class E>
+nlohmann::json compare_rows(const std::vector<pipeline::SavedState>& ours,
+                            const std::vector<pipeline::SavedStateOf<E>>& ref) {
   nlohmann::json rows = nlohmann::json::array();
   for (std::size_t i = 0; i < ours.size() && i < ref.size(); ++i) {
     if (ours[i].name != ref[i].name || ours[i].video.shape != ref[i].video.shape ||
@@ -76,8 +82,9 @@ nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
   return rows;
 }
 
-void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedState>& states,
-                 const std::string& variant) {
+template <class E>
+void save_state_list(Report& r, const std::string& prefix, const std::vector<pipeline::SavedStateOf<E>>& states,
+                     const std::string& variant) {
   for (const auto& s : states) {
     const std::string g = prefix + "/" + s.name;
     reports::TensorMeta mv{variant, "[1, N_v tokens, 128] patchified video latent", "", {}};
@@ -88,19 +95,65 @@ void save_states(Report& r, const std::string& prefix, const std::vector<pipelin
   }
 }
 
-pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::WeightSource& w,
-                                             const pipeline::TrajectoryCase& tc,
-                                             const model::NumericsVariant& v, const std::string& label,
-                                             const pipeline::TrajectoryHooks& extra) {
-  const int invocations = int(pipeline::stage1_sigmas().size() + pipeline::stage2_sigmas().size() - 2);
-  Progress progress(label, long(invocations) * c.layers);
+// A progress line over a whole trajectory's blocks, with the caller's own on_block after it.
+pipeline::TrajectoryHooks with_progress(Progress& progress, const pipeline::TrajectoryHooks& extra) {
   pipeline::TrajectoryHooks hooks = extra;
-  hooks.on_block = [&](int stage, int step, int block, int blocks) {
+  hooks.on_block = [&progress, extra](int stage, int step, int block, int blocks) {
     progress.step("stage " + std::to_string(stage) + " step " + std::to_string(step) + " block " +
                   std::to_string(block) + "/" + std::to_string(blocks));
     if (extra.on_block) extra.on_block(stage, step, block, blocks);
   };
-  return pipeline::run_trajectory(c, w, tc, v, hooks);
+  return hooks;
+}
+
+long trajectory_blocks(const model::ModelConfig& c) {
+  return long(pipeline::stage1_sigmas().size() + pipeline::stage2_sigmas().size() - 2) * c.layers;
+}
+
+}  // namespace
+
+nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
+                              const std::vector<pipeline::SavedState>& ref) {
+  return compare_rows(ours, ref);
+}
+
+nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
+                              const std::vector<pipeline::SavedStateF64>& ref) {
+  return compare_rows(ours, ref);
+}
+
+int nonfinite_latents(const std::vector<pipeline::SavedState>& states) {
+  int n = 0;
+  for (const auto& st : states)
+    n += (reports::tensor_stats(st.video).nonfinite_count > 0) + (reports::tensor_stats(st.audio).nonfinite_count > 0);
+  return n;
+}
+
+std::string nonfinite_note(int n) { return n == 0 ? "" : " (" + std::to_string(n) + " NOT FINITE)"; }
+
+void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedState>& states,
+                 const std::string& variant) {
+  save_state_list(r, prefix, states, variant);
+}
+
+void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedStateF64>& states,
+                 const std::string& variant) {
+  save_state_list(r, prefix, states, variant);
+}
+
+pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+                                             const pipeline::TrajectoryCase& tc,
+                                             const model::NumericsVariant& v, const std::string& label,
+                                             const pipeline::TrajectoryHooks& extra) {
+  Progress progress(label, trajectory_blocks(c));
+  return pipeline::run_trajectory(c, w, tc, v, with_progress(progress, extra));
+}
+
+pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+                                                    const pipeline::TrajectoryCase& tc, const std::string& label,
+                                                    const pipeline::TrajectoryHooks& extra) {
+  Progress progress(label, trajectory_blocks(c));
+  return pipeline::run_trajectory_f64(c, w, tc, with_progress(progress, extra));
 }
 
 PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSource& host,

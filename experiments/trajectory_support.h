@@ -31,9 +31,21 @@ RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, c
 // BF16 elements, all-finite; as JSON rows, one per state.
 nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
                               const std::vector<pipeline::SavedState>& ref);
+// The same rows against a float64 trajectory: relative L2 in double to the float64 states,
+// differing elements against the float64 states rounded to BF16.
+nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
+                              const std::vector<pipeline::SavedStateF64>& ref);
+
+// How many of the states' latents (video and audio counted apart) hold a NaN or an Inf: bitwise
+// equality of such states says nothing about the arithmetic.
+int nonfinite_latents(const std::vector<pipeline::SavedState>& states);
+// The table cell's remark for `n` such latents: empty for none, else " (n NOT FINITE)".
+std::string nonfinite_note(int n);
 
 // Writes every state of a run under `prefix` (e.g. "/states/dense/free").
 void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedState>& states,
+                 const std::string& variant);
+void save_states(Report& r, const std::string& prefix, const std::vector<pipeline::SavedStateF64>& states,
                  const std::string& variant);
 
 // Runs one trajectory with a progress line ("<label> stage s step k block b/B").
@@ -41,6 +53,10 @@ pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model:
                                              const pipeline::TrajectoryCase& tc,
                                              const model::NumericsVariant& v, const std::string& label,
                                              const pipeline::TrajectoryHooks& extra = {});
+// The float64 reference trajectory (pipeline::run_trajectory_f64) with a progress line.
+pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+                                                    const pipeline::TrajectoryCase& tc, const std::string& label,
+                                                    const pipeline::TrajectoryHooks& extra = {});
 
 // One path of a trajectory experiment. The PSI variants (baseline, modified) run their blocks
 // through the PSI executor in the config's default arena (schedule reuse+prefetch), one arena for

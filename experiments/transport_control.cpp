@@ -1,6 +1,7 @@
 // transport-control (§IV-C): with the arithmetic fixed (one numerics variant), the whole 8+3
-// one-token run through the PSI executor under each schedule — synchronous journal, asynchronous
-// journal, prefetch (and the recompute baseline) — each written to its own state file, then
+// one-token run through the PSI executor under each of the four schedules — the recompute
+// baseline, FFN reuse with the synchronous journal, with the asynchronous journal, with
+// prefetch (exec::schedules()) — each written to its own state file, then
 // compared with `psi compare`'s comparison: all 13 saved states per modality must be bitwise
 // equal to the first schedule's, else the run fails (exit 1).
 #include "experiments/drivers.h"
@@ -50,6 +51,7 @@ void run_transport_control(const Options& o, Report& report) {
     info.device_name = device_name(o.backend);
     info.seed = o.seed;
     reports::StateWriter w(file, info);
+    report.stamp_side_file(w);
     for (const auto& st : result.states) {
       w.write("/states/" + st.name + "/video_latent", st.video, reports::TensorMeta{variant.name, "video latent", "", {}});
       w.write("/states/" + st.name + "/audio_latent", st.audio, reports::TensorMeta{variant.name, "audio latent", "", {}});
@@ -59,11 +61,18 @@ void run_transport_control(const Options& o, Report& report) {
     auto [mean, sd] = wall_mean_sd(result.invocations);
     nlohmann::json rec{{"schedule", s.name}, {"file", file.string()}, {"wall_mean_s", mean}, {"wall_sd_s", sd},
                        {"run", rt::to_json(run)}, {"chaos_seed", o.chaos_seed}};
+    // Both files are read back by name: before and after, they must still be this run's.
+    for (const auto& f : {file, files.front()}) report.check_side_file(f);
     const reports::CompareReport cmp = reports::compare_files(file, files.front());
+    for (const auto& f : {file, files.front()}) report.check_side_file(f);
     rec["compared_to"] = files.front().string();
     rec["datasets_compared"] = cmp.datasets.size();
     rec["datasets_equal"] = cmp.count(reports::CompareStatus::equal);
     rec["compare_exit"] = cmp.exit_code();
+    rec["states_nonfinite"] = nonfinite_latents(result.states);
+    if (rec["states_nonfinite"] != 0)
+      report.fail("transport-control: schedule " + s.name + ": " + rec["states_nonfinite"].dump() + " of " +
+                  std::to_string(2 * result.states.size()) + " states hold NaN or Inf; their bitwise equality proves nothing");
     if (cmp.exit_code() != 0) report.fail("transport-control: schedule " + s.name + " differs from " + files.front().stem().string() +
                                           " (psi compare " + file.string() + " " + files.front().string() + ")");
     report.add_case(index++, std::move(rec));
@@ -79,7 +88,8 @@ std::vector<Table> tabulate_transport_control(const nlohmann::json& cases, const
     const auto& r = c["run"];
     t.add_row({c["schedule"],
                std::to_string(c["datasets_equal"].get<long long>()) + " / " +
-                   std::to_string(c["datasets_compared"].get<long long>()) + (c["compare_exit"] == 0 ? " (equal)" : " (DIFFER)"),
+                   std::to_string(c["datasets_compared"].get<long long>()) + (c["compare_exit"] == 0 ? " (equal)" : " (DIFFER)") +
+                   nonfinite_note(c.value("states_nonfinite", 0)),
                fmt_fixed(c["wall_mean_s"], 3) + " ± " + fmt_fixed(c["wall_sd_s"], 3), fmt_mib(r["h2d_bytes"]["weights"]),
                fmt_mib(r["h2d_bytes"]["journal"].get<double>() + r["d2h_bytes"]["journal"].get<double>()),
                std::to_string(r["blocking_syncs"].get<long long>()),

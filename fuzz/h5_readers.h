@@ -2,7 +2,8 @@
 // What the HDF5 fuzz targets do with a file: everything psi reads HDF5 with. h5::File (open,
 // list, info, attributes, typed reads), reports::compare_datasets on each dataset against itself
 // (psi's parsing of full_shape and stored), reports::StateReader (schema, run info, tensor
-// records) and the experiment-report reader behind `psi report` (JSON tables in the file).
+// records), the experiment-report reader behind `psi report` (JSON tables in the file), the
+// recording reader of the probes (probes::Recording) and `psi merge` with the file as a shard.
 // psi must refuse bad input with a one-line psi::Error; any other exception escapes the fuzz
 // target and counts as a crash, as does a sanitizer report.
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "engine/error.h"
 #include "experiments/report.h"
 #include "experiments/table.h"
+#include "probes/recording.h"
 #include "reports/compare.h"
 #include "reports/h5.h"
 #include "reports/state_file.h"
@@ -71,11 +73,39 @@ inline void read_state(const std::string& p) {
   for (const auto& d : list) step([&] { r.record(d.path); });
 }
 
+// The file as a recording (probes/recording.h): each top-level group, each of its datasets
+// as a stored output and as an input (regenerated from SynthInit when only rows are stored).
+inline void read_recording(const std::string& p) {
+  const h5::File f = h5::File::open_read(p);
+  std::vector<h5::DatasetInfo> list;
+  step([&] { list = f.list_datasets("/"); });
+  if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
+  for (const auto& d : list) {
+    const std::size_t slash = d.path.find('/', 1);
+    if (slash == std::string::npos) continue;
+    const std::string group = d.path.substr(1, slash - 1), rel = d.path.substr(slash + 1);
+    step([&] {
+      probes::Recording rec(p, group);
+      step([&] { rec.stored_bf16(rel); });
+      step([&] { rec.input_bf16(rel); });
+    });
+  }
+}
+
+// psi merge on the file as its only shard (partial files allowed, so that the marker is read).
+inline void merge_alone(const std::string& p) {
+  const std::string out = temp_path("merged");
+  step([&] { exp::merge_reports({p}, out, true); });
+  std::remove(out.c_str());
+}
+
 // Every reader on the HDF5 file at `p`.
 inline void read_everything(const std::string& p) {
   step([&] { read_datasets(h5::File::open_read(p)); });
   step([&] { read_state(p); });
   step([&] { exp::render(exp::read_tables(p), exp::Format::markdown); });
+  step([&] { read_recording(p); });
+  step([&] { merge_alone(p); });
 }
 
 }  // namespace psi::fuzz

@@ -4,11 +4,11 @@
 #include <bit>
 #include <cmath>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/error.h"
 #include "oracle/dyadic.h"
+#include "oracle/split.h"
 
 namespace psi::oracle {
 
@@ -201,17 +201,8 @@ Bf16Tensor correctly_rounded_linear(std::span<const Bf16> x, std::span<const Bf1
       }
     }
   };
-  threads = int(std::clamp<std::int64_t>(threads, 1, std::max<std::int64_t>(1, (M + R - 1) / R)));
-  // Chunks of whole row blocks, one per thread.
-  const std::int64_t blocks = (M + R - 1) / R;
-  std::vector<std::thread> pool;
-  auto chunk = [&](int t) {
-    return std::pair{std::min(M, blocks * t / threads * R), std::min(M, blocks * (t + 1) / threads * R)};
-  };
-  for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { auto [r0, r1] = chunk(t); work(r0, r1); });
-  auto [r0, r1] = chunk(0);
-  work(r0, r1);
-  for (auto& th : pool) th.join();
+  // Slices of whole row blocks, one per thread.
+  split_range(M, threads, R, work);
   return y;
 }
 

@@ -8,11 +8,11 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/error.h"
 #include "oracle/fixed_dot.h"
+#include "oracle/split.h"
 
 namespace psi::oracle {
 
@@ -50,16 +50,6 @@ std::optional<Bf16> bf16_of(double d) {
   return Bf16::from_bits(std::uint16_t(std::bit_cast<std::uint32_t>(float(std::bit_cast<double>(u))) >> 16));
 }
 
-// Runs f(i) for i in [0, n) on up to `threads` threads, in contiguous slices.
-template <class F>
-void split(std::int64_t n, int threads, F&& f) {
-  const int t = int(std::clamp<std::int64_t>(threads, 1, std::max<std::int64_t>(n, 1)));
-  std::vector<std::thread> pool;
-  for (int i = 1; i < t; ++i) pool.emplace_back([&, i] { f(n * i / t, n * (i + 1) / t); });
-  f(0, n / t);
-  for (auto& th : pool) th.join();
-}
-
 }  // namespace
 
 CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> w, std::span<const Bf16> b,
@@ -86,7 +76,7 @@ CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> 
   const RowMat X = widen(x, K, row_begin, M), W = widen(w, K, 0, N);
   Eigen::VectorXd nx = X.rowwise().norm(), nw = W.rowwise().norm();
   RowMat Y(M, N);
-  split(M, threads, [&](std::int64_t r0, std::int64_t r1) {
+  split_range(M, threads, 1, [&](std::int64_t r0, std::int64_t r1) {
     if (r1 > r0) Y.middleRows(r0, r1 - r0).noalias() = X.middleRows(r0, r1 - r0) * W.transpose();
   });
 
@@ -111,7 +101,7 @@ CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> 
   out.seconds_filter = since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
-  split(std::int64_t(undecided.size()), threads, [&](std::int64_t i0, std::int64_t i1) {
+  split_range(std::int64_t(undecided.size()), threads, 1, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
       const std::int64_t e = undecided[std::size_t(i)], r = e / N, c = e % N;
       const auto xr = x.subspan(std::size_t((row_begin + r) * K), std::size_t(K));

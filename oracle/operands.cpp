@@ -7,6 +7,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "oracle/fixed_dot.h"
+#include "reports/schema.h"
 
 namespace psi::oracle {
 
@@ -20,9 +21,17 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 Shape leading(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 
+// An operand or output as stored, refused if it no longer matches its sha256_full: the oracle
+// must not certify data that was corrupted after it was written.
+Bf16Tensor read_verified(const h5::File& f, const std::string& path) {
+  Bf16Tensor t = f.read_bf16(path);
+  reports::verify_sha256_full(f, path, t);
+  return t;
+}
+
 // x [..., K] with K >= 1.
 void set_x(const h5::File& f, const std::string& path, LinearProblem& p) {
-  p.x = f.read_bf16(path);
+  p.x = read_verified(f, path);
   if (p.x.shape.empty() || p.x.shape.back() <= 0)
     throw Error(where(f, path) + ": x must be [..., K] with K >= 1, found " + shape_str(p.x.shape));
   p.x_shape = p.x.shape;
@@ -65,12 +74,12 @@ LinearProblem load_datasets(const h5::File& f, const std::string& x, const std::
   p.source.x = dataset_path(x);
   p.source.w = dataset_path(w);
   set_x(f, p.source.x, p);
-  p.w = f.read_bf16(p.source.w);
+  p.w = read_verified(f, p.source.w);
   check_w(where(f, p.source.w), p.w.shape, p);
   p.N = p.w.shape[0];
   if (!b.empty()) {
     p.source.b = dataset_path(b);
-    p.b = f.read_bf16(p.source.b);
+    p.b = read_verified(f, p.source.b);
     check_b(where(f, p.source.b), p.b->shape, p);
   }
   return p;
@@ -145,7 +154,7 @@ LinearProblem load_probe(const h5::File& f, const std::string& probe) {
 
 Bf16Tensor load_output(const h5::File& f, const std::string& dataset, const LinearProblem& p) {
   const std::string path = dataset_path(dataset);
-  Bf16Tensor y = f.read_bf16(path);
+  Bf16Tensor y = read_verified(f, path);
   if (y.shape.empty() || y.shape.back() != p.N || y.numel() != p.rows * p.N)
     throw Error(where(f, path) + ": output " + shape_str(y.shape) + " does not fit x " +
                 shape_str(p.x_shape) + " and W's out dimension " + std::to_string(p.N));

@@ -20,6 +20,10 @@ struct Distance {
 // Sizes must match (psi::Error otherwise).
 Distance distance(std::span<const Bf16> ours, std::span<const Bf16> ref);
 
+// Distance to a float64 reference: relative L2 in double against the float64 values; differing
+// elements and ULPs against the reference correctly rounded to BF16 (model::bf16_of_f64).
+Distance distance(std::span<const Bf16> ours, std::span<const double> ref);
+
 // "bitwise-equal" or "differs 1234/5678 rel_l2 1.23e-03 max_ulp 5".
 std::string format_distance(const Distance& d);
 

@@ -66,7 +66,7 @@ void run_attention_case(CaseContext& ctx) {
   }
   for (const auto* v : ctx.variants) {
     model::AttentionTrace tr;
-    Bf16Tensor out = model::attention_forward(w, x, x, &pe, &pe, v->sdpa(head_dim), cfg.norm_eps, v->product, &tr);
+    Bf16Tensor out = model::attention_forward(w, x, x, &pe, &pe, v->sdpa(head_dim), cfg.norm_eps, v->product, v->norm, &tr);
     Bf16Tensor ungated = ops::linear(tr.sdpa_out, w.to_out.w, w.to_out.bias(), ops::BiasRule::fused_f32, v->product);
     Outputs o;
     o.emplace_back("q", std::move(tr.q));

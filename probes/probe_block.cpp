@@ -183,6 +183,7 @@ void run_block_case(CaseContext& ctx) {
     model::BlockProbes p = ctx.backend == "host" ? model::block_forward(c, w, in, *v) : on_runtime(ctx, c, in, *v);
     Outputs o;
     for (auto& [name, t] : p.named()) o.emplace_back(name, *t);
+    if (ctx.explain) explain_block(ctx, c, w, in, *v, p);
     compare_and_keep(ctx, v->name, std::move(o), {"math", "flash"});
   }
   if (ctx.float64) {

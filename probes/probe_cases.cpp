@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "engine/error.h"
+#include "engine/interrupt.h"
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"
 #include "psi_version.h"
@@ -78,6 +79,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
                   report.file.string() + " has " + std::to_string(rec.seed()));
   }
   CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.backend};
+  ctx.explain = opt.explain;
   const auto names = opt.variants.empty() ? model::numerics_variant_names() : opt.variants;
   for (const auto& n : names) {
     if (n == kFloat64Variant)
@@ -87,6 +89,8 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   }
   if (ctx.float64 && !pc.name.starts_with("block-"))
     throw Error("probe " + pc.name + ": variant float64 is the float64 block, for block cases only");
+  if (ctx.explain && !pc.name.starts_with("block-"))
+    throw Error("probe " + pc.name + ": --explain-differences attributes block probes, for block cases only");
 
   if (pc.name == "audio-ff-up" || pc.name == "video-q-proj")
     detail::run_linear_case(ctx, pc.name);
@@ -142,9 +146,23 @@ std::vector<model::WeightSpec> recorded_weights(Recording& rec) {
 
 void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
                       const std::vector<std::string>& backends) {
+  // Each variant of a probe is a unit of work: a signal stops the probe after the current one.
+  check_interrupt("probe " + ctx.report.case_name + ", variant " + variant);
   for (const auto& [name, ours] : outputs) {
     // "<dataset>.<how>" is another computation of the recorded <dataset>.
     const std::string dataset = name.substr(0, name.find('.'));
+    // A recording without the tensor would leave its rows out of every table without a word.
+    bool recorded = false;
+    for (const auto& b : backends) {
+      const std::string rel = b.empty() ? dataset : b + "/" + dataset;
+      recorded = recorded || ctx.rec.has(rel) || (ctx.flash && ctx.flash->has(rel));
+    }
+    if (!recorded) {
+      std::string looked;
+      for (const auto& b : backends) looked += (looked.empty() ? "" : ", ") + ctx.rec.abs(b.empty() ? dataset : b + "/" + dataset);
+      throw Error(ctx.rec.path().string() + ": the recording holds no " + dataset + " (looked for " + looked +
+                  "); psi computed it and has nothing to compare it with");
+    }
     for (const auto& b : backends) {
       const std::string rel = b.empty() ? dataset : b + "/" + dataset;
       Recording* src = &ctx.rec;

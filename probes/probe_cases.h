@@ -52,6 +52,8 @@ struct ProbeOptions {
   // the default arena), the projections as one whole product (runtime/whole_linear.h); the
   // 64-dim attention case has no runtime form and stays on the host.
   std::string backend = "host";
+  // Block cases: attribute every element that differs from the MATH recording (explain_block).
+  bool explain = false;
 };
 
 struct TensorResult {
@@ -61,6 +63,24 @@ struct TensorResult {
   std::string rows;     // what was compared: "all", "rows 0-255 of 4928", or "sha256 only"
   std::optional<Distance> distance;     // absent when nothing is stored
   std::optional<bool> full_sha_equal;   // our whole tensor against sha256_full, when recorded
+};
+
+// Where one block probe's differing elements come from (--explain-differences). The probe's
+// module is recomputed by teacher forcing (model::block_forward with the recorded probes as
+// every residual update): on the official inputs of the module, as far as the block's own
+// probes can give them.
+struct ProbeAttribution {
+  std::string variant;
+  std::string tensor;
+  std::int64_t total = 0;
+  std::int64_t differing = 0;     // psi's block against the MATH recording
+  std::int64_t own = 0;           // of those, differing also with the module on the recorded upstream probes
+  std::int64_t module_alone = 0;  // the module on the recorded upstream probes differs (all elements)
+  std::int64_t module_alone_rows = 0;  // the token rows those lie in
+  // The rest of `differing`, inherited: per upstream probe, the elements for which it is the
+  // first (spec order) that differs in the same token row (or anywhere, for the other stream's
+  // probes and when none differs in that row).
+  std::vector<std::pair<std::string, std::int64_t>> inherited;
 };
 
 struct ProbeReport {
@@ -75,6 +95,7 @@ struct ProbeReport {
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, Bf16Tensor>>>> outputs;
   // The float64 block's probes (kFloat64Variant asked for), unrounded.
   std::vector<std::pair<std::string, F64Tensor>> float64_outputs;
+  std::vector<ProbeAttribution> attributions;  // ProbeOptions::explain
   double seconds = 0.0;
 };
 

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/model/block.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
 #include "probes/probe_cases.h"
@@ -20,6 +21,7 @@ struct CaseContext {
   std::vector<const model::NumericsVariant*> variants;
   std::string backend = "host";  // ProbeOptions::backend
   bool float64 = false;          // also the float64 reference block (kFloat64Variant), block cases only
+  bool explain = false;          // ProbeOptions::explain
 };
 
 // The recording's weights_json: every parameter's name and shape.
@@ -34,5 +36,10 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
 void run_linear_case(CaseContext& ctx, const std::string& case_name);
 void run_attention_case(CaseContext& ctx);
 void run_block_case(CaseContext& ctx);
+
+// Attributes the elements of `computed` (variant v's block) that differ from the MATH recording
+// (ProbeAttribution); a note instead when the recording does not store every probe in full.
+void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::BlockWeights& w,
+                   const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockProbes& computed);
 
 }  // namespace psi::probes::detail

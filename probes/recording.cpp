@@ -1,19 +1,37 @@
 #include "probes/recording.h"
 
+#include <charconv>
+#include <cmath>
 #include <regex>
 
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
+#include "reports/schema.h"
 
 namespace psi::probes {
 
 namespace {
 
+// 2^29 BF16 elements (1 GiB): 25 times the largest tensor a recording of the model describes
+// (the full-size video activations, 1 x 4,928 x 4,096).
+constexpr std::int64_t kMaxElements = std::int64_t(1) << 29;
+
 Shape parse_shape(const nlohmann::json& j, const std::string& where) {
   if (!j.is_array()) throw Error(where + ": full_shape is not a JSON list");
   Shape s;
-  for (const auto& v : j) s.push_back(v.get<std::int64_t>());
+  std::int64_t elements = 1;
+  for (const auto& v : j) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+      throw Error(where + ": full_shape " + j.dump() + " holds " + v.dump() + ", not a size");
+    const std::int64_t d = v.get<std::int64_t>();
+    // The whole tensor may be regenerated in memory (input_bf16): its BF16 bytes must fit.
+    if (d != 0 && elements > kMaxElements / d)
+      throw Error(where + ": full_shape " + j.dump() + " has more elements than psi holds in memory (" +
+                  std::to_string(kMaxElements) + " at most)");
+    elements *= d;
+    s.push_back(d);
+  }
   return s;
 }
 
@@ -25,9 +43,21 @@ Recording::Recording(const std::filesystem::path& file, std::string group)
     throw Error(path_.string() + ": no group '" + group_ + "' (is this the right recording?)");
   auto s = file_.attr("/", "synthinit_global_seed");
   if (!s) throw Error(path_.string() + ": root attribute synthinit_global_seed is missing");
-  if (auto* i = std::get_if<std::int64_t>(&*s)) seed_ = std::uint64_t(*i);
-  else if (auto* d = std::get_if<double>(&*s)) seed_ = std::uint64_t(*d);
-  else seed_ = std::stoull(std::get<std::string>(*s));
+  const auto bad_seed = [&](const std::string& v) {
+    return Error(path_.string() + ": root attribute synthinit_global_seed is " + v + ", not a seed (a whole number)");
+  };
+  if (auto* i = std::get_if<std::int64_t>(&*s)) {
+    if (*i < 0) throw bad_seed(std::to_string(*i));
+    seed_ = std::uint64_t(*i);
+  } else if (auto* d = std::get_if<double>(&*s)) {
+    // Integers written as floating point are exact below 2^53; anything else is no seed.
+    if (!(*d >= 0 && *d < 9007199254740992.0) || *d != std::floor(*d)) throw bad_seed(std::to_string(*d));
+    seed_ = std::uint64_t(*d);
+  } else {
+    const std::string& t = std::get<std::string>(*s);
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), seed_);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) throw bad_seed("'" + t + "'");
+  }
 }
 
 bool Recording::has(const std::string& rel) const { return file_.exists(abs(rel)); }
@@ -64,12 +94,23 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
     if (st.data.shape != st.full_shape)
       throw Error(where + ": stored in full as " + shape_str(st.data.shape) + " but full_shape is " +
                   shape_str(st.full_shape));
+    reports::verify_sha256_full(file_, abs(rel), st.data);
   } else if (stored == "none") {
     st.full = false;
   } else if (std::regex_match(stored, m, rows_re)) {
     st.full = false;
-    st.first_row = std::stoll(m[1]);
-    st.row_count = std::stoll(m[2]) - st.first_row + 1;
+    // The rows must lie inside full_shape's axis 1: the regenerated input is read at them.
+    const auto row = [&](const std::string& digits) -> std::int64_t {
+      const bool fits = digits.size() <= 18;
+      const std::int64_t v = fits ? std::stoll(digits) : 0;
+      if (!fits || st.full_shape.size() < 2 || v >= st.full_shape[1])
+        throw Error(where + ": stored '" + stored + "' names rows outside full_shape " + shape_str(st.full_shape));
+      return v;
+    };
+    st.first_row = row(m[1]);
+    const std::int64_t last = row(m[2]);
+    if (last < st.first_row) throw Error(where + ": stored '" + stored + "' ends before it starts");
+    st.row_count = last - st.first_row + 1;
     if (st.data.shape.size() < 2 || st.data.dim(0) != 1 || st.data.dim(1) != st.row_count)
       throw Error(where + ": stored '" + stored + "' but the dataset is " + shape_str(st.data.shape));
   } else {
@@ -98,6 +139,10 @@ Bf16Tensor Recording::input_bf16(const std::string& rel) {
   return t;
 }
 
-F32Tensor Recording::input_f32(const std::string& rel) { return file_.read_f32(abs(rel)); }
+F32Tensor Recording::input_f32(const std::string& rel) {
+  F32Tensor t = file_.read_f32(abs(rel));
+  reports::verify_sha256_full(file_, abs(rel), t);
+  return t;
+}
 
 }  // namespace psi::probes

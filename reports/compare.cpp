@@ -259,10 +259,27 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
   }
 }
 
+// Loads both sides, checks each whole one against its sha256_full (a mismatch makes the
+// dataset `corrupt`: comparing data that is not what was written would mislead), then compares.
 template <class T>
 void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, const Side& sb,
                       const Shape& lo, const Shape& hi, DatasetComparison& out) {
-  compare_box(load<T>(fa, sa.info), sa, load<T>(fb, sb.info), sb, lo, hi, out);
+  const std::vector<T> a = load<T>(fa, sa.info), b = load<T>(fb, sb.info);
+  std::string corrupt;
+  auto check = [&](const h5::File& f, const std::string& path, const std::vector<T>& v, bool& checked) {
+    const Sha256Check c = check_sha256_full(f, path, v.data(), v.size() * sizeof(T));
+    checked = c == Sha256Check::match || c == Sha256Check::mismatch;
+    if (c == Sha256Check::mismatch) corrupt += (corrupt.empty() ? "" : "; ") + sha256_mismatch_message(f, path);
+  };
+  check(fa, sa.info.path, a, out.sha256_checked_a);
+  check(fb, sb.info.path, b, out.sha256_checked_b);
+  if (!corrupt.empty()) {
+    out.status = CompareStatus::corrupt;
+    out.note = corrupt;
+    return;
+  }
+  compare_box(a, sa, b, sb, lo, hi, out);
+  out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
 }
 
 std::string file_format(const h5::File& f) {
@@ -286,8 +303,7 @@ std::string index_str(const Shape& s) {
 }
 
 bool bad_input(CompareStatus s) {
-  return s == CompareStatus::shape_mismatch || s == CompareStatus::dtype_mismatch ||
-         s == CompareStatus::unsupported;
+  return s == CompareStatus::dtype_mismatch || s == CompareStatus::unsupported || s == CompareStatus::corrupt;
 }
 
 }  // namespace
@@ -302,6 +318,7 @@ std::string_view status_name(CompareStatus s) {
     case CompareStatus::shape_mismatch: return "shape_mismatch";
     case CompareStatus::dtype_mismatch: return "dtype_mismatch";
     case CompareStatus::unsupported: return "unsupported";
+    case CompareStatus::corrupt: return "corrupt";
   }
   return "unsupported";
 }
@@ -378,7 +395,6 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     case h5::ElemKind::i64: load_and_compare<std::int64_t>(a, sa, b, sb, lo, hi, out); break;
     case h5::ElemKind::other: break;
   }
-  out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
   return out;
 }
 
@@ -451,7 +467,7 @@ std::int64_t CompareReport::count(CompareStatus s) const {
 int CompareReport::exit_code() const {
   for (const auto& d : datasets)
     if (bad_input(d.status)) return int(Exit::bad_input);
-  if (count(CompareStatus::differs) > 0) return int(Exit::differs);
+  if (count(CompareStatus::differs) + count(CompareStatus::shape_mismatch) > 0) return int(Exit::differs);
   if (count(CompareStatus::equal) == 0) return int(Exit::differs);
   if (strict && count(CompareStatus::only_a) + count(CompareStatus::only_b) > 0) return int(Exit::differs);
   return int(Exit::ok);
@@ -460,7 +476,9 @@ int CompareReport::exit_code() const {
 std::vector<std::string> CompareReport::errors() const {
   std::vector<std::string> out;
   for (const auto& d : datasets)
-    if (bad_input(d.status))
+    if (d.status == CompareStatus::corrupt)
+      out.push_back(d.note);  // names the corrupt file(s) and dataset itself
+    else if (bad_input(d.status))
       out.push_back(file_a + ":" + d.path_a + " vs " + file_b + ":" + d.path_b + ": " +
                     std::string(status_name(d.status)) + ": " + d.note);
   return out;
@@ -500,17 +518,20 @@ std::string format_table(const CompareReport& r) {
     out += "\n";
   }
   const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
-  const auto n_bad = r.count(CompareStatus::shape_mismatch) + r.count(CompareStatus::dtype_mismatch) +
-                     r.count(CompareStatus::unsupported);
+  const auto n_shape = r.count(CompareStatus::shape_mismatch);
+  const auto n_bad = r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
+                     r.count(CompareStatus::corrupt);
+  // The shape count only when there is one, so that the usual line keeps its form.
+  const std::string shape_part = n_shape ? ", " + std::to_string(n_shape) + " differ in shape" : "";
   std::snprintf(buf, sizeof buf,
-                "summary: %" PRId64 " compared (%" PRId64 " bitwise equal, %" PRId64 " differ), %" PRId64
+                "summary: %" PRId64 " compared (%" PRId64 " bitwise equal, %" PRId64 " differ)%s, %" PRId64
                 " not stored, %" PRId64 " only in A, %" PRId64 " only in B, %" PRId64 " bad -> exit %d\n",
-                n_equal + n_diff, n_equal, n_diff, r.count(CompareStatus::not_stored),
+                n_equal + n_diff, n_equal, n_diff, shape_part.c_str(), r.count(CompareStatus::not_stored),
                 r.count(CompareStatus::only_a), r.count(CompareStatus::only_b), n_bad, r.exit_code());
   out += buf;
-  if (n_bad == 0 && n_diff == 0 && n_equal == 0)
+  if (n_bad == 0 && n_diff == 0 && n_shape == 0 && n_equal == 0)
     out += "nothing was compared: the files share no stored dataset (exit 1)\n";
-  else if (n_bad == 0 && n_diff == 0 && r.strict && r.count(CompareStatus::only_a) + r.count(CompareStatus::only_b) > 0)
+  else if (n_bad == 0 && n_diff == 0 && n_shape == 0 && r.strict && r.count(CompareStatus::only_a) + r.count(CompareStatus::only_b) > 0)
     out += "not everything was compared: datasets in one file only (exit 1; --subset compares what both hold)\n";
   return out;
 }
@@ -547,15 +568,17 @@ std::string format_json(const CompareReport& r) {
                                {"a", d.first->a_value},
                                {"b", d.first->b_value}};
     e["note"] = d.note;
+    e["sha256_checked"] = {{"a", d.sha256_checked_a}, {"b", d.sha256_checked_b}};
     j["datasets"].push_back(e);
   }
   j["summary"] = {{"equal", r.count(CompareStatus::equal)},
                   {"differs", r.count(CompareStatus::differs)},
+                  {"shape_mismatch", r.count(CompareStatus::shape_mismatch)},
                   {"not_stored", r.count(CompareStatus::not_stored)},
                   {"only_a", r.count(CompareStatus::only_a)},
                   {"only_b", r.count(CompareStatus::only_b)},
-                  {"bad", r.count(CompareStatus::shape_mismatch) + r.count(CompareStatus::dtype_mismatch) +
-                              r.count(CompareStatus::unsupported)}};
+                  {"bad", r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
+                              r.count(CompareStatus::corrupt)}};
   j["exit_code"] = r.exit_code();
   return j.dump(2) + "\n";
 }

@@ -42,8 +42,9 @@ enum class CompareStatus {
   not_stored,      // one side (or both) stores no element of it (stored='none' / no common rows)
   only_a,          // present in A only
   only_b,          // present in B only
-  shape_mismatch,  // bad input
+  shape_mismatch,  // a difference: the full shapes differ (e.g. texts of different lengths)
   dtype_mismatch,  // bad input
+  corrupt,         // bad input: a side's data does not match its sha256_full
   unsupported,     // bad input: an element type psi cannot compare, or inconsistent attributes
 };
 
@@ -71,6 +72,8 @@ struct DatasetComparison {
   std::optional<double> rel_l2;          // ||a-b|| / ||b|| in float64 (B is the reference)
   std::optional<FirstDifference> first;
   std::string note;  // which rows were compared, why nothing was, or the bad-input reason
+  // Whether each side's data was checked against its sha256_full (only whole datasets can be).
+  bool sha256_checked_a = false, sha256_checked_b = false;
 };
 
 struct CompareReport {
@@ -81,9 +84,10 @@ struct CompareReport {
   std::vector<DatasetComparison> datasets;
 
   std::int64_t count(CompareStatus s) const;
-  // 0: everything compared is bitwise equal; 1: something differs, nothing was compared, or
-  // (strict) a dataset is in one file only; 2: a shared dataset has a shape or dtype mismatch
-  // or cannot be read. A bitwise-equality check never passes on nothing.
+  // 0: everything compared is bitwise equal; 1: something differs (elements or full shape),
+  // nothing was compared, or (strict) a dataset is in one file only; 2: a shared dataset has a
+  // dtype mismatch, cannot be read, or its data does not match its sha256_full. A
+  // bitwise-equality check never passes on nothing.
   int exit_code() const;
   // One line per bad-input dataset, naming both files and datasets.
   std::vector<std::string> errors() const;

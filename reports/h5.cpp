@@ -1,10 +1,14 @@
 #include "reports/h5.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "engine/error.h"
+#include "engine/interrupt.h"
 #include "reports/output_path.h"
 
 namespace fs = std::filesystem;
@@ -82,7 +86,17 @@ void write_attr(hid_t obj, const std::string& name, const AttrValue& v) {
 
 }  // namespace
 
-void quiet_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void quiet_errors() {
+  static const bool once = [] {
+    // No library shutdown at exit: after a failed write the file cannot be closed, and
+    // libhdf5 1.10's exit handler then crashes closing it again (SIGSEGV in H5F__close_cb). psi
+    // closes every file it writes itself; nothing is left for the handler to flush.
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)once;
+}
 
 std::string_view kind_name(ElemKind k) {
   switch (k) {
@@ -114,7 +128,10 @@ Handle::~Handle() {
 File File::open_read(const fs::path& p) {
   quiet_errors();
   std::error_code ec;
-  if (!fs::is_regular_file(p, ec)) throw h5_error(p.string() + ": no such file");
+  const fs::file_status st = fs::status(p, ec);
+  if (!fs::exists(st)) throw h5_error(p.string() + ": no such file");
+  // A fifo or a device would block the open or never end; a directory is no file at all.
+  if (!fs::is_regular_file(st)) throw h5_error(p.string() + ": not a regular file");
   if (H5Fis_hdf5(p.c_str()) <= 0) throw h5_error(p.string() + ": not an HDF5 file");
   File f;
   f.final_path_ = p;
@@ -131,9 +148,14 @@ File File::create(const fs::path& final_path) {
   f.final_path_ = final_path;
   f.temp_path_ = reports::temp_name(final_path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
+  // Registered before it exists: a second signal at any moment after this removes it.
+  register_temp_file(f.temp_path_.string());
   // EXCL: a temporary name never truncates a file that happens to exist.
   f.file_ = Handle(H5Fcreate(f.temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.file_) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
+  if (!f.file_) {
+    release_temp_file(f.temp_path_.string());
+    throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
+  }
   f.writable_ = true;
   return f;
 }
@@ -158,6 +180,7 @@ File::~File() {
     file_ = Handle();
     std::error_code ec;
     fs::remove(temp_path_, ec);
+    release_temp_file(temp_path_.string());
   }
 }
 
@@ -167,6 +190,7 @@ void File::commit() {
     throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
   file_ = Handle();
   reports::rename_into_place(temp_path_, final_path_);
+  release_temp_file(temp_path_.string());
   temp_path_.clear();
   writable_ = false;
 }
@@ -175,7 +199,8 @@ void File::abandon_to(const fs::path& partial) {
   if (!writable_) throw Error(final_path_.string() + ": abandon on a read-only file", Exit::run_failed);
   H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
   file_ = Handle();
-  reports::rename_into_place(temp_path_, partial);
+  reports::rename_partial_into_place(temp_path_, partial);
+  release_temp_file(temp_path_.string());
   temp_path_.clear();
   writable_ = false;
 }
@@ -254,7 +279,20 @@ std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& 
   if ((layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) && n > room / sizeof(T))
     throw h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
                    " bytes in a " + std::to_string(file_bytes) + "-byte file (truncated or corrupt file?)");
-  std::vector<T> out(n);
+  // Chunked data may be compressed, so its storage bounds nothing: bound every dataset by the
+  // machine's memory instead, and turn a failed allocation into the same one-line refusal.
+  const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+  const auto too_large = [&] {
+    return h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
+                    " bytes, more than this machine's memory (" + std::to_string(memory) + " bytes) can hold");
+  };
+  if (n > memory / sizeof(T)) throw too_large();
+  std::vector<T> out;
+  try {
+    out.resize(n);
+  } catch (const std::bad_alloc&) {
+    throw too_large();
+  }
   if (H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     throw h5_error(where(dataset) + ": read failed (truncated or corrupt file?)");
   return out;

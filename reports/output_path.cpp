@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/error.h"
+#include "engine/interrupt.h"
 
 namespace fs = std::filesystem;
 
@@ -68,7 +69,7 @@ fs::path temp_name(const fs::path& path) {
   return t;
 }
 
-void rename_into_place(const fs::path& temp, const fs::path& target) {
+void rename_partial_into_place(const fs::path& temp, const fs::path& target) {
   if (const auto st = stat_of(target); st && !S_ISREG(st->st_mode))
     throw Error(target.string() + " became " + kind_of(st->st_mode) + " while it was being written; not replaced");
   std::error_code ec;
@@ -76,8 +77,15 @@ void rename_into_place(const fs::path& temp, const fs::path& target) {
   if (ec) throw Error(target.string() + ": cannot rename from " + temp.string() + ": " + ec.message(), Exit::run_failed);
 }
 
+void rename_into_place(const fs::path& temp, const fs::path& target) {
+  // Once a signal has arrived nothing new appears under a final name.
+  check_interrupt("writing " + target.string());
+  rename_partial_into_place(temp, target);
+}
+
 void write_file_atomically(const fs::path& path, const std::string& bytes) {
   const fs::path tmp = temp_name(path);
+  register_temp_file(tmp.string());
   std::error_code ec;
   try {
     {
@@ -88,8 +96,10 @@ void write_file_atomically(const fs::path& path, const std::string& bytes) {
     rename_into_place(tmp, path);
   } catch (...) {
     fs::remove(tmp, ec);
+    release_temp_file(tmp.string());
     throw;
   }
+  release_temp_file(tmp.string());
 }
 
 }  // namespace psi::reports

@@ -20,8 +20,11 @@ void check_output(const std::filesystem::path& out, const std::vector<std::files
 std::filesystem::path temp_name(const std::filesystem::path& path);
 
 // Renames `temp` over `target`, unless `target` has become something other than a regular file
-// since it was checked (psi::Error, exit 2). `temp` is the caller's to remove on an error.
+// since it was checked (psi::Error, exit 2) or a signal has arrived (engine/interrupt.h: exit
+// 130). `temp` is the caller's to remove on an error.
 void rename_into_place(const std::filesystem::path& temp, const std::filesystem::path& target);
+// The same for the `.partial.h5` an interrupted run leaves: it goes into place after the signal.
+void rename_partial_into_place(const std::filesystem::path& temp, const std::filesystem::path& target);
 
 // Writes `bytes` to `path` under temp_name(path), then rename_into_place: never a half-written
 // file, and nothing left behind on an error.

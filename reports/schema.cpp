@@ -64,6 +64,29 @@ TensorStats tensor_stats(const Bf16Tensor& t) { return stats_of(t); }
 TensorStats tensor_stats(const F32Tensor& t) { return stats_of(t); }
 TensorStats tensor_stats(const F64Tensor& t) { return stats_of(t); }
 
+Sha256Check check_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
+  const auto recorded = f.attr(dataset, attr::sha256_full);
+  if (!recorded || !std::holds_alternative<std::string>(*recorded)) return Sha256Check::not_recorded;
+  const auto stored = f.attr(dataset, attr::stored);
+  if (stored) {
+    const auto* text = std::get_if<std::string>(&*stored);
+    if (!text || !(text->empty() || *text == "full")) return Sha256Check::not_whole;
+  }
+  std::string want = std::get<std::string>(*recorded);
+  std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return sha256_hex(data, bytes) == want ? Sha256Check::match : Sha256Check::mismatch;
+}
+
+std::string sha256_mismatch_message(const h5::File& f, const std::string& dataset) {
+  return f.path().string() + ":" + dataset +
+         ": data does not match its sha256_full attribute (the file is corrupt or was changed after it was written)";
+}
+
+void verify_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
+  if (check_sha256_full(f, dataset, data, bytes) == Sha256Check::mismatch)
+    throw Error(sha256_mismatch_message(f, dataset));
+}
+
 StoredRegion parse_stored(std::string_view stored, const std::string& where) {
   StoredRegion r;
   if (stored.empty() || stored == "full") return r;

@@ -50,6 +50,21 @@ TensorStats tensor_stats(const Bf16Tensor& t);
 TensorStats tensor_stats(const F32Tensor& t);
 TensorStats tensor_stats(const F64Tensor& t);
 
+// A dataset's data checked against its `sha256_full` attribute. The hash is over the whole
+// tensor, so only a dataset that stores all of it (stored='full' or no `stored`) can be checked.
+enum class Sha256Check { match, mismatch, not_recorded, not_whole };
+// `data`/`bytes`: the dataset's elements as read, little-endian (the host order psi runs on).
+Sha256Check check_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes);
+// The one-line message for a mismatch: "<file>:<dataset>: data does not match its sha256_full ...".
+std::string sha256_mismatch_message(const h5::File& f, const std::string& dataset);
+// check_sha256_full for readers that must not go on with corrupt data: a mismatch throws a
+// psi::Error (bad input) with sha256_mismatch_message.
+void verify_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes);
+template <class T>
+void verify_sha256_full(const h5::File& f, const std::string& dataset, const Tensor<T>& t) {
+  verify_sha256_full(f, dataset, t.ptr(), t.bytes());
+}
+
 // Which part of the full tensor a dataset holds, from its `stored` attribute: "full" (or no
 // attribute), "rows_<first>_to_<last>_of_axis_<k>" (inclusive row range of axis k), or
 // "none" (a zero-size dataset; only the check values describe the tensor).

@@ -224,7 +224,11 @@ for e in scheduling probes torch-linear block-controls capacity scheduling-fit; 
       python3 scripts/device-torch-linear.py "$psi" "$reference" "$work" "$backend" || true
     continue
   fi
-  run_step "$e" "${limits[$e]}" "${runenv[@]}" "$psi" run "$e" --model "$model" --backend "$backend" \
+  # probes and block-controls compute the recorded shapes (full size and small block): they
+  # refuse a --model, and record the config they ran.
+  model_args=(--model "$model")
+  case "$e" in probes | block-controls) model_args=() ;; esac
+  run_step "$e" "${limits[$e]}" "${runenv[@]}" "$psi" run "$e" "${model_args[@]}" --backend "$backend" \
     --reference "$reference" --out "$work/$e.h5" "${quick[@]}" || true
 done
 

@@ -123,6 +123,18 @@ TEST(FoundBug, RunRefusesAMissingReferenceFolder) {
   EXPECT_FALSE(fs::exists(dir / "r.h5"));
 }
 
+// experiments/one_token.cpp matching_recording: a --reference folder that exists but lacks the
+// recorded trajectory ran without the official column and exited 0.
+TEST(FoundBug, RunRefusesAReferenceFolderWithoutTheRecording) {
+  const fs::path dir = fresh_dir("kb_ref_empty");
+  fs::create_directories(dir / "empty_reference");
+  const std::vector<std::string> args{"run", "one-token", "--quick", "--reference", (dir / "empty_reference").string(),
+                                      "--out", (dir / "r.h5").string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input,
+                  {(dir / "empty_reference" / "probe_attn_traj.h5").string() + ": no such recording"});
+  EXPECT_FALSE(fs::exists(dir / "r.h5"));
+}
+
 // cli/main.cpp: an unknown subcommand is reported by CLI11 as "A subcommand is required",
 // without the name that was typed.
 // Fixed in a56322d.

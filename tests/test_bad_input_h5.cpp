@@ -4,8 +4,10 @@
 // datasets of the wrong shape or type. Each is refused with exit 2 and one stderr line naming
 // the file and the thing.
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include "engine/bf16.h"
+#include "probes/recording.h"
 #include "reports/h5.h"
 #include "reports/state_file.h"
 #include "tests/test_bad_input_support.h"
@@ -98,7 +100,9 @@ std::vector<NotH5> not_hdf5_files(const fs::path& dir) {
   fs::remove(dir / "good_for_cuts.h5");
   out.push_back({dir / "missing.h5", "no such file"});
   fs::create_directories(dir / "a_directory.h5");
-  out.push_back({dir / "a_directory.h5", "no such file"});
+  out.push_back({dir / "a_directory.h5", "not a regular file"});
+  // A fifo: nothing ever writes to it, so opening it for reading would block forever.
+  if (::mkfifo((dir / "a_fifo.h5").c_str(), 0600) == 0) out.push_back({dir / "a_fifo.h5", "not a regular file"});
   return out;
 }
 
@@ -178,7 +182,6 @@ TEST(BadHdf5, CompareRefusesInconsistentDatasets) {
     std::string mention;
   };
   const std::vector<Bad> bad = {
-      {"shape", [](h5::File& f) { f.write_f32("/x", f32_tensor({2, 2}), {}); }, "shape_mismatch: shape [4] in A vs [2, 2] in B"},
       {"dtype", [](h5::File& f) { f.write_f64("/x", psi::F64Tensor({4}), {}); }, "dtype_mismatch: dtype float32 in A vs float64"},
       {"bf16", [](h5::File& f) { f.write_bf16("/x", bf16_tensor({4}, 1.0f), {}); }, "dtype float32 in A vs bfloat16 in B"},
       {"int32", [](h5::File& f) { write_i32(f, "/x", 4); }, "unsupported: element type not supported"},
@@ -275,4 +278,63 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
   });
   const std::vector<std::string> args{"compare", big.string(), big.string()};
   expect_rejected(run_psi(args), args, Exit::bad_input, {big.string() + ":/x", "more than 2^63 - 1 elements"});
+
+  // Chunked and never written, 2^50 bytes: chunked data may be compressed, so its storage
+  // bounds nothing; it ended in std::bad_alloc (exit 3) before the memory bound.
+  const fs::path sparse = plain_file(dir / "chunked_2_50.h5", [](h5::File& f) {
+    const hsize_t dims[1] = {hsize_t(1) << 50}, chunk[1] = {1 << 20};
+    h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.get(), 1, chunk);
+    h5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    ASSERT_TRUE(d);
+  });
+  expect_error([&] { h5::File::open_read(sparse).read_u8("/x"); }, Exit::bad_input,
+               {sparse.string() + ":/x: claims 1125899906842624 elements", "more than this machine's memory"},
+               "read_u8 of a 2^50-byte chunked dataset");
+}
+
+// Recordings whose attributes are out of range: the stored rows outside full_shape (a heap read
+// past the end when the input was regenerated and checked row by row), a full_shape that is not
+// a list of sizes and a seed that is not a whole number (both escaped as "internal error", exit 3).
+TEST(BadHdf5, RecordingAttributesOutOfRangeAreRefused) {
+  const fs::path dir = fresh_dir("h5_recording_attrs");
+  const auto recording = [&](const std::string& name, const h5::AttrValue& seed, const std::string& full_shape,
+                             const std::string& stored) {
+    const fs::path p = dir / name;
+    auto f = h5::File::create(p);
+    f.set_attr("/", "synthinit_global_seed", seed);
+    psi::Bf16Tensor x({1, 2, 4});
+    f.write_bf16("/g/inputs/x", x,
+                 {{"full_shape", full_shape}, {"stored", stored}, {"synthinit_name", std::string("input.other.x")}});
+    f.commit();
+    return p;
+  };
+  struct Bad {
+    fs::path file;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Bad> bad = {
+      {recording("rows_past_the_end.h5", std::int64_t(0), "[1, 8, 4]", "rows_10_to_11_of_axis_1"),
+       {":/g/inputs/x: stored 'rows_10_to_11_of_axis_1' names rows outside full_shape [1, 8, 4]"}},
+      {recording("rows_huge.h5", std::int64_t(0), "[1, 8, 4]", "rows_0_to_99999999999999999999_of_axis_1"),
+       {"names rows outside full_shape"}},
+      {recording("rows_backwards.h5", std::int64_t(0), "[1, 8, 4]", "rows_3_to_2_of_axis_1"), {"ends before it starts"}},
+      {recording("shape_text.h5", std::int64_t(0), "[1, \"8\", 4]", "rows_0_to_1_of_axis_1"),
+       {"full_shape [1,\"8\",4] holds \"8\", not a size"}},
+      {recording("shape_negative.h5", std::int64_t(0), "[1, -8, 4]", "rows_0_to_1_of_axis_1"), {"holds -8, not a size"}},
+      {recording("shape_huge.h5", std::int64_t(0), "[1, 4294967296, 4294967296]", "rows_0_to_1_of_axis_1"),
+       {"full_shape [1,4294967296,4294967296] has more elements than psi holds in memory"}},
+      {recording("seed_negative.h5", std::int64_t(-3), "[1, 8, 4]", "rows_0_to_1_of_axis_1"),
+       {"root attribute synthinit_global_seed is -3, not a seed"}},
+      {recording("seed_fraction.h5", 0.5, "[1, 8, 4]", "rows_0_to_1_of_axis_1"), {"synthinit_global_seed is 0.5"}},
+      {recording("seed_text.h5", std::string("seven"), "[1, 8, 4]", "rows_0_to_1_of_axis_1"),
+       {"synthinit_global_seed is 'seven'"}},
+  };
+  for (const Bad& b : bad) {
+    std::vector<std::string> mentions{b.file.string()};
+    mentions.insert(mentions.end(), b.mentions.begin(), b.mentions.end());
+    expect_error([&] { psi::probes::Recording(b.file, "g").input_bf16("inputs/x"); }, Exit::bad_input, mentions,
+                 b.file.filename().string());
+  }
 }

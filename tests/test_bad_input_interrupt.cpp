@@ -3,6 +3,11 @@
 // cases finished so far were put (<report>.partial.h5); nothing is left under the report's
 // name and no temporary file remains. The signal is sent once the run's temporary report exists
 // (its handlers are installed by then) and the trajectory is under way.
+// Every other command stops on a signal too (exit 130, nothing under its output's name), a
+// second signal ends psi at once with its temporary files removed, and an input that is a fifo
+// is refused instead of blocking the open.
+#include <sys/stat.h>
+
 #include "reports/state_file.h"
 #include "tests/test_bad_input_support.h"
 
@@ -55,7 +60,91 @@ fs::path interrupt_run(int sig, const std::string& sig_name) {
   return dir;
 }
 
+// Whether psi has installed its SIGINT handler: the bit of SIGINT in /proc/<pid>/status's
+// SigCgt (the caught signals, a hex mask). Waits up to 60 s; false if psi ended first.
+bool wait_for_handlers(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.starts_with("SigCgt:") && (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1) & 1)) return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// wait_psi with a deadline: a psi still running after `seconds` is killed (signal 9 in the result).
+PsiRun wait_psi_within(pid_t pid, const fs::path& io, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  for (;;) {
+    siginfo_t info{};
+    // WNOWAIT: only look; wait_psi reaps it and reads its output.
+    if (::waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return wait_psi(pid, io);
+}
+
 }  // namespace
+
+// Not only `psi run`: a probe computing a single long product (no step boundary inside) stops
+// with exit 130 at the end of the product and writes nothing under --out.
+TEST(Interrupt, ProbeStopsOnASignal) {
+  const fs::path dir = fresh_dir("interrupt_probe"), io = fresh_dir("interrupt_probe_io");
+  const pid_t pid = spawn_psi({"probe", "audio-ff-up", "--variant", "official-h200", "--out", (dir / "p.h5").string()}, io);
+  ASSERT_TRUE(wait_for_handlers(pid));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  const PsiRun r = wait_psi(pid, io);
+  EXPECT_EQ(r.signal, 0) << "psi died of the signal instead of handling it";
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by SIGINT at ")) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+}
+
+// A second signal does not wait for a check point: psi exits 130 at once and removes the
+// temporary report. Both signals are made pending while psi is stopped, so they arrive together
+// in the middle of block-controls' work, with no check point between them.
+TEST(Interrupt, SecondSignalEndsPsiAtOnce) {
+  const fs::path dir = fresh_dir("interrupt_twice"), io = fresh_dir("interrupt_twice_io");
+  const pid_t pid = spawn_psi({"run", "block-controls", "--out", (dir / "r.h5").string()}, io);
+  ASSERT_TRUE(wait_for_temp(dir, "r.h5", pid).has_value()) << "no temporary report appeared";
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  // kill() returns before the stop takes effect: wait until the process is stopped ('T').
+  for (int i = 0; i < 10000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, comm, state;
+    stat >> pid_field >> comm >> state;
+    if (state == "T") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  const PsiRun r = wait_psi_within(pid, io, 60);
+  EXPECT_EQ(r.signal, 0) << "psi died of signal " << r.signal;
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_EQ(r.err, "psi: error: interrupted again; stopped at once, temporary files removed\n");
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{}) << "the temporary report was left behind";
+}
+
+// A checkpoint that is a fifo would block psi in open() forever: it is refused at once.
+TEST(Interrupt, FifoCheckpointIsRefusedWithoutBlocking) {
+  const fs::path dir = fresh_dir("interrupt_fifo"), io = fresh_dir("interrupt_fifo_io");
+  const fs::path fifo = dir / "ckpt.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::string> args{"run", "one-token", "--quick", "--checkpoint", fifo.string(), "--out",
+                                      (dir / "r.h5").string()};
+  const PsiRun r = wait_psi_within(spawn_psi(args, io), io, 60);
+  EXPECT_EQ(r.signal, 0) << "psi blocked on the fifo and was killed";
+  expect_rejected(r, args, psi::Exit::bad_input, {fifo.string(), "not a regular file"});
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{"ckpt.safetensors"});
+}
 
 TEST(Interrupt, SigintStopsTheRunCleanly) { interrupt_run(SIGINT, "SIGINT"); }
 

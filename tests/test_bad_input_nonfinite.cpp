@@ -193,3 +193,25 @@ TEST(NonFinite, RunWithANaNWeightReportsNonFiniteStates) {
   const rp::TensorRecord first = s.record("/states/one-token/dense/free_running/00_stage1_initial/video_latent");
   EXPECT_EQ(first.stats.nonfinite_count, 0);  // the initial noise does not depend on weights
 }
+
+// fixed-budget's claim is bitwise equality of the capped and uncapped states; with a NaN weight
+// every state is NaN in both runs and "26 / 26 equal" would hold without saying anything. The run
+// fails (exit 1), says how many states are not finite, and the table shows it.
+TEST(NonFinite, BitwiseClaimsOnNonFiniteStatesFail) {
+  const fs::path dir = fresh_dir("nf_fixed_budget");
+  const fs::path ckpt = tiny_checkpoint(dir / "nan.safetensors", "transformer_blocks.0.ff.net.0.proj.weight",
+                                        [](ck::SafetensorsTensor& t) {
+                                          const std::uint16_t nan = 0x7fc0;
+                                          std::memcpy(t.bytes.data(), &nan, 2);
+                                        });
+  const fs::path report = dir / "r.h5";
+  const PsiRun r = run_psi({"run", "fixed-budget", "--checkpoint", ckpt.string(), "--out", report.string()});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("psi: error: fixed-budget: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" of 26 capped states hold NaN or Inf; their bitwise equality proves nothing"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("NOT FINITE)"), std::string::npos) << r.out;
+  const auto cases = nlohmann::json::parse(h5::File::open_read(report).read_text("/report/cases"));
+  EXPECT_GT(cases[0]["states_nonfinite"].get<int>(), 0);
+  EXPECT_EQ(cases[0]["states_equal"], cases[0]["states_total"]);
+}

@@ -294,3 +294,60 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});
   EXPECT_TRUE(fs::is_directory(target));
 }
+
+// A write that fails part-way (here the file size limit, `ulimit -f`, with SIGXFSZ ignored so
+// that the write returns EFBIG): one line, exit 3, nothing left. psi used to print the error
+// and then die of SIGSEGV inside libhdf5's exit handler, which closed the failed file again.
+TEST(BadOutputs, AFailedWriteEndsCleanly) {
+  const fs::path dir = fresh_dir("out_write_fails"), io = fresh_dir("out_write_fails_io");
+  const fs::path out = dir / "r.h5";
+  const std::string cmd = "bash -c \"trap '' XFSZ; ulimit -f 64; exec '" + std::string(PSI_BINARY) +
+                          "' run projection-oracle --out '" + out.string() + "'\" >'" + (io / "stdout").string() +
+                          "' 2>'" + (io / "stderr").string() + "'";
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  const std::string err = slurp(io / "stderr");
+  EXPECT_EQ(WEXITSTATUS(st), 3) << err;  // bash passes a signal death on as 128 + N
+  EXPECT_TRUE(err.starts_with("psi: error: " + out.string() + ":")) << err;
+  EXPECT_NE(err.find("write failed"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << "not one line: " << err;
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+}
+
+// Shards whose /report/options or /report/cases are not what psi writes (a wrong type, not a
+// list, a case without its index): refused naming the shard, never an escaped JSON exception
+// ("internal error", exit 3).
+TEST(BadOutputs, MergeRefusesShardsWithMalformedJson) {
+  const fs::path dir = fresh_dir("out_merge_json");
+  const std::string good_options =
+      R"({"model":"tiny","profile":"ltx25","backend":"cpu","seed":0,"checkpoint":"","quick":false,"chaos_seed":0,"shard_index":0,"shard_count":1})";
+  struct Bad {
+    std::string name, options, cases, mention;
+  };
+  const std::vector<Bad> bad = {
+      {"count_text", R"({"shard_count":"one"})", "[]", "is not what psi writes"},
+      {"options_list", "[1, 2]", "[]", "not a JSON object"},
+      {"cases_object", good_options, R"({"index": 0})", "/report/cases is not a JSON list"},
+      {"case_without_index", good_options, R"([{"case": "x"}])", "is not what psi writes"},
+      {"model_number", R"({"model":7,"profile":"ltx25","backend":"cpu","seed":0,"checkpoint":"","quick":false,"chaos_seed":0,"shard_count":1})",
+       "[]", "/report/options is not what psi writes"},
+      {"cases_not_tabulated", good_options, R"([{"index": 0, "case": "x", "rows": [{"differing": "many"}]}])", "holds cases psi cannot tabulate"},
+  };
+  for (const Bad& b : bad) {
+    const fs::path shard = dir / (b.name + ".h5");
+    {
+      psi::reports::RunInfo info;
+      info.experiment = "probes";
+      info.model_config = "tiny/ltx25";
+      info.backend = "cpu";
+      info.device_name = "cpu";
+      psi::reports::StateWriter w(shard, info);
+      w.write_text("/report/options", b.options);
+      w.write_text("/report/cases", b.cases);
+      w.commit();
+    }
+    const std::vector<std::string> args{"merge", shard.string(), "--out", (dir / "merged.h5").string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {shard.string() + ": ", b.mention});
+    EXPECT_FALSE(fs::exists(dir / "merged.h5")) << b.name;
+  }
+}

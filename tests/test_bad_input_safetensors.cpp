@@ -130,7 +130,27 @@ TEST(BadSafetensors, LibraryRefusesWhatIsNotAFile) {
   const fs::path dir = fresh_dir("st_lib_nofile");
   expect_error([&] { ck::SafetensorsFile f(dir / "missing.safetensors"); }, psi::Exit::bad_input,
                {(dir / "missing.safetensors").string(), "cannot open"}, "missing file");
-  expect_error([&] { ck::SafetensorsFile f(dir); }, psi::Exit::bad_input, {dir.string() + ": "}, "a directory");
+  expect_error([&] { ck::SafetensorsFile f(dir); }, psi::Exit::bad_input, {dir.string() + ": not a regular file"},
+               "a directory");
+}
+
+// A checkpoint that shrinks after it was opened (another process rewrites it): reading a tensor
+// beyond the new end is one clear error. psi mapped the file and died of SIGBUS.
+TEST(BadSafetensors, CheckpointThatShrinksWhileReadIsRefused) {
+  const fs::path dir = fresh_dir("st_lib_shrink");
+  const fs::path p = dir / "shrinks.safetensors";
+  {
+    std::vector<ck::SafetensorsTensor> t;
+    t.push_back(ck::bf16_tensor("a", {64, 64}, std::vector<psi::Bf16>(64 * 64, psi::Bf16::from_bits(0x3f80))));
+    ck::write_safetensors(p, t);
+  }
+  ck::SafetensorsFile f(p);
+  std::vector<psi::Bf16> out(64 * 64);
+  f.read("a", {0, 64, 0, 64}, out);
+  EXPECT_EQ(out.back().bits, 0x3f80);
+  fs::resize_file(p, fs::file_size(p) - 64 * 64);
+  expect_error([&] { f.read("a", {0, 64, 0, 64}, out); }, psi::Exit::bad_input,
+               {p.string() + ": ends at byte ", "(changed while psi read it?)"}, "a checkpoint cut after it was opened");
 }
 
 // Every shape entry must fit psi's signed 64-bit dimensions: an entry above 2^63 - 1 beside a

@@ -187,21 +187,25 @@ TEST(Compare, UlpDistanceAcrossZeroAndNaN) {
   EXPECT_TRUE(nlohmann::json::accept(format_json(r)));
 }
 
-TEST(Compare, ShapeMismatchIsBadInputNamingFileAndDataset) {
+// Two valid files whose tensors (or texts) differ in shape differ: exit 1, not bad input.
+TEST(Compare, ShapeMismatchIsADifferenceNamingBothShapes) {
   TempDir dir;
   Contents a, b;
   b.f = ramp_f32({2, 8});
+  b.text = R"({"weights": [1, 2, 3, 4]})";
   write_psi(dir / "a.h5", a);
   write_psi(dir / "b.h5", b);
   auto r = compare_files(dir / "a.h5", dir / "b.h5");
   EXPECT_EQ(row(r, "/g/f32").status, CompareStatus::shape_mismatch);
-  EXPECT_EQ(r.exit_code(), 2);
-  ASSERT_EQ(r.errors().size(), 1u);
-  const std::string e = r.errors()[0];
-  EXPECT_NE(e.find((dir / "a.h5").string() + ":/g/f32"), std::string::npos) << e;
-  EXPECT_NE(e.find((dir / "b.h5").string() + ":/g/f32"), std::string::npos) << e;
-  EXPECT_NE(e.find("[4, 4]"), std::string::npos) << e;
-  EXPECT_NE(e.find("[2, 8]"), std::string::npos) << e;
+  EXPECT_NE(row(r, "/g/f32").note.find("[4, 4] in A vs [2, 8] in B"), std::string::npos) << row(r, "/g/f32").note;
+  EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::shape_mismatch);
+  EXPECT_EQ(row(r, "/g/bf").status, CompareStatus::equal);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_TRUE(r.errors().empty());
+  const std::string table = format_table(r);
+  EXPECT_NE(table.find("2 differ in shape"), std::string::npos) << table;
+  EXPECT_NE(table.find("-> exit 1"), std::string::npos) << table;
+  EXPECT_EQ(nlohmann::json::parse(format_json(r))["summary"]["shape_mismatch"], 2);
 }
 
 TEST(Compare, Float32AgainstBf16IsADtypeMismatch) {

@@ -358,9 +358,9 @@ void rms_norm_case(Rig& ref, Rig& dut) {
     outs.push_back({YW, false, true});
     outs.push_back({XI, false, false});
     steps.push_back([=](const KernelContext& k) {
-      k.ops->rms_norm(k, X, nullptr, ops::kNormEps, Y);
-      k.ops->rms_norm(k, X, &W, ops::kNormEps, YW);
-      k.ops->rms_norm(k, XI, nullptr, ops::kNormEps, XI);
+      k.ops->rms_norm(k, X, nullptr, ops::kNormEps, Y, ops::NormKernel::psi_f32);
+      k.ops->rms_norm(k, X, &W, ops::kNormEps, YW, ops::NormKernel::psi_f32);
+      k.ops->rms_norm(k, XI, nullptr, ops::kNormEps, XI, ops::NormKernel::psi_f32);
     });
   }
   const Result r = run_both(ref, dut, img, outs, [=](const KernelContext& k) {

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/error.h"
 #include "engine/sha256.h"
 #include "experiments/drivers.h"
 #include "reports/h5.h"
@@ -101,11 +102,36 @@ TEST_F(Experiments, OneToken) {
               sha256_hex(rf.read_bf16(g + "/teacher_forced/01_stage1_step1/audio_latent")));
   }
   const auto cases = read_json(f, "/report/cases");
-  EXPECT_EQ(cases.size(), 16u);  // 2 contexts x 4 paths x (free-running, teacher-forced)
-  for (auto& c : cases) EXPECT_EQ(c["states"].size(), 13u);
+  // 2 contexts x (4 paths x (free-running, teacher-forced), the recorded official states, the
+  // float64 states rounded to BF16)
+  EXPECT_EQ(cases.size(), 20u);
+  int runs = 0;
+  for (auto& c : cases) {
+    ASSERT_EQ(c["states_f64"].size(), 13u) << c["path"];
+    if (c.contains("states")) {
+      ++runs;
+      EXPECT_EQ(c["states"].size(), 13u);
+    }
+    // Every path starts from the stage-1 noise, which the float64 run holds exactly.
+    EXPECT_EQ(c["states_f64"][0]["video_differing"].get<long long>(), 0) << c["path"];
+    EXPECT_EQ(c["states_f64"][0]["video_rel_l2"].get<double>(), 0.0) << c["path"];
+    const auto& last = c["states_f64"][12];
+    if (c["path"] == "float64 rounded to BF16") {
+      EXPECT_EQ(last["video_differing"].get<long long>(), 0);
+      EXPECT_GT(last["video_rel_l2"].get<double>(), 0.0);
+    } else {
+      EXPECT_GT(last["video_differing"].get<long long>(), 0) << c["path"] << " " << c["mode"];
+    }
+  }
+  EXPECT_EQ(runs, 16);
+  // The float64 states are kept in float64.
+  EXPECT_EQ(rf.read_f64("/states/one-token/float64/teacher_forced/12_stage2_step3/video_latent").shape,
+            (psi::Shape{1, 288, 128}));
   CmdResult rep = psi_cmd("report " + f.string() + " --format csv");
   EXPECT_EQ(rep.status, 0);
   EXPECT_NE(rep.out.find("path,mode,"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("final rel L2 to float64 (video / audio)"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("official MATH (recorded),free-running,"), std::string::npos) << rep.out;
   EXPECT_EQ(psi_cmd("report " + f.string() + " --format yaml").status, 2);
 }
 
@@ -153,9 +179,12 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
   CmdResult rb = psi_cmd("run block-controls --out " + b.string());
   ASSERT_EQ(rb.status, 0) << rb.out;
   expect_report_structure(b, "block-controls");
+  // The recorded small block ran: the report says so, not the default model tiny.
+  EXPECT_EQ(reports::StateReader(b).run_info().model_config, "small/ltx25");
   const auto bc = read_json(b, "/report/cases")[0];
-  for (auto& row : bc["official_flash_vs_math"])
+  for (auto& row : bc["official_flash_vs_math"]) {
     if (row["tensor"] == "video_out") EXPECT_EQ(row["differing"].get<long long>(), 63496);
+  }
   EXPECT_NE(rb.out.find("| psi official-h200 "), std::string::npos) << rb.out;
   // The official projections' arithmetic brings the block closer to the official MATH block.
   std::map<std::string, long long> video_out;
@@ -249,6 +278,12 @@ TEST_F(Experiments, SchedulingAtTheFittingRowTile) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("psi: error: --row-tile '0': expected a positive number of rows or 'fit'"), std::string::npos)
       << r.out;
+  r = psi_cmd("run scheduling --quick --row-tile 1000000000 --out " + (dir_ / "x.h5").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("psi: error: --row-tile 1000000000: more rows than the block's tallest stream has ("),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
 }
 
 // capacity: the 4 MiB-page setting (scaled) cannot hold an FFN tile; every completed setting is
@@ -262,8 +297,9 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   ASSERT_EQ(cases.size(), 6u);
   int complete = 0;
   for (auto& c : cases) {
-    if (c["page_bytes"].get<long long>() * 2 == cases[0]["page_bytes"].get<long long>())
+    if (c["page_bytes"].get<long long>() * 2 == cases[0]["page_bytes"].get<long long>()) {
       EXPECT_EQ(c["outcome"], "tile_exceeds_page") << c["setting"];
+    }
     if (c["outcome"] == "complete") {
       ++complete;
       EXPECT_TRUE(c["bitwise_equal_to_reference"].get<bool>()) << c["setting"];
@@ -300,7 +336,42 @@ TEST_F(Experiments, TransportControlUnderChaos) {
     }
     CmdResult cmp = psi_cmd("compare " + cases[0]["file"].get<std::string>() + " " + cases[1]["file"].get<std::string>());
     EXPECT_EQ(cmp.status, 0) << cmp.out;
+    // The side files are tied to the report that compared them.
+    const auto run_id = h5::File::open_read(f).attr("/", "run_id");
+    ASSERT_TRUE(run_id.has_value());
+    for (auto& c : cases) EXPECT_EQ(h5::File::open_read(c["file"].get<std::string>()).attr("/", "run_id"), run_id);
   }
+}
+
+// A side file read back by name that another run has replaced (same --out) is refused, not
+// compared: its run_id is not this run's.
+TEST_F(Experiments, ReplacedSideFilesAreRefused) {
+  exp::Options o;
+  o.out = (dir_ / "r.h5").string();
+  const exp::Report mine(exp::find_experiment("transport-control"), o, "cpu", {});
+  const exp::Report other(exp::find_experiment("transport-control"), o, "cpu", {});
+  EXPECT_NE(mine.run_id(), other.run_id());
+  const fs::path side = mine.side_file(".sync.h5");
+  {
+    reports::StateWriter w(side, reports::RunInfo{});
+    other.stamp_side_file(w);
+    w.commit();
+  }
+  try {
+    mine.check_side_file(side);
+    ADD_FAILURE() << "another run's side file was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Exit::run_failed);
+    EXPECT_EQ(std::string(e.what()), side.string() + " was replaced by another run while this one ran (its run_id is " +
+                                         other.run_id() + ", this run's " + mine.run_id() +
+                                         "); two runs must not share --out");
+  }
+  {
+    reports::StateWriter w(side, reports::RunInfo{});
+    mine.stamp_side_file(w);
+    w.commit();
+  }
+  EXPECT_NO_THROW(mine.check_side_file(side));
 }
 
 // fixed-budget: the capped PSI run fits its cap and reproduces the uncapped host run bit for bit.

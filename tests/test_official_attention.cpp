@@ -1,11 +1,13 @@
 // The SDPA MATH attention core as the H200 computed it (official_attention.h, nv_expf.h): the
 // recorded official sdpa_out bit for bit from the recorded q, k, v; the count the correctly
 // rounded expf stand-in reaches; the warp softmax against a literal lane-by-lane simulation of
-// softmax_warp_forward; the butterfly order and nv_expf on hand-checked values; rows of more
-// than 1,024 keys through psi's softmax, with the FMA-chain GEMMs checked against plain loops.
+// softmax_warp_forward; rows of more than 2,048 keys against a literal thread-by-thread
+// simulation of cunn_SoftMaxForwardReg and its block reduction; the butterfly and block-tree
+// orders and nv_expf on hand-checked values; the FMA-chain GEMMs against plain loops.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/nv_expf.h"
@@ -97,6 +100,54 @@ std::vector<float> literal_warp_softmax(const std::vector<float>& x, ops::ExpMod
   for (int l = 0; l < W; ++l)
     for (int it = 0; it < iters; ++it)
       if (l + it * W < n) out[l + it * W] = e[l][it] / sum[l];
+  return out;
+}
+
+// cunn_SoftMaxForwardReg for one row, thread by thread as the kernel runs it: 1,024 threads,
+// thread t loading keys t + r·1024 into its registers r = 0 … ⌈n/1024⌉ − 1; per-thread max from
+// the lowest float; the block max; per-thread sums of expf(x − max) from +0 in register order;
+// the block sum as cuda_utils::BlockReduce forms it, simulated for every lane (shfl_down hands a
+// lane whose source is past the warp its own value); every element expf(x − max) / sum, the
+// kernel's NaN for a row of −∞ replaced by zeros as _safe_softmax does.
+std::vector<float> literal_reg_softmax(const std::vector<float>& x, ops::ExpModel exp) {
+  constexpr int T = 1024, L = 32;
+  const int n = int(x.size()), regs = (n + T - 1) / T;
+  using Warp = std::array<float, L>;
+  auto shfl_down_reduce = [&](Warp lane, bool is_max) {
+    for (int off = L / 2; off > 0; off /= 2) {
+      Warp next;
+      for (int l = 0; l < L; ++l) {
+        const float other = l + off < L ? lane[l + off] : lane[l];
+        next[l] = is_max ? (lane[l] < other ? other : lane[l]) : lane[l] + other;
+      }
+      lane = next;
+    }
+    return lane[0];
+  };
+  auto block_reduce = [&](const std::vector<float>& per_thread, bool is_max, float identity) {
+    Warp shared;
+    shared.fill(identity);
+    for (int w = 0; w < T / L; ++w) {
+      Warp lanes;
+      std::copy(per_thread.begin() + w * L, per_thread.begin() + (w + 1) * L, lanes.begin());
+      shared[w] = shfl_down_reduce(lanes, is_max);
+    }
+    return shfl_down_reduce(shared, is_max);
+  };
+  std::vector<float> tmax(T, std::numeric_limits<float>::lowest()), texp(T, 0.0f);
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < regs; ++r)
+      if (t + r * T < n) tmax[t] = std::fmax(tmax[t], x[t + r * T]);
+  const float m = block_reduce(tmax, true, std::numeric_limits<float>::lowest());
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < regs; ++r)
+      if (t + r * T < n) texp[t] = texp[t] + ops::nv_expf(x[t + r * T] - m, exp);
+  const float sum = block_reduce(texp, false, 0.0f);
+  std::vector<float> out(n);
+  for (int j = 0; j < n; ++j) {
+    out[j] = ops::nv_expf(x[j] - m, exp) / sum;
+    if (std::isnan(out[j]) && std::all_of(x.begin(), x.end(), [](float v) { return v == -kInf; })) out[j] = 0.0f;
+  }
   return out;
 }
 
@@ -208,7 +259,7 @@ TEST(WarpSoftmax, ButterflyAddsPartnersNotInLaneOrder) {
 TEST(WarpSoftmax, MatchesTheLiteralKernel) {
   std::mt19937 rng(11);
   std::normal_distribution<float> n(0.0f, 4.0f);
-  for (int len : {1, 2, 3, 7, 16, 17, 31, 32, 33, 64, 100, 126, 127, 128, 129, 300, 512, 777, 1024}) {
+  for (int len : {1, 2, 3, 7, 16, 17, 31, 32, 33, 64, 100, 126, 127, 128, 129, 300, 512, 777, 1024, 1025, 2048}) {
     std::vector<float> x(len);
     for (auto& v : x) v = n(rng);
     if (len > 3) x[len / 2] = -kInf;  // a masked key
@@ -287,11 +338,59 @@ TEST(NvExpf, ReductionAndBoundaries) {
   EXPECT_EQ(ops::nv_expf(1.0f, ops::ExpModel::correctly_rounded), from_bits(0x402df854));
 }
 
-TEST(OfficialAttention, LongRowsTakePsiSoftmax) {
-  // 1,024 keys: the warp softmax; 1,100 keys: psi's MATH softmax (cunn_SoftMaxForward is not
-  // modelled). The GEMMs are FMA chains in both, checked against plain loops.
+TEST(BlockSoftmax, MatchesTheLiteralKernel) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> n(0.0f, 4.0f);
+  for (int len : {2049, 2100, 3071, 3072, 4096, 4928, 5000, 8191, 9216}) {
+    std::vector<float> x(len);
+    for (auto& v : x) v = n(rng);
+    x[len / 3] = -kInf;  // a masked key
+    for (auto exp : {ops::ExpModel::ex2_table, ops::ExpModel::correctly_rounded}) {
+      std::vector<float> mine = x;
+      ops::h200_softmax_row(mine.data(), len, exp);
+      EXPECT_EQ(mine, literal_reg_softmax(x, exp)) << "n = " << len;
+    }
+  }
+  std::vector<float> masked(3000, -kInf);
+  ops::h200_softmax_row(masked.data(), 3000, ops::ExpModel::ex2_table);
+  EXPECT_EQ(masked, std::vector<float>(3000, 0.0f));  // _safe_softmax over the kernel's NaN
+  std::vector<float> too_long(ops::kRegSoftmaxMaxKeys + 1, 0.0f);
+  EXPECT_THROW(ops::h200_softmax_row(too_long.data(), std::int64_t(too_long.size()), ops::ExpModel::ex2_table),
+               psi::Error);
+}
+
+TEST(BlockSoftmax, BlockReduceAddsInTreeOrder) {
+  // Within a warp: lane 0 holds 1, lanes 8 and 24 hold 2^-24. Offset 16 adds lane 24 into lane
+  // 8 (2^-23), offset 8 adds lane 8 into lane 0: 1 + 2^-23, exact. In thread order each 2^-24
+  // would be lost against 1 (a tie, to even): 1.
+  std::vector<float> t(1024, 0.0f);
+  t[0] = 1.0f;
+  t[8] = t[24] = std::ldexp(1.0f, -24);
+  EXPECT_EQ(ops::block_reduce_sum(t.data(), 1024), 1.0f + std::ldexp(1.0f, -23));
+  // Across warps: warp 0 sums to 1, warps 8 and 24 to 2^-24 each; the second stage is the same
+  // tree over the warp sums.
+  std::fill(t.begin(), t.end(), 0.0f);
+  t[0] = 1.0f;
+  t[8 * 32 + 5] = t[24 * 32 + 31] = std::ldexp(1.0f, -24);
+  EXPECT_EQ(ops::block_reduce_sum(t.data(), 1024), 1.0f + std::ldexp(1.0f, -23));
+  float seq = 0.0f;
+  for (float v : t) seq += v;
+  EXPECT_EQ(seq, 1.0f);
+  // Inside a warp, lanes 1 and 17 meet at offset 16 and reach lane 0 at offset 1: 2^24 + 2.
+  std::fill(t.begin(), t.end(), 0.0f);
+  t[0] = 16777216.0f;
+  t[1] = t[17] = 1.0f;
+  EXPECT_EQ(ops::block_reduce_sum(t.data(), 1024), 16777218.0f);
+  // A block of fewer warps pads the second stage with +0.
+  EXPECT_EQ(ops::block_reduce_sum(t.data(), 64), 16777218.0f);
+  EXPECT_THROW(ops::block_reduce_sum(t.data(), 48), psi::Error);
+}
+
+TEST(OfficialAttention, RowLengthPicksTheKernel) {
+  // 2,048 keys: the warp softmax; 2,049 and 4,928 (the full-size video self-attention):
+  // cunn_SoftMaxForwardReg. The GEMMs are FMA chains in all, checked against plain loops.
   std::mt19937 rng(5);
-  for (std::int64_t nk : {1024, 1100}) {
+  for (std::int64_t nk : {2048, 2049, 4928}) {
     const Bf16Tensor q = random_bf16({5, 64}, 1.5f, rng), k = random_bf16({nk, 64}, 1.5f, rng),
                      v = random_bf16({nk, 64}, 1.0f, rng);
     std::vector<float> mask(5 * nk, 0.0f);
@@ -301,7 +400,7 @@ TEST(OfficialAttention, LongRowsTakePsiSoftmax) {
     ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 1, mask.data(), nk,
                         ops::ExpModel::ex2_table, ops::as_matrix(got));
     const Bf16Tensor want = plain_h200_head(q, k, v, mask.data(), [&](std::vector<float>& row) {
-      if (nk > ops::kWarpSoftmaxMaxKeys) ops::math_softmax_row(row.data(), nk);
+      if (nk > ops::kWarpSoftmaxMaxKeys) row = literal_reg_softmax(row, ops::ExpModel::ex2_table);
       else if (std::all_of(row.begin(), row.end(), [](float x) { return x == -kInf; }))
         std::fill(row.begin(), row.end(), 0.0f);  // _safe_softmax over the kernel's NaN
       else row = literal_warp_softmax(row, ops::ExpModel::ex2_table);

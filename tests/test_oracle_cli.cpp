@@ -284,9 +284,13 @@ TEST(OracleCertify, SynthInitProbeFileWrittenWithH5) {
   EXPECT_EQ(count_after(run.out, "not correctly rounded"), 0);
   EXPECT_NE(run.out.find("output   /probe_t/proj"), std::string::npos) << run.out;
 
-  run = psi_run("oracle certify --file " + file.string() + " --probe probe_t --output act");
+  // An output that is not the projection's (here an activation after it) is refused: every
+  // element would only be "not correctly rounded".
+  expect_bad_input(psi_run("oracle certify --file " + file.string() + " --probe probe_t --output act"),
+                   "--output act: /probe_t/act is not the output of the projection");
+  run = psi_run("oracle certify --file " + file.string() + " --probe probe_t --output proj");
   ASSERT_EQ(run.rc, 0) << run.err;
-  EXPECT_GT(count_after(run.out, "not correctly rounded"), 0);
+  EXPECT_EQ(count_after(run.out, "elements checked"), 15);
 
   run = psi_run("oracle explain --json --file " + file.string() + " --probe probe_t --row 2 --col 4");
   ASSERT_EQ(run.rc, 0) << run.err;
@@ -317,6 +321,13 @@ TEST(OracleCertify, AcceptsPsiProbeCaseNames) {
   EXPECT_EQ(unknown.rc, 2);
   EXPECT_NE(unknown.err.find("probe_audio_ff_up"), std::string::npos) << unknown.err;
   EXPECT_NE(unknown.err.find("probe_video_q_proj"), std::string::npos) << unknown.err;
+  // The GELU after the recorded projection is not a projection output: refused, not certified.
+  expect_bad_input(psi_run("oracle certify --rows 0:2 --file " + kProbes.string() + " --probe audio-ff-up --output gelu_out"),
+                   "/probe_audio_ff_up/gelu_out is not the output of the projection");
+  const CliRun proj =
+      psi_run("oracle certify --json --rows 0:2 --file " + kProbes.string() + " --probe audio-ff-up --output proj_out");
+  ASSERT_EQ(proj.rc, 0) << proj.err;
+  EXPECT_EQ(nlohmann::json::parse(proj.out)["not_correctly_rounded"], a["not_correctly_rounded"]);
 }
 
 TEST(OracleExplain, OperandFileWrittenWithH5) {
@@ -550,4 +561,26 @@ TEST(OracleExplain, TraceH200TensorCore) {
 
   expect_bad_input(psi_run("oracle explain --file " + r.file.string() + " --x x --w w --row 0 --col 0 --trace seq"),
                    "valid: h200-tensor-core");
+}
+
+// An operand whose data no longer matches its sha256_full is refused: the oracle does not
+// certify corrupted data.
+TEST(OracleCertify, RefusesAnOperandThatDoesNotMatchItsSha256) {
+  std::mt19937_64 rng(5);
+  const fs::path file = scratch() / "corrupt_operands.h5";
+  psi::Bf16Tensor X({2, 8}, random_bf16(rng, 16, 1.0));
+  psi::Bf16Tensor W({3, 8}, random_bf16(rng, 24, 0.2));
+  {
+    auto out = psi::h5::File::create(file);
+    psi::Bf16Tensor other = X;
+    other.data[0] = Bf16::from_bits(std::uint16_t(other.data[0].bits ^ 1));
+    out.write_bf16("/x", X, {{"sha256_full", psi::sha256_hex(other)}});
+    out.write_bf16("/w", W);
+    out.write_bf16("/y", gmp_linear(X, W, psi::Bf16Tensor({3}), {2, 3}));
+    out.commit();
+  }
+  CliRun run = psi_run("oracle certify --file " + file.string() + " --x x --w w --y y");
+  EXPECT_EQ(run.rc, 2) << run.out;
+  EXPECT_NE(run.err.find(file.string() + ":/x: "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("sha256_full"), std::string::npos) << run.err;
 }

@@ -96,7 +96,9 @@ TEST(Probe, OfficialH200ReproducesTheRecordedProjections) {
       ASSERT_TRUE(official.distance) << c << " " << t;
       EXPECT_EQ(official.distance->differing, 0) << c << " " << t;
       EXPECT_GT(official.distance->total, 1000000) << c << " " << t;
-      if (official.full_sha_equal) EXPECT_TRUE(*official.full_sha_equal) << c << " " << t;
+      if (official.full_sha_equal) {
+        EXPECT_TRUE(*official.full_sha_equal) << c << " " << t;
+      }
       const auto& dense = find(r, "dense", t, "official");
       ASSERT_TRUE(dense.distance);
       EXPECT_GT(dense.distance->differing, 1000) << c << " " << t;  // psi's order is not cuBLAS's
@@ -153,8 +155,10 @@ TEST(Probe, AnyRecordingOfTheLayoutWorks) {
 TEST(ProbeCli, WritesOutputs) {
   const fs::path out = fs::temp_directory_path() / ("psi_probe_test_" + std::to_string(::getpid()) + ".h5");
   std::string text;
+  // psi's GEMM order is not cuBLAS's: some elements differ, which is a measurement (exit 0) unless
+  // bitwise equality is asked for.
   const int rc = run("probe video-q-proj --variant dense --out " + out.string(), &text);
-  EXPECT_EQ(rc, 1) << text;  // psi's GEMM order is not cuBLAS's: some elements differ
+  EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("dense         q "), std::string::npos) << text;
   auto f = psi::h5::File::open_read(out);
   const auto q = f.read_bf16("/probe_video_q_proj/dense/q");
@@ -163,6 +167,8 @@ TEST(ProbeCli, WritesOutputs) {
   // Everything psi writes is psi-h5/1: psi compare sees the schema and the run it came from.
   EXPECT_EQ(f.attr_string("/", "schema"), "psi-h5/1");
   EXPECT_EQ(f.attr_string("/", "experiment"), "probe video-q-proj");
+  std::string strict;
+  EXPECT_EQ(run("probe video-q-proj --variant dense --require-bitwise", &strict), 1) << strict;
   std::string cmp;
   EXPECT_EQ(run("compare " + out.string() + " " + out.string(), &cmp), 0) << cmp;
   EXPECT_NE(cmp.find("psi-h5/1"), std::string::npos) << cmp;
@@ -192,4 +198,35 @@ TEST(ProbeCli, BadInputIsExit2) {
   // A recording without the case's group.
   EXPECT_EQ(run("probe audio-ff-up --reference " + (fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5").string(), &text), 2);
   EXPECT_NE(text.find("probe_audio_ff_up"), std::string::npos) << text;
+}
+
+// A recording of the layout that lacks one of the tensors psi computes is refused, naming the
+// tensor and where it was looked for: before, its rows were left out of every table and the
+// probe ended with exit 0.
+TEST(Probe, ARecordingWithoutAComputedTensorIsRefused) {
+  const fs::path file = fs::temp_directory_path() / ("psi_probe_no_gelu_" + std::to_string(::getpid()) + ".h5");
+  const std::string w_name = "transformer_blocks.3.audio_ff.net.0.proj.weight", b_name = "transformer_blocks.3.audio_ff.net.0.proj.bias";
+  const psi::Bf16Tensor x = psi::synthinit::make("input.other.x", {5, 64}, 0);
+  const psi::Bf16Tensor w = psi::synthinit::make(w_name, {128, 64}, 0), b = psi::synthinit::make(b_name, {128}, 0);
+  {
+    auto f = psi::h5::File::create(file);
+    f.set_attr("/", "synthinit_global_seed", std::int64_t(0));
+    f.write_bf16("/probe_audio_ff_up/x", x, {{"synthinit_name", std::string("input.other.x")}});
+    f.write_bf16("/probe_audio_ff_up/proj_out", psi::ops::linear(x, w, &b));
+    f.write_text("/probe_audio_ff_up/weights_json",
+                 "[{\"name\": \"" + w_name + "\", \"shape\": [128, 64]}, {\"name\": \"" + b_name + "\", \"shape\": [128]}]");
+    f.commit();
+  }
+  probes::ProbeOptions o;
+  o.reference = file;
+  try {
+    probes::run_probe("audio-ff-up", o);
+    ADD_FAILURE() << "a recording without gelu_out was accepted";
+  } catch (const psi::Error& e) {
+    EXPECT_EQ(e.code(), psi::Exit::bad_input);
+    EXPECT_EQ(std::string(e.what()), file.string() + ": the recording holds no gelu_out (looked for "
+                                                     "/probe_audio_ff_up/gelu_out); psi computed it and has nothing "
+                                                     "to compare it with");
+  }
+  fs::remove(file);
 }

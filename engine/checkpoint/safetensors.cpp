@@ -1,7 +1,6 @@
 #include "engine/checkpoint/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,7 +77,8 @@ std::string offsets_str(const SafetensorsEntry& e) {
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix) : path_(path) {
   const std::string p = path.string();
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a fifo or a device must not block the open; it is refused just below.
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(p + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -86,36 +86,56 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string 
     ::close(fd);
     throw Error(p + ": cannot stat: " + std::strerror(e));
   }
-  size_ = std::uint64_t(st.st_size);
-  if (size_ < 8) {
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(p + ": truncated: " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
+    throw Error(p + ": not a regular file; a checkpoint must be a safetensors file");
   }
-  void* m = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int e = errno;
-  ::close(fd);
-  if (m == MAP_FAILED) throw Error(p + ": cannot map: " + std::strerror(e));
-  map_ = static_cast<const std::byte*>(m);
+  size_ = std::uint64_t(st.st_size);
+  fd_ = fd;
   try {
+    if (size_ < 8)
+      throw Error(p + ": truncated: " + std::to_string(size_) + " bytes, shorter than the 8-byte header length");
     std::uint64_t header_len = 0;
-    std::memcpy(&header_len, map_, 8);
+    read_exact(0, &header_len, 8);
     if (header_len > size_ - 8)
       throw Error(p + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
                   std::to_string(size_) + " bytes)");
-    data_ = map_ + 8 + header_len;
-    data_size_ = size_ - 8 - header_len;
-    parse_header(header_len, strip_prefix);
+    // The format's own limit; it also bounds what is read into memory here.
+    if (header_len > kMaxHeaderBytes)
+      throw Error(p + ": header length " + std::to_string(header_len) + " exceeds the format's limit of " +
+                  std::to_string(kMaxHeaderBytes) + " bytes");
+    data_offset_ = 8 + header_len;
+    data_size_ = size_ - data_offset_;
+    std::string header(header_len, '\0');
+    read_exact(8, header.data(), header_len);
+    parse_header(header, strip_prefix);
   } catch (...) {
-    ::munmap(const_cast<std::byte*>(map_), size_);
+    ::close(fd_);
     throw;
   }
 }
 
-SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<std::byte*>(map_), size_); }
+SafetensorsFile::~SafetensorsFile() { ::close(fd_); }
 
-void SafetensorsFile::parse_header(std::uint64_t header_len, const std::string& strip_prefix) {
+// pread, not a mapping: a file that shrinks while psi reads it is a short read and one clear
+// error, where a mapping would end psi with SIGBUS.
+void SafetensorsFile::read_exact(std::uint64_t offset, void* dst, std::uint64_t bytes) const {
+  auto* d = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, d, std::size_t(std::min<std::uint64_t>(bytes, 1u << 30)), off_t(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(path_.string() + ": read failed at byte " + std::to_string(offset) + ": " + std::strerror(errno));
+    if (n == 0)
+      throw Error(path_.string() + ": ends at byte " + std::to_string(offset) + ", before the " +
+                  std::to_string(size_) + " bytes it had when opened (changed while psi read it?)");
+    d += n;
+    offset += std::uint64_t(n);
+    bytes -= std::uint64_t(n);
+  }
+}
+
+void SafetensorsFile::parse_header(std::string_view text, const std::string& strip_prefix) {
   const std::string p = path_.string();
-  const std::string_view text(reinterpret_cast<const char*>(map_ + 8), header_len);
   if (auto bad = first_invalid_utf8(text))
     throw Error(p + ": header is not valid UTF-8 at header byte " + std::to_string(*bad) +
                 " (tensor names must be UTF-8)");
@@ -213,14 +233,17 @@ void SafetensorsFile::read(std::string_view name, const Slice& s, std::span<Bf16
   const Matrix2d m = matrix_view(e.shape);
   const std::uint64_t esize = dtype_size(e.dtype);
   const std::size_t cols = std::size_t(s.cols());
+  std::vector<std::byte> row(e.dtype == "BF16" ? 0 : cols * esize);
   for (std::int64_t r = s.r0; r < s.r1; ++r) {
     const std::uint64_t first = std::uint64_t(r * m.cols + s.c0);
-    const std::byte* src = data_ + e.begin + first * esize;
+    const std::uint64_t at = data_offset_ + e.begin + first * esize;
     Bf16* dst = out.data() + std::size_t(r - s.r0) * cols;
     if (e.dtype == "BF16") {
-      std::memcpy(dst, src, cols * 2);
+      read_exact(at, dst, cols * 2);
       continue;
     }
+    read_exact(at, row.data(), row.size());
+    const std::byte* src = row.data();
     for (std::size_t j = 0; j < cols; ++j) {
       float f;
       if (e.dtype == "F32") {

@@ -12,6 +12,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/checkpoint/weight_source.h"
@@ -43,12 +44,16 @@ class SafetensorsFile final : public WeightSource {
 
  private:
   const SafetensorsEntry& entry(std::string_view name) const;
-  void parse_header(std::uint64_t header_len, const std::string& strip_prefix);
+  void parse_header(std::string_view text, const std::string& strip_prefix);
+  void read_exact(std::uint64_t offset, void* dst, std::uint64_t bytes) const;
+
+  // The safetensors format's limit on the JSON header.
+  static constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
   std::filesystem::path path_;
-  const std::byte* map_ = nullptr;
-  std::uint64_t size_ = 0;
-  const std::byte* data_ = nullptr;  // start of the data section
+  int fd_ = -1;
+  std::uint64_t size_ = 0;         // when opened
+  std::uint64_t data_offset_ = 0;  // start of the data section
   std::uint64_t data_size_ = 0;
   std::map<std::string, SafetensorsEntry, std::less<>> entries_;
   std::map<std::string, std::string> metadata_;

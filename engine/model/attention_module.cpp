@@ -9,12 +9,12 @@ namespace psi::model {
 
 Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, const Bf16Tensor& context,
                              const ops::RopeTables* q_rope, const ops::RopeTables* k_rope,
-                             const ops::SdpaOptions& sdpa, float eps, ops::Product product,
+                             const ops::SdpaOptions& sdpa, float eps, ops::Product product, ops::NormKernel norm,
                              AttentionTrace* trace) {
   const std::int64_t H = w.heads, d = w.head_dim;
   Bf16Tensor v = ops::linear(context, w.to_v.w, w.to_v.bias(), ops::BiasRule::fused_f32, product);
-  Bf16Tensor q = ops::rms_norm(ops::linear(x, w.to_q.w, w.to_q.bias(), ops::BiasRule::fused_f32, product), &w.q_norm, eps);
-  Bf16Tensor k = ops::rms_norm(ops::linear(context, w.to_k.w, w.to_k.bias(), ops::BiasRule::fused_f32, product), &w.k_norm, eps);
+  Bf16Tensor q = ops::rms_norm(ops::linear(x, w.to_q.w, w.to_q.bias(), ops::BiasRule::fused_f32, product), &w.q_norm, eps, norm);
+  Bf16Tensor k = ops::rms_norm(ops::linear(context, w.to_k.w, w.to_k.bias(), ops::BiasRule::fused_f32, product), &w.k_norm, eps, norm);
   if (q.shape.back() != H * d)
     throw Error("attention: q width " + std::to_string(q.shape.back()) + " for " + std::to_string(H) +
                 " heads of " + std::to_string(d));

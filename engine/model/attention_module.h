@@ -6,10 +6,11 @@
 //   a = sdpa(q, k, v)                                                 MATH or online (variant)
 //   gated models: g = bf(2 · bf(sigmoid(Linear_gate(x)))) per head; a[h] = bf(a[h] · g[h])
 //   out = Linear_out(a)                                               the module's probe value
-// Every Linear in `product`'s arithmetic (gemm.h).
+// Every Linear in `product`'s arithmetic (gemm.h), both norms in `norm`'s (norm.h).
 #include "engine/model/weights.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/norm.h"
 #include "engine/ops/rope.h"
 
 namespace psi::model {
@@ -24,7 +25,7 @@ struct AttentionTrace {
 // x [1, Nq, Dq], context [1, Nk, Dc] -> [1, Nq, Dq]. Null tables: no RoPE on that side.
 Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, const Bf16Tensor& context,
                              const ops::RopeTables* q_rope, const ops::RopeTables* k_rope,
-                             const ops::SdpaOptions& sdpa, float eps, ops::Product product,
+                             const ops::SdpaOptions& sdpa, float eps, ops::Product product, ops::NormKernel norm,
                              AttentionTrace* trace = nullptr);
 
 }  // namespace psi::model

@@ -31,17 +31,19 @@ struct SelfAndText {
   Bf16Tensor o_attn1, o_attn2, x2;
 };
 
+// forced_attn1/forced_attn2 (teacher forcing, block_forward): the module outputs the residual
+// updates read instead of the computed ones; null: the computed ones.
 SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
                           const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputs& in,
-                          const NumericsVariant& v) {
+                          const NumericsVariant& v, const Bf16Tensor* forced_attn1, const Bf16Tensor* forced_attn2) {
   const float eps = c.norm_eps;
   SelfAndText r;
   const Bf16Tensor shift_msa = ada_value(table, in.timesteps, 0);
   const Bf16Tensor scale_msa = ada_value(table, in.timesteps, 1);
   const Bf16Tensor gate_msa = ada_value(table, in.timesteps, 2);
-  const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps);
-  r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps, v.product);
-  const ops::PostSa ps = ops::post_sa(in.x, r.o_attn1, gate_msa, eps);
+  const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps, v.norm);
+  r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps, v.product, v.norm);
+  const ops::PostSa ps = ops::post_sa(in.x, forced_attn1 ? *forced_attn1 : r.o_attn1, gate_msa, eps, v.norm);
   if (c.features.cross_attention_adaln) {
     const Bf16Tensor shift_q = ada_value(table, in.timesteps, 6);
     const Bf16Tensor scale_q = ada_value(table, in.timesteps, 7);
@@ -51,11 +53,11 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
     const Bf16Tensor scale_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 1) : table_row(prompt_table, 1);
     const Bf16Tensor q_in = ops::modulate(ps.normed, scale_q, shift_q);
     const Bf16Tensor c_in = ops::modulate(in.context, scale_kv, shift_kv);
-    r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product);
-    r.x2 = ops::gated_residual(ps.x, r.o_attn2, gate_q);
+    r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product, v.norm);
+    r.x2 = ops::gated_residual(ps.x, forced_attn2 ? *forced_attn2 : r.o_attn2, gate_q);
   } else {
-    r.o_attn2 = attention_forward(attn2, ps.normed, in.context, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product);
-    r.x2 = ops::residual(ps.x, r.o_attn2);
+    r.o_attn2 = attention_forward(attn2, ps.normed, in.context, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product, v.norm);
+    r.x2 = ops::residual(ps.x, forced_attn2 ? *forced_attn2 : r.o_attn2);
   }
   return r;
 }
@@ -79,20 +81,7 @@ void check_inputs(const ModelConfig& c, const BlockInputs& in) {
 }  // namespace
 
 BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions) {
-  if (video_positions.shape.size() != 4 || video_positions.dim(1) != 3)
-    throw Error("block_rope: video positions must be [1, 3, N, 2], got " + shape_str(video_positions.shape));
-  BlockRope r;
-  r.video = ops::rope_tables(video_positions, c.video_max_pos, c.video_dim(), c.video_heads, c.rope_theta);
-  r.audio = ops::rope_tables(audio_positions, c.audio_max_pos, c.audio_dim(), c.audio_heads, c.rope_theta);
-  // Cross RoPE: the time axis of each modality, width audio_cross_attention_dim, each modality's
-  // own head count (spec §4.4).
-  const std::int64_t Nv = video_positions.dim(2);
-  F32Tensor vt({1, 1, Nv, 2});
-  std::copy(video_positions.data.begin(), video_positions.data.begin() + Nv * 2, vt.data.begin());
-  const std::vector<double> cross_max{c.cross_max_pos()};
-  r.video_cross = ops::rope_tables(vt, cross_max, c.audio_cross_attention_dim, c.video_heads, c.rope_theta);
-  r.audio_cross = ops::rope_tables(audio_positions, cross_max, c.audio_cross_attention_dim, c.audio_heads, c.rope_theta);
-  return r;
+  return block_rope_with(c, video_positions, audio_positions, ops::rope_tables);
 }
 
 BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_positions,
@@ -124,15 +113,19 @@ BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_
 std::vector<std::pair<std::string, const Bf16Tensor*>> BlockProbes::named() const { return named_probes(*this); }
 
 BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
-                          const NumericsVariant& v) {
+                          const NumericsVariant& v, const BlockProbes* forced) {
   check_inputs(c, in);
   const float eps = c.norm_eps;
   BlockProbes p;
+  // The module output a residual update reads: the forced one when teacher forcing.
+  auto upd = [&](const Bf16Tensor BlockProbes::*m) -> const Bf16Tensor& { return forced ? forced->*m : p.*m; };
 
   // Video and audio self-attention and text cross-attention (steps 1–10).
-  SelfAndText vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table, in.video, v);
+  SelfAndText vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table, in.video, v,
+                                 forced ? &forced->attn1 : nullptr, forced ? &forced->attn2 : nullptr);
   SelfAndText as = self_and_text(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table,
-                                 w.audio_prompt_scale_shift_table, in.audio, v);
+                                 w.audio_prompt_scale_shift_table, in.audio, v,
+                                 forced ? &forced->audio_attn1 : nullptr, forced ? &forced->audio_attn2 : nullptr);
   p.attn1 = std::move(vs.o_attn1);
   p.attn2 = std::move(vs.o_attn2);
   p.audio_attn1 = std::move(as.o_attn1);
@@ -146,37 +139,39 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   Bf16Tensor vx3;
   {
     const Bf16Tensor q_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 0),
-                                          ada_value(tv, in.video.cross_scale_shift_timestep, 1), eps);
+                                          ada_value(tv, in.video.cross_scale_shift_timestep, 1), eps, v.norm);
     const Bf16Tensor kv_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 0),
-                                           ada_value(ta, in.audio.cross_scale_shift_timestep, 1), eps);
+                                           ada_value(ta, in.audio.cross_scale_shift_timestep, 1), eps, v.norm);
     p.audio_to_video_attn = attention_forward(w.audio_to_video_attn, q_in, kv_in, &in.video.cross_pe,
-                                              &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps, v.product);
-    vx3 = ops::gated_residual(vx_pre, p.audio_to_video_attn, ada_value(tv, 4, in.video.cross_gate_timestep, 0));
+                                              &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps, v.product, v.norm);
+    vx3 = ops::gated_residual(vx_pre, upd(&BlockProbes::audio_to_video_attn),
+                              ada_value(tv, 4, in.video.cross_gate_timestep, 0));
   }
   // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
   Bf16Tensor ax3;
   {
     const Bf16Tensor q_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 2),
-                                          ada_value(ta, in.audio.cross_scale_shift_timestep, 3), eps);
+                                          ada_value(ta, in.audio.cross_scale_shift_timestep, 3), eps, v.norm);
     const Bf16Tensor kv_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 2),
-                                           ada_value(tv, in.video.cross_scale_shift_timestep, 3), eps);
+                                           ada_value(tv, in.video.cross_scale_shift_timestep, 3), eps, v.norm);
     p.video_to_audio_attn = attention_forward(w.video_to_audio_attn, q_in, kv_in, &in.audio.cross_pe,
-                                              &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps, v.product);
-    ax3 = ops::gated_residual(ax_pre, p.video_to_audio_attn, ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
+                                              &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps, v.product, v.norm);
+    ax3 = ops::gated_residual(ax_pre, upd(&BlockProbes::video_to_audio_attn),
+                              ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
   }
 
   // Feed-forwards (steps 13–14).
   {
     const Bf16Tensor& t = w.scale_shift_table;
-    const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, 4), ada_value(t, in.video.timesteps, 3), eps);
+    const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, 4), ada_value(t, in.video.timesteps, 3), eps, v.norm);
     p.ff = ffn_forward(w.ff, h, v);
-    p.video_out = ops::gated_residual(vx3, p.ff, ada_value(t, in.video.timesteps, 5));
+    p.video_out = ops::gated_residual(vx3, upd(&BlockProbes::ff), ada_value(t, in.video.timesteps, 5));
   }
   {
     const Bf16Tensor& t = w.audio_scale_shift_table;
-    const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, 4), ada_value(t, in.audio.timesteps, 3), eps);
+    const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, 4), ada_value(t, in.audio.timesteps, 3), eps, v.norm);
     p.audio_ff = ffn_forward(w.audio_ff, h, v);
-    p.audio_out = ops::gated_residual(ax3, p.audio_ff, ada_value(t, in.audio.timesteps, 5));
+    p.audio_out = ops::gated_residual(ax3, upd(&BlockProbes::audio_ff), ada_value(t, in.audio.timesteps, 5));
   }
   return p;
 }

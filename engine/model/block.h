@@ -1,11 +1,13 @@
 #pragma once
 // The LTX-2.x audio-video transformer block on the CPU (spec §3.3), batch 1, for one numerics
 // variant. Produces the ten probes of spec §8.
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
@@ -31,10 +33,32 @@ struct BlockInputs {
 };
 
 // The four RoPE tables of a block from token positions ([1, 3, Nv, 2] and [1, 1, Na, 2]).
-struct BlockRope {
-  ops::RopeTables video, audio, video_cross, audio_cross;
+template <class Tables>
+struct BlockRopeOf {
+  Tables video, audio, video_cross, audio_cross;
 };
+using BlockRope = BlockRopeOf<ops::RopeTables>;
 BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions);
+// The same four tables, each made by make(positions, max_pos, inner, heads, theta): block_rope
+// with ops::rope_tables, the float64 reference model with ops::rope_tables_f64.
+template <class Make>
+auto block_rope_with(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions,
+                     const Make& make) {
+  if (video_positions.shape.size() != 4 || video_positions.dim(1) != 3)
+    throw Error("block_rope: video positions must be [1, 3, N, 2], got " + shape_str(video_positions.shape));
+  BlockRopeOf<decltype(make(video_positions, c.video_max_pos, c.video_dim(), c.video_heads, c.rope_theta))> r;
+  r.video = make(video_positions, c.video_max_pos, c.video_dim(), c.video_heads, c.rope_theta);
+  r.audio = make(audio_positions, c.audio_max_pos, c.audio_dim(), c.audio_heads, c.rope_theta);
+  // Cross RoPE: the time axis of each modality, width audio_cross_attention_dim, each modality's
+  // own head count (spec §4.4).
+  const std::int64_t Nv = video_positions.dim(2);
+  F32Tensor vt({1, 1, Nv, 2});
+  std::copy(video_positions.data.begin(), video_positions.data.begin() + Nv * 2, vt.data.begin());
+  const std::vector<double> cross_max{c.cross_max_pos()};
+  r.video_cross = make(vt, cross_max, c.audio_cross_attention_dim, c.video_heads, c.rope_theta);
+  r.audio_cross = make(audio_positions, cross_max, c.audio_cross_attention_dim, c.audio_heads, c.rope_theta);
+  return r;
+}
 
 // SynthInit block inputs (names "input.synthetic.{video,audio}.*", per-batch timesteps, text
 // contexts of `context_len` rows) with RoPE tables from the given positions: for runs and
@@ -67,7 +91,11 @@ struct BlockProbes {
   std::vector<std::pair<std::string, const Bf16Tensor*>> named() const;
 };
 
+// forced (teacher forcing, for attributing differences): every residual update reads forced's
+// module output instead of the computed one, so each returned module probe is that module on
+// the inputs the forced probes imply, and video_out / audio_out are the residual arithmetic
+// applied to forced's updates. Null: the plain block.
 BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
-                          const NumericsVariant& v);
+                          const NumericsVariant& v, const BlockProbes* forced = nullptr);
 
 }  // namespace psi::model

@@ -17,12 +17,16 @@ namespace {
 using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowRef = Eigen::Ref<const Eigen::Matrix<double, 1, Eigen::Dynamic>>;
 
-// Every BF16 operand enters through here, exactly (a BF16 value is a double); the last axis is
-// the columns.
-Mat to_mat(const Bf16Tensor& t) {
+double real(Bf16 v) { return v.to_float(); }
+double real(double v) { return v; }
+
+// Every operand enters through here, exactly (a BF16 value is a double); the last axis is the
+// columns.
+template <class T>
+Mat to_mat(const Tensor<T>& t) {
   const std::int64_t cols = t.shape.back(), rows = cols ? t.numel() / cols : 0;
   Mat m(rows, cols);
-  for (std::int64_t i = 0; i < t.numel(); ++i) m.data()[i] = t.data[i].to_float();
+  for (std::int64_t i = 0; i < t.numel(); ++i) m.data()[i] = real(t.data[i]);
   return m;
 }
 
@@ -30,7 +34,7 @@ Mat to_mat(const Bf16Tensor& t) {
 RowRef mod_row(const Mat& m, Eigen::Index r) { return m.row(m.rows() == 1 ? 0 : r); }
 
 // table[row] + timestep[:, ts_row·D : (ts_row+1)·D] (ops::ada_value without its BF16 write).
-Mat ada_value(const Bf16Tensor& table, int row, const Bf16Tensor& timestep, int ts_row) {
+Mat ada_value(const Bf16Tensor& table, int row, const F64Tensor& timestep, int ts_row) {
   const Mat t = to_mat(table), s = to_mat(timestep);
   const Eigen::Index D = t.cols();
   if (row >= t.rows() || (ts_row + 1) * D > s.cols())
@@ -39,7 +43,7 @@ Mat ada_value(const Bf16Tensor& table, int row, const Bf16Tensor& timestep, int 
   out.rowwise() += t.row(row);
   return out;
 }
-Mat ada_value(const Bf16Tensor& table, const Bf16Tensor& timestep, int row) {
+Mat ada_value(const Bf16Tensor& table, const F64Tensor& timestep, int row) {
   return ada_value(table, row, timestep, row);
 }
 
@@ -75,23 +79,24 @@ Mat gated_residual(const Mat& x, const Mat& y, const Mat& g) {
 }
 
 // x · Wᵀ + b.
-Mat linear(const Mat& x, const LinearWeights& lw) {
-  Mat y = x * to_mat(lw.w).transpose();
-  if (lw.bias()) y.rowwise() += to_mat(*lw.bias()).row(0);
+Mat linear(const Mat& x, const Bf16Tensor& w, const Bf16Tensor* bias) {
+  Mat y = x * to_mat(w).transpose();
+  if (bias) y.rowwise() += to_mat(*bias).row(0);
   return y;
 }
+Mat linear(const Mat& x, const LinearWeights& lw) { return linear(x, lw.w, lw.bias()); }
 
 // SPLIT RoPE in place (§4.6): y1 = x1·cos − x2·sin, y2 = x2·cos + x1·sin, per head.
-void apply_split_rope(Mat& x, const ops::RopeTables& t) {
-  const std::int64_t H = t.heads(), half = t.half(), T = x.rows();
-  if (t.tokens() != T || H * 2 * half != x.cols())
-    throw Error("block_f64: RoPE tables for " + std::to_string(t.tokens()) + " tokens do not fit " +
+void apply_split_rope(Mat& x, const ops::RopeTablesF64& t) {
+  const std::int64_t H = t.cos.dim(1), half = t.cos.dim(3), T = x.rows();
+  if (t.cos.dim(2) != T || H * 2 * half != x.cols())
+    throw Error("block_f64: RoPE tables for " + std::to_string(t.cos.dim(2)) + " tokens do not fit " +
                 std::to_string(T) + "x" + std::to_string(x.cols()));
   for (std::int64_t tok = 0; tok < T; ++tok)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t j = 0; j < half; ++j) {
         const std::int64_t e = (h * T + tok) * half + j;
-        const double c = t.cos.data[e].to_float(), s = t.sin.data[e].to_float();
+        const double c = t.cos.data[e], s = t.sin.data[e];
         double& x1 = x(tok, h * 2 * half + j);
         double& x2 = x(tok, h * 2 * half + half + j);
         const double a = x1, b = x2;
@@ -102,8 +107,8 @@ void apply_split_rope(Mat& x, const ops::RopeTables& t) {
 
 // The attention module (attention_module.h) in float64: softmax(q kᵀ/√d) v per head, the exact
 // scale, max-subtracted exp; gated models multiply each head by 2·sigmoid(gate logit).
-Mat attention(const AttentionWeights& w, const Mat& x, const Mat& context, const ops::RopeTables* q_rope,
-              const ops::RopeTables* k_rope, double eps) {
+Mat attention(const AttentionWeights& w, const Mat& x, const Mat& context, const ops::RopeTablesF64* q_rope,
+              const ops::RopeTablesF64* k_rope, double eps) {
   const std::int64_t H = w.heads, d = w.head_dim;
   const Mat v = linear(context, w.to_v);
   Mat q = rms_norm(linear(x, w.to_q), &w.q_norm, eps);
@@ -151,7 +156,7 @@ struct SelfAndText {
 };
 
 SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
-                          const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputs& in,
+                          const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputsF64& in,
                           double eps) {
   SelfAndText r;
   const Mat x = to_mat(in.x);
@@ -179,7 +184,45 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
 
 std::vector<std::pair<std::string, const F64Tensor*>> BlockProbesF64::named() const { return named_probes(*this); }
 
+F64Tensor to_f64(const Bf16Tensor& t) {
+  F64Tensor out(t.shape);
+  for (std::int64_t i = 0; i < t.numel(); ++i) out.data[i] = real(t.data[i]);
+  return out;
+}
+
+BlockInputsF64 to_f64(const BlockInputs& in) {
+  auto stream = [](const StreamInputs& s) {
+    return StreamInputsF64{to_f64(s.x),
+                           to_f64(s.timesteps),
+                           s.context,
+                           to_f64(s.prompt_timestep),
+                           {to_f64(s.pe.cos), to_f64(s.pe.sin)},
+                           {to_f64(s.cross_pe.cos), to_f64(s.cross_pe.sin)},
+                           to_f64(s.cross_scale_shift_timestep),
+                           to_f64(s.cross_gate_timestep)};
+  };
+  return {stream(in.video), stream(in.audio)};
+}
+
+BlockRopeOf<ops::RopeTablesF64> block_rope_f64(const ModelConfig& c, const F32Tensor& video_positions,
+                                               const F32Tensor& audio_positions) {
+  return block_rope_with(c, video_positions, audio_positions, ops::rope_tables_f64);
+}
+
+F64Tensor linear_f64(const F64Tensor& x, const Bf16Tensor& w, const Bf16Tensor* bias) {
+  const Mat y = linear(to_mat(x), w, bias);
+  Shape shape = x.shape;
+  shape.back() = y.cols();
+  F64Tensor t(shape);
+  std::memcpy(t.ptr(), y.data(), t.bytes());
+  return t;
+}
+
 BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in) {
+  return block_forward_f64(c, w, to_f64(in));
+}
+
+BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in) {
   if (in.video.x.shape.back() != c.video_dim() || in.audio.x.shape.back() != c.audio_dim())
     throw Error("block_f64: inputs " + shape_str(in.video.x.shape) + " / " + shape_str(in.audio.x.shape) +
                 " for config " + c.name);
@@ -193,8 +236,8 @@ BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, co
                                        w.audio_prompt_scale_shift_table, in.audio, eps);
   const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
   const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;
-  const Bf16Tensor& vss = in.video.cross_scale_shift_timestep;
-  const Bf16Tensor& ass = in.audio.cross_scale_shift_timestep;
+  const F64Tensor& vss = in.video.cross_scale_shift_timestep;
+  const F64Tensor& ass = in.audio.cross_scale_shift_timestep;
 
   // A2V (step 11) and V2A (step 12), both from the pre-A/V states; tables list scale first.
   const Mat a2v = attention(w.audio_to_video_attn, ada_zero(vs.x2, ada_value(tv, vss, 0), ada_value(tv, vss, 1), eps),

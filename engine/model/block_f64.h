@@ -5,7 +5,8 @@
 // (std::exp, std::tanh, std::sqrt), the exact scale 1/√d, the tanh-GELU's constants in double.
 // It stands for the real-arithmetic result of the block on these BF16 operands, so that the
 // BF16 paths (official MATH and FLASH, dense, official-h200, baseline, modified) can be ranked
-// by their distance to it.
+// by their distance to it. Its inputs are either BF16 (a recording's, converted exactly) or the
+// float64 values the float64 model computes (engine/pipeline: model_forward_f64).
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,32 @@
 #include "engine/model/block.h"
 
 namespace psi::model {
+
+// A stream's block inputs (StreamInputs) with the values a model computes in float64: the
+// state, the AdaLN timestep tensors and the RoPE tables. The text context is a model input
+// and stays BF16.
+struct StreamInputsF64 {
+  F64Tensor x;
+  F64Tensor timesteps;
+  Bf16Tensor context;
+  F64Tensor prompt_timestep;  // empty: the prompt table alone (or no CA-AdaLN)
+  ops::RopeTablesF64 pe, cross_pe;
+  F64Tensor cross_scale_shift_timestep;
+  F64Tensor cross_gate_timestep;
+};
+struct BlockInputsF64 {
+  StreamInputsF64 video, audio;
+};
+// The four RoPE tables in real arithmetic (ops::rope_tables_f64).
+BlockRopeOf<ops::RopeTablesF64> block_rope_f64(const ModelConfig& c, const F32Tensor& video_positions,
+                                               const F32Tensor& audio_positions);
+// BF16 block inputs (a recording's, or the BF16 pipeline's), each value exactly.
+BlockInputsF64 to_f64(const BlockInputs& in);
+F64Tensor to_f64(const Bf16Tensor& t);
+
+// x · Wᵀ + b in float64 (Eigen), x [.., in], W [out, in]: the product the block's Linears use,
+// for the model-level ones.
+F64Tensor linear_f64(const F64Tensor& x, const Bf16Tensor& w, const Bf16Tensor* bias);
 
 // The ten probes (spec §8) in float64, shaped as BlockProbes'.
 struct BlockProbesF64 {
@@ -22,6 +49,7 @@ struct BlockProbesF64 {
   std::vector<std::pair<std::string, const F64Tensor*>> named() const;
 };
 
+BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in);
 BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in);
 
 // A float64 value correctly rounded to BF16 (nearest, ties to even; one rounding, not two).

@@ -17,9 +17,12 @@ std::vector<NumericsVariant> make_variants() {
   official.name = "official-h200";
   official.summary = "dense with every projection as the H200 tensor cores compute it (block FMA of 16 "
                      "products, truncating alignment, FP32 bias epilogue) and the MATH attention core as "
-                     "the H200 computes it (FMA-chain GEMMs, warp softmax, libdevice expf): the official bits";
+                     "the H200 computes it (FMA-chain GEMMs, warp and block softmax, libdevice expf), and every RMS "
+                     "norm and the output LayerNorm as PyTorch's kernels run on the H200 (their reduction orders, "
+                     "MUFU.RSQ): the official bits";
   official.product = ops::Product::h200_tensor_core;
   official.math_core = ops::MathCore::h200;
+  official.norm = ops::NormKernel::h200;
 
   NumericsVariant baseline;
   baseline.name = "baseline";

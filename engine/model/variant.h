@@ -6,15 +6,17 @@
 // | variant       | attention                     | P before P·V        | FFN                        | FFN up-projection bias  | projections (every Linear) |
 // |---------------|-------------------------------|---------------------|----------------------------|-------------------------|----------------------------|
 // | dense         | MATH (whole score matrix), psi's reduce.h sums and std::exp | float32, normalized | whole tensors | bf(acc + b)  (official) | psi's float32 order |
-// | official-h200 | MATH, the H200 core (official_attention.h): FMA-chain GEMMs, warp softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h) |
+// | official-h200 | MATH, the H200 core (official_attention.h): FMA-chain GEMMs, warp/block softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h); RMS norms and LayerNorm: the H200 kernels (norm.h) |
 // | baseline      | online softmax, 128-key tiles | BF16 (all heads)    | 1,024-channel tiles, reuse | bf(bf(acc) + b)         | psi's float32 order        |
 // | modified      | online softmax, 128-key tiles | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) | psi's float32 order |
 //
 // dense is psi's stand-in for the official MATH path; official-h200 is dense with every
 // projection computed as the H200's tensor cores computed the recorded official projections
-// and the attention core as the H200 computed the recorded official one (bitwise those
-// recordings; rows of more than 1,024 keys take psi's softmax, official_attention.h; norms,
-// RoPE and the elementwise operators are still dense's); baseline is the paper's baseline PSI
+// and the attention core and the RMS norms as the H200 computed them (bitwise those recordings
+// and every probe of the recorded small blocks; softmax rows of more than 2,048 keys take the
+// modelled cunn_SoftMaxForwardReg, official_attention.h; the output head's LayerNorm is the
+// modelled Welford kernel, norm.h; RoPE and the elementwise operators are dense's, which are the
+// kernels' formulas, docs/official-kernels.md); baseline is the paper's baseline PSI
 // (the biased up-projection written BF16 before its bias is added, then GELU written BF16;
 // FlashAttention-style BF16 numerator weights); modified is the paper's modified PSI (the audio
 // FFN bias added in float32 before the single BF16 write; float32 online accumulation for the
@@ -28,6 +30,7 @@
 #include "engine/ops/attention.h"
 #include "engine/ops/ffn.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/norm.h"
 
 namespace psi::model {
 
@@ -43,6 +46,7 @@ struct NumericsVariant {
   std::int64_t ffn_hidden_tile = 1024;  // min(this, hidden) for small models
   ops::BiasRule ffn_up_bias = ops::BiasRule::fused_f32;  // every FFN up-projection that has a bias
   ops::Product product = ops::Product::psi_f32;          // every Linear's accumulator arithmetic
+  ops::NormKernel norm = ops::NormKernel::psi_f32;       // every RMS norm's arithmetic
 
   // The dense forms (MATH attention, whole-tensor FFN) run on whole host tensors; the PSI
   // forms through the executor's arena.

@@ -70,8 +70,8 @@ Bf16Tensor modulate(const Bf16Tensor& x, const Bf16Tensor& scale, const Bf16Tens
 }
 
 Bf16Tensor ada_zero(const Bf16Tensor& x, const Bf16Tensor& scale, const Bf16Tensor& shift,
-                    float eps) {
-  return modulate(rms_norm(x, nullptr, eps), scale, shift);
+                    float eps, NormKernel norm) {
+  return modulate(rms_norm(x, nullptr, eps, norm), scale, shift);
 }
 
 Bf16Tensor gated_residual(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g) {
@@ -98,10 +98,10 @@ Bf16Tensor residual(const Bf16Tensor& x, const Bf16Tensor& y) {
   return out;
 }
 
-PostSa post_sa(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g, float eps) {
+PostSa post_sa(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g, float eps, NormKernel norm) {
   PostSa r;
   r.x = gated_residual(x, y, g);
-  r.normed = rms_norm(r.x, nullptr, eps);
+  r.normed = rms_norm(r.x, nullptr, eps, norm);
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/ops/matrix.h"
+#include "engine/ops/norm.h"
 #include "engine/tensor.h"
 
 namespace psi::ops {
@@ -25,7 +26,7 @@ Bf16Tensor modulate(const Bf16Tensor& x, const Bf16Tensor& scale, const Bf16Tens
 
 // ada_zero(x; scale, shift) = bf( bf( rms(x) · bf(1 + scale) ) + shift ), rms weightless.
 Bf16Tensor ada_zero(const Bf16Tensor& x, const Bf16Tensor& scale, const Bf16Tensor& shift,
-                    float eps);
+                    float eps, NormKernel norm = NormKernel::psi_f32);
 
 // Gated residual: x' = bf( x + bf(y · g) ), g [1 or N, D]. (The official A/V path also
 // multiplies by a perturbation mask that is all ones; bf(z · 1) = z, so it is omitted.)
@@ -38,6 +39,7 @@ struct PostSa {
   Bf16Tensor x;
   Bf16Tensor normed;
 };
-PostSa post_sa(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g, float eps);
+PostSa post_sa(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g, float eps,
+               NormKernel norm = NormKernel::psi_f32);
 
 }  // namespace psi::ops

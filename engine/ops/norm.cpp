@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "engine/ops/nv_rsqrt.h"
 #include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
 
@@ -30,14 +31,92 @@ void scale_row(const Bf16* x, const Bf16* w, float rstd, std::int64_t n, Bf16* y
 
 constexpr std::int64_t kRowsPerTask = 16;
 
+// The official kernel's block: 32 lanes × 4 warps, 4 elements a vector load.
+constexpr int kLanes32 = 32, kWarps = 4, kVector = 4;
+
 }  // namespace
 
-void rms_norm(CBf16Mat x, const Bf16* weight, float eps, Bf16Mat y) {
+float h200_sum_of_squares(const Bf16* x, std::int64_t n) {
+  if (n % kVector != 0)
+    throw Error("rms_norm (h200 kernel): row width " + std::to_string(n) +
+                " is not a multiple of 4; PyTorch takes another kernel there, not modelled");
+  constexpr int threads = kLanes32 * kWarps;
+  float sum[threads] = {};
+  for (std::int64_t v = 0; v < n / kVector; ++v)
+    for (int e = 0; e < kVector; ++e) {
+      const float a = x[v * kVector + e].to_float();
+      sum[v % threads] += a * a;  // exact square: the kernel's FMA gives the same bits
+    }
+  float warp[kWarps];
+  for (int w = 0; w < kWarps; ++w) {
+    float* l = sum + w * kLanes32;
+    // Lane 0's value: lanes past the end never reach it, so they are left out.
+    for (int offset = kLanes32 / 2; offset > 0; offset /= 2)
+      for (int i = 0; i + offset < kLanes32; ++i) l[i] = l[i] + l[i + offset];
+    warp[w] = l[0];
+  }
+  return (warp[0] + warp[2]) + (warp[1] + warp[3]);
+}
+
+namespace {
+
+struct Welford {
+  float mean = 0.0f, sigma2 = 0.0f, count = 0.0f;
+};
+
+// cuWelfordOnlineSum (rms_norm = false); the reciprocal is IEEE (no fast math), and the two
+// mul-adds are taken as nvcc's FMA contraction forms them.
+Welford welford_add(Welford w, float x) {
+  const float delta = x - w.mean;
+  const float count = w.count + 1.0f;
+  const float mean = std::fma(delta, 1.0f / count, w.mean);
+  return {mean, std::fma(delta, x - mean, w.sigma2), count};
+}
+
+// cuWelfordCombine(dataB = own, dataA = partner).
+Welford welford_combine(Welford own, Welford partner) {
+  const float delta = own.mean - partner.mean;
+  const float count = partner.count + own.count;
+  if (!(count > 0.0f)) return {};
+  const float coef = 1.0f / count;
+  const float nA = partner.count * coef, nB = own.count * coef;
+  return {std::fma(nA, partner.mean, nB * own.mean),
+          std::fma(delta * delta * partner.count, nB, partner.sigma2 + own.sigma2), count};
+}
+
+}  // namespace
+
+LayerNormStats h200_layer_norm_stats(const Bf16* x, std::int64_t n) {
+  if (n % kVector != 0)
+    throw Error("layer_norm (h200 kernel): row width " + std::to_string(n) +
+                " is not a multiple of 4; PyTorch takes another kernel there, not modelled");
+  constexpr int threads = kLanes32 * kWarps;
+  Welford t[threads];
+  for (std::int64_t v = 0; v < n / kVector; ++v)
+    for (int e = 0; e < kVector; ++e) t[v % threads] = welford_add(t[v % threads], x[v * kVector + e].to_float());
+  Welford warp[kWarps];
+  for (int w = 0; w < kWarps; ++w) {
+    Welford* l = t + w * kLanes32;
+    for (int offset = kLanes32 / 2; offset > 0; offset /= 2)
+      for (int i = 0; i + offset < kLanes32; ++i) l[i] = welford_combine(l[i], l[i + offset]);
+    warp[w] = l[0];
+  }
+  // Shared-memory halving: the upper half of the warps hands its values to the lower half.
+  for (int offset = kWarps / 2; offset > 0; offset /= 2)
+    for (int w = 0; w < offset; ++w) warp[w] = welford_combine(warp[w], warp[w + offset]);
+  return {warp[0].mean, warp[0].sigma2 / float(n)};
+}
+
+void rms_norm(CBf16Mat x, const Bf16* weight, float eps, Bf16Mat y, NormKernel kernel) {
   check_same(x, y, "rms_norm");
   const std::int64_t n = x.cols;
   parallel_for((x.rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t t) {
     for (std::int64_t r = t * kRowsPerTask; r < std::min(x.rows, (t + 1) * kRowsPerTask); ++r) {
       const Bf16* xr = x.row(r);
+      if (kernel == NormKernel::h200) {
+        scale_row(xr, weight, rsqrt_approx(h200_sum_of_squares(xr, n) / float(n) + eps), n, y.row(r));
+        continue;
+      }
       const float ss = ordered_sum(n, [&](std::int64_t c) {
         const float v = xr[c].to_float();
         return v * v;
@@ -71,12 +150,19 @@ void rms_norm_tiled(CBf16Mat x, const Bf16* weight, float eps, std::int64_t tile
   });
 }
 
-void layer_norm(CBf16Mat x, float eps, Bf16Mat y) {
+void layer_norm(CBf16Mat x, float eps, Bf16Mat y, NormKernel kernel) {
   check_same(x, y, "layer_norm");
   const std::int64_t n = x.cols;
   parallel_for((x.rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t t) {
     for (std::int64_t r = t * kRowsPerTask; r < std::min(x.rows, (t + 1) * kRowsPerTask); ++r) {
       const Bf16* xr = x.row(r);
+      if (kernel == NormKernel::h200) {
+        const LayerNormStats st = h200_layer_norm_stats(xr, n);
+        const float rstd = rsqrt_approx(st.var + eps);
+        Bf16* yr = y.row(r);
+        for (std::int64_t c = 0; c < n; ++c) yr[c] = bf16_rne(rstd * (xr[c].to_float() - st.mean));
+        continue;
+      }
       const float mean = ordered_sum(n, [&](std::int64_t c) { return xr[c].to_float(); }) / float(n);
       const float var = ordered_sum(n, [&](std::int64_t c) {
                           const float d = xr[c].to_float() - mean;
@@ -89,12 +175,12 @@ void layer_norm(CBf16Mat x, float eps, Bf16Mat y) {
   });
 }
 
-Bf16Tensor rms_norm(const Bf16Tensor& x, const Bf16Tensor* weight, float eps) {
+Bf16Tensor rms_norm(const Bf16Tensor& x, const Bf16Tensor* weight, float eps, NormKernel kernel) {
   if (weight && weight->numel() != x.shape.back())
     throw Error("rms_norm: weight has " + std::to_string(weight->numel()) + " values for rows of " +
                 std::to_string(x.shape.back()));
   Bf16Tensor y(x.shape);
-  rms_norm(as_matrix(x), weight ? weight->ptr() : nullptr, eps, as_matrix(y));
+  rms_norm(as_matrix(x), weight ? weight->ptr() : nullptr, eps, as_matrix(y), kernel);
   return y;
 }
 

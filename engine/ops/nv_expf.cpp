@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "engine/ops/sfu.h"
+
 namespace psi::ops {
 
 namespace {
@@ -54,15 +56,6 @@ constexpr std::int64_t kEx2Table[64][3] = {
 
 constexpr std::uint32_t kFraction = 0x7fffff;  // float32 fraction bits
 constexpr std::uint32_t kOne = 0x800000;       // the implicit bit: 1.0 with 23 fraction bits
-
-// offset² / 2^19 as the SFU forms it: one partial product per set bit i of the 17-bit offset,
-// each truncated on its own (⌊offset / 2^(18−i)⌋), summed, then halved with truncation.
-std::uint32_t sfu_square(std::uint32_t offset) {
-  std::uint32_t sum = 0;
-  for (int i = 0; i < 17; ++i)
-    if (offset >> i & 1) sum += offset >> (18 - i);
-  return sum >> 1;
-}
 
 float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
 

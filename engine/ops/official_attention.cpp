@@ -27,7 +27,7 @@ void fma_step(float a, const float* b, float* acc, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) acc[j] = std::fma(a, b[j], acc[j]);
 }
 
-// The warp softmax of one row of n ≤ 1,024 keys (softmax_warp_forward).
+// The warp softmax of one row of n ≤ 2,048 keys (softmax_warp_forward).
 void warp_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   int width = 1;
   while (width < n && width < kWarpSize) width *= 2;
@@ -46,7 +46,46 @@ void warp_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
 }
 
+// cunn_SoftMaxForwardReg for one row of kWarpSoftmaxMaxKeys < n ≤ kRegSoftmaxMaxKeys keys.
+void block_softmax_row(float* s, std::int64_t n, ExpModel exp) {
+  // The kernel starts its max from the lowest finite float, not −∞, so a row of −∞ gives
+  // 0 / 0 = NaN, which _safe_softmax replaces by zeros.
+  if (std::all_of(s, s + n, [](float x) { return x == kNegInf; })) {
+    std::fill(s, s + n, 0.0f);
+    return;
+  }
+  float m = std::numeric_limits<float>::lowest();
+  for (std::int64_t j = 0; j < n; ++j) m = std::fmax(m, s[j]);  // ::max: fmaxf
+  float thread[kSoftmaxBlockThreads] = {};
+  for (std::int64_t j = 0; j < n; ++j) {
+    s[j] = nv_expf(s[j] - m, exp);  // the epilogue recomputes the same expf
+    thread[j % kSoftmaxBlockThreads] = thread[j % kSoftmaxBlockThreads] + s[j];  // keys t, t+1024, … in order
+  }
+  const float sum = block_reduce_sum(thread, kSoftmaxBlockThreads);
+  for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
+}
+
+// Lane 0's value after WarpReduce: at each offset lane l adds lane l + offset (shfl_down); the
+// lanes at or past 32 − offset that read themselves never reach lane 0.
+float warp_reduce_lane0(float* v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+    for (int l = 0; l < offset; ++l) v[l] = v[l] + v[l + offset];
+  return v[0];
+}
+
 }  // namespace
+
+float block_reduce_sum(const float* per_thread, int threads) {
+  if (threads <= 0 || threads % kWarpSize != 0 || threads > kWarpSize * kWarpSize)
+    throw Error("block_reduce_sum: " + std::to_string(threads) + " threads");
+  float warp_sums[kWarpSize] = {};  // warps past the block's own count read the identity, +0
+  for (int w = 0; w < threads / kWarpSize; ++w) {
+    float lanes[kWarpSize];
+    std::copy(per_thread + w * kWarpSize, per_thread + (w + 1) * kWarpSize, lanes);
+    warp_sums[w] = warp_reduce_lane0(lanes);
+  }
+  return warp_reduce_lane0(warp_sums);
+}
 
 float warp_butterfly_sum(const float* lanes, int width) {
   float v[kWarpSize], next[kWarpSize];
@@ -60,7 +99,10 @@ float warp_butterfly_sum(const float* lanes, int width) {
 
 void h200_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   if (n <= kWarpSoftmaxMaxKeys) warp_softmax_row(s, n, exp);
-  else math_softmax_row(s, n);  // cunn_SoftMaxForward is not modelled: psi's softmax
+  else if (n <= kRegSoftmaxMaxKeys) block_softmax_row(s, n, exp);
+  else
+    throw Error("sdpa (h200 MATH core): softmax rows of " + std::to_string(n) + " keys (more than " +
+                std::to_string(kRegSoftmaxMaxKeys) + ") take cunn_SoftMaxForwardSmem or cunn_SoftMaxForward, not modelled");
 }
 
 void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const float* mask,

@@ -8,22 +8,29 @@
 
 namespace psi::ops {
 
-std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, double theta) {
+namespace {
+
+// The grid in float64, before its rounding to R.
+template <class R>
+std::vector<R> frequencies(std::int64_t inner, std::int64_t axes, double theta) {
   if (axes <= 0 || inner < 2 * axes)
     throw Error("rope: width " + std::to_string(inner) + " too small for " + std::to_string(axes) + " position axes");
   const std::int64_t n = inner / (2 * axes);
-  std::vector<float> w(n);
+  std::vector<R> w(n);
   // NumPy's linspace(0, 1, n): i · (1/(n−1)), the last entry exactly 1.
   const double step = n > 1 ? 1.0 / double(n - 1) : 0.0;
   for (std::int64_t f = 0; f < n; ++f) {
     const double x = (n > 1 && f == n - 1) ? 1.0 : double(f) * step;
-    w[f] = float(std::pow(theta, x) * std::numbers::pi / 2.0);
+    w[f] = R(std::pow(theta, x) * std::numbers::pi / 2.0);
   }
   return w;
 }
 
-RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& max_pos,
-                       std::int64_t inner, std::int64_t heads, double theta) {
+// The tables in R arithmetic (float: the official one; double: the float64 reference), each
+// entry passed to store(destination index, cos, sin).
+template <class R, class Store>
+void fill_tables(const F32Tensor& positions, const std::vector<double>& max_pos, std::int64_t inner,
+                 std::int64_t heads, double theta, const Store& store) {
   if (positions.shape.size() != 4 || positions.dim(0) != 1 || positions.dim(3) != 2)
     throw Error("rope: positions must be [1, P, T, 2], got " + shape_str(positions.shape));
   const std::int64_t P = positions.dim(1), T = positions.dim(2);
@@ -31,39 +38,66 @@ RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& ma
     throw Error("rope: " + std::to_string(max_pos.size()) + " max positions for " + std::to_string(P) + " axes");
   if (heads <= 0 || inner % (2 * heads) != 0)
     throw Error("rope: width " + std::to_string(inner) + " does not split into " + std::to_string(heads) + " heads");
-  const std::vector<float> w = rope_frequencies_f64(inner, P, theta);
+  const std::vector<R> w = frequencies<R>(inner, P, theta);
   const std::int64_t n = std::int64_t(w.size()), half_total = inner / 2, pad = half_total - P * n;
   const std::int64_t half = half_total / heads;
-  RopeTables t{Bf16Tensor({1, heads, T, half}), Bf16Tensor({1, heads, T, half})};
   // PyTorch divides a CUDA tensor by a scalar as a multiplication by the scalar's float32
   // reciprocal; the recorded audio tables (max_pos 20, not a power of two) show it.
-  std::vector<float> inv_max(P);
-  for (std::int64_t p = 0; p < P; ++p) inv_max[p] = 1.0f / float(max_pos[p]);
-  std::vector<float> a(P), cs(half_total), sn(half_total);
+  std::vector<R> inv_max(P);
+  for (std::int64_t p = 0; p < P; ++p) inv_max[p] = R(1) / R(max_pos[p]);
+  std::vector<R> a(P), cs(half_total), sn(half_total);
   for (std::int64_t tok = 0; tok < T; ++tok) {
     for (std::int64_t p = 0; p < P; ++p) {
       const float* se = positions.ptr() + (p * T + tok) * 2;
-      const float mid = (se[0] + se[1]) / 2.0f;
-      const float u = mid * inv_max[p];
-      a[p] = 2.0f * u - 1.0f;
+      const R mid = (R(se[0]) + R(se[1])) / R(2);
+      const R u = mid * inv_max[p];
+      a[p] = R(2) * u - R(1);
     }
     for (std::int64_t g = 0; g < pad; ++g) {
-      cs[g] = 1.0f;
-      sn[g] = 0.0f;
+      cs[g] = R(1);
+      sn[g] = R(0);
     }
     for (std::int64_t f = 0; f < n; ++f)
       for (std::int64_t p = 0; p < P; ++p) {
-        const float angle = w[f] * a[p];
+        const R angle = w[f] * a[p];
         cs[pad + f * P + p] = std::cos(angle);
         sn[pad + f * P + p] = std::sin(angle);
       }
     for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t j = 0; j < half; ++j) {
-        const std::int64_t dst = (h * T + tok) * half + j;
-        t.cos.data[dst] = bf16_rne(cs[h * half + j]);
-        t.sin.data[dst] = bf16_rne(sn[h * half + j]);
-      }
+      for (std::int64_t j = 0; j < half; ++j) store((h * T + tok) * half + j, cs[h * half + j], sn[h * half + j]);
   }
+}
+
+// [1, H, T, d/2] for the positions' token count.
+Shape table_shape(const F32Tensor& positions, std::int64_t inner, std::int64_t heads) {
+  return {1, heads, positions.shape.size() == 4 ? positions.dim(2) : 0, heads > 0 ? inner / 2 / heads : 0};
+}
+
+}  // namespace
+
+std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, double theta) {
+  return frequencies<float>(inner, axes, theta);
+}
+
+RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& max_pos,
+                       std::int64_t inner, std::int64_t heads, double theta) {
+  const Shape shape = table_shape(positions, inner, heads);
+  RopeTables t{Bf16Tensor(shape), Bf16Tensor(shape)};
+  fill_tables<float>(positions, max_pos, inner, heads, theta, [&](std::int64_t i, float c, float s) {
+    t.cos.data[i] = bf16_rne(c);
+    t.sin.data[i] = bf16_rne(s);
+  });
+  return t;
+}
+
+RopeTablesF64 rope_tables_f64(const F32Tensor& positions, const std::vector<double>& max_pos,
+                              std::int64_t inner, std::int64_t heads, double theta) {
+  const Shape shape = table_shape(positions, inner, heads);
+  RopeTablesF64 t{F64Tensor(shape), F64Tensor(shape)};
+  fill_tables<double>(positions, max_pos, inner, heads, theta, [&](std::int64_t i, double c, double s) {
+    t.cos.data[i] = c;
+    t.sin.data[i] = s;
+  });
   return t;
 }
 

@@ -18,6 +18,12 @@ struct RopeTables {
   std::int64_t half() const { return cos.dim(3); }
 };
 
+// The same tables in float64, for the float64 reference model (engine/model/block_f64.h).
+struct RopeTablesF64 {
+  F64Tensor cos;
+  F64Tensor sin;
+};
+
 // The float64 frequency grid (§4.3): n = inner / (2P) entries
 // ω_f = f32( θ^(f·(1/(n−1))) · π / 2 ), every step in float64, one rounding to float32.
 std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, double theta);
@@ -31,6 +37,12 @@ std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, d
 //   then one BF16 rounding.
 RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& max_pos,
                        std::int64_t inner, std::int64_t heads, double theta);
+
+// The same tables in real arithmetic: every step above in double from the same float32
+// positions (the grid not rounded to float32, a = 2·mid·(1/max_pos) − 1, cos/sin in double), and
+// no BF16 rounding; same layout and padding.
+RopeTablesF64 rope_tables_f64(const F32Tensor& positions, const std::vector<double>& max_pos,
+                              std::int64_t inner, std::int64_t heads, double theta);
 
 // Applies SPLIT RoPE in place to x [T, H·d] (§4.6): per head, x1 = [0, d/2), x2 = [d/2, d),
 //   y1 = bf( bf(x1·cos) + (−sin)·x2 ),  y2 = bf( bf(x2·cos) + sin·x1 )

@@ -104,6 +104,16 @@ bool all_finite(std::span<const Bf16> v) {
 
 inline std::int64_t shifted(std::int64_t mag, int shift) { return shift >= 63 ? 0 : mag >> shift; }
 
+// The accumulator's term in a block aligned to E: its magnitude with the extra bits, shifted
+// right (truncated) by E - a.exp, signed. `truncated` counts it when bits were lost (a trace).
+inline std::int64_t acc_term(const Acc& a, int E, int* truncated) {
+  const std::int64_t mag = a.mag << kExtraBits;
+  const int shift = E - a.exp;
+  const std::int64_t t = shifted(mag, shift);
+  if (truncated) *truncated += (t << std::min(shift, 62)) != mag;
+  return a.neg ? -t : t;
+}
+
 }  // namespace
 
 float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc, std::vector<BlockStep>* trace) {
@@ -140,13 +150,7 @@ float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc, std::vect
       step.truncated_terms += (t << std::min(shift, 62)) != mag;
       T += p < 0 ? -t : t;
     }
-    if (a.mag) {
-      const std::int64_t mag = a.mag << kExtraBits;
-      const int shift = E - a.exp;
-      const std::int64_t t = shifted(mag, shift);
-      step.truncated_terms += (t << std::min(shift, 62)) != mag;
-      T += a.neg ? -t : t;
-    }
+    if (a.mag) T += acc_term(a, E, &step.truncated_terms);
     acc = normalize(T, E, trace ? &step.normalize_dropped : nullptr);
     if (trace) {
       step.align_exp = E;
@@ -215,12 +219,7 @@ void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
 inline float finish_lane(std::int64_t S, int E, float acc) {
   if (std::isinf(acc)) return acc;
   const Acc a = decode_acc(acc);
-  std::int64_t T = S;
-  if (a.mag) {
-    const std::int64_t t = shifted(a.mag << kExtraBits, E - a.exp);
-    T += a.neg ? -t : t;
-  }
-  return normalize(T, E, nullptr);
+  return normalize(a.mag ? S + acc_term(a, E, nullptr) : S, E, nullptr);
 }
 
 // The entering accumulator's exponent as a lane's starting E (a zero takes no part).

@@ -14,11 +14,15 @@ namespace psi::pipeline {
 // [cos(arg_0..127), sin(arg_0..127)] with e_i = expf(f32(f32(-ln 10000) * i) / 128) and
 // arg_i = f32(tau * e_i); 256 float32 values.
 std::vector<float> timestep_sinusoid(float tau);
+// The same in real arithmetic: e_i = exp(−ln 10000 · i / 128), arg_i = tau · e_i, in double.
+std::vector<double> timestep_sinusoid(double tau);
 
-struct AdaLnOut {
-  Bf16Tensor embedded;  // [1, D]: linear_2 output (used by the output head)
-  Bf16Tensor mod;       // [1, k*D]: linear(silu(embedded)) (the block's timestep tensor)
+template <class E>
+struct AdaLnOutOf {
+  Tensor<E> embedded;  // [1, D]: linear_2 output (used by the output head)
+  Tensor<E> mod;       // [1, k*D]: linear(silu(embedded)) (the block's timestep tensor)
 };
+using AdaLnOut = AdaLnOutOf<Bf16>;
 
 // AdaLayerNormSingle `prefix` (e.g. "adaln_single") on one scaled timestep tau: the sinusoid
 // cast to BF16, linear_1, SiLU, linear_2 (= embedded), SiLU, linear. All rows of a plain T2V

@@ -1,5 +1,7 @@
 #include "engine/pipeline/trajectory.h"
 
+#include <type_traits>
+
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/pipeline/model.h"
@@ -41,6 +43,92 @@ struct Stage {
   bool ancestral;
 };
 
+// A BF16 tensor (noise, a teacher's state) as the run's element type, exactly.
+template <class E>
+Tensor<E> as(const Bf16Tensor& t) {
+  if constexpr (std::is_same_v<E, Bf16>)
+    return t;
+  else
+    return model::to_f64(t);
+}
+
+// The run, over the element type E. forward(video, audio, on_block) is one transformer
+// invocation; on_block(block index) is empty when the hooks have no on_block.
+template <class E, class Forward>
+TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCase& tc, const TrajectoryHooks& hooks,
+                                 const Forward& forward) {
+  const TrajectoryShape ts = trajectory_shape(c);
+  const std::int64_t ch = c.in_channels, ach = c.audio_in_channels;
+  const Shape audio_shape{1, ts.audio_tokens, ach};
+  ModalityInputOf<E> video, audio;
+  video.context = context(tc, "video", {1, tc.context_len, c.cross_attention_dim});
+  audio.context = context(tc, "audio", {1, tc.context_len, c.audio_cross_attention_dim});
+  audio.positions = audio_positions(ts.audio_tokens);
+
+  TrajectoryResultOf<E> result;
+  // The initial latent is zero and the noise scale 1, so the noised state is the noise itself.
+  Tensor<E> xv = as<E>(noise(tc, "stage1.video", {1, ts.frames * ts.height * ts.width, ch}));
+  Tensor<E> xa = as<E>(noise(tc, "stage1.audio", audio_shape));
+  const float first = stage1_sigmas().front();
+  result.states.push_back({"00_stage1_initial", first, first, xv, xa});
+
+  const Stage stages[2] = {
+      {1, ts.frames, ts.height, ts.width, &stage1_sigmas(), c.features.ancestral_stage1},
+      {2, ts.frames, 2 * ts.height, 2 * ts.width, &stage2_sigmas(), false}};
+  for (const Stage& st : stages) {
+    if (st.index == 2) {
+      const float renoise = stage2_sigmas().front();
+      Tensor<E> up = upsample_nearest2x(xv, ts.frames, ts.height, ts.width);
+      xv = noise_latent(up, as<E>(noise(tc, "stage2.video", up.shape)), renoise);
+      xa = noise_latent(xa, as<E>(noise(tc, "stage2.audio", audio_shape)), renoise);
+      result.states.push_back({"09_inter_stage", renoise, renoise, xv, xa});
+    }
+    video.positions = video_positions(st.frames, st.height, st.width, ts.fps);
+    video.first_frame_tokens = st.height * st.width;
+    const auto& sig = *st.sigmas;
+    const int steps = int(sig.size()) - 1;
+    for (int k = 0; k < steps; ++k) {
+      const int index = int(result.states.size());
+      if (hooks.teacher) {
+        if (const SavedState* t = hooks.teacher(index)) {
+          xv = as<E>(t->video);
+          xa = as<E>(t->audio);
+        }
+      }
+      check_interrupt("stage " + std::to_string(st.index) + " step " + std::to_string(k + 1));
+      const float sigma = sig[k], next = sig[k + 1];
+      video.latent = xv;
+      audio.latent = xa;
+      video.sigma = audio.sigma = sigma;
+      const auto t0 = std::chrono::steady_clock::now();
+      std::function<void(int)> on_block;
+      if (hooks.on_block) on_block = [&](int b) { hooks.on_block(st.index, k + 1, b + 1, int(c.layers)); };
+      ModelOutputOf<E> out = forward(video, audio, on_block);
+      result.invocations.push_back(
+          {st.index, k + 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+      Tensor<E> x0v = to_denoised(xv, out.video_velocity, sigma);
+      Tensor<E> x0a = to_denoised(xa, out.audio_velocity, sigma);
+      if (st.ancestral) {
+        Tensor<E> nv, na;
+        if (next != 0.0f) {
+          const std::string step = "stage1.step" + std::to_string(k + 1);
+          nv = as<E>(noise(tc, step + ".video", xv.shape));
+          na = as<E>(noise(tc, step + ".audio", xa.shape));
+        }
+        xv = ancestral_step(xv, x0v, sigma, next, nv);
+        xa = ancestral_step(xa, x0a, sigma, next, na);
+      } else {
+        xv = euler_step(xv, x0v, sigma, next);
+        xa = euler_step(xa, x0a, sigma, next);
+      }
+      char name[32];
+      std::snprintf(name, sizeof name, "%02d_stage%d_step%d", index, st.index, k + 1);
+      result.states.push_back({name, sigma, next, xv, xa});
+    }
+  }
+  return result;
+}
+
 }  // namespace
 
 model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::WeightSource& weights,
@@ -64,77 +152,22 @@ model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::Weight
 TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,
                                 const TrajectoryHooks& hooks) {
-  const TrajectoryShape ts = trajectory_shape(c);
-  const std::int64_t ch = c.in_channels, ach = c.audio_in_channels;
-  const Shape audio_shape{1, ts.audio_tokens, ach};
-  ModalityInput video, audio;
-  video.context = context(tc, "video", {1, tc.context_len, c.cross_attention_dim});
-  audio.context = context(tc, "audio", {1, tc.context_len, c.audio_cross_attention_dim});
-  audio.positions = audio_positions(ts.audio_tokens);
+  return trajectory<Bf16>(c, tc, hooks,
+                          [&](const ModalityInput& video, const ModalityInput& audio, const std::function<void(int)>& on_block) {
+                            BlockHook hook;
+                            if (on_block) hook = [&](int b, const model::BlockProbes&) { on_block(b); };
+                            return model_forward(c, weights, video, audio, variant, hook, hooks.block_runner);
+                          });
+}
 
-  TrajectoryResult result;
-  // The initial latent is zero and the noise scale 1, so the noised state is the noise itself.
-  Bf16Tensor xv = noise(tc, "stage1.video", {1, ts.frames * ts.height * ts.width, ch});
-  Bf16Tensor xa = noise(tc, "stage1.audio", audio_shape);
-  const float first = stage1_sigmas().front();
-  result.states.push_back({"00_stage1_initial", first, first, xv, xa});
-
-  const Stage stages[2] = {
-      {1, ts.frames, ts.height, ts.width, &stage1_sigmas(), c.features.ancestral_stage1},
-      {2, ts.frames, 2 * ts.height, 2 * ts.width, &stage2_sigmas(), false}};
-  for (const Stage& st : stages) {
-    if (st.index == 2) {
-      const float renoise = stage2_sigmas().front();
-      Bf16Tensor up = upsample_nearest2x(xv, ts.frames, ts.height, ts.width);
-      xv = noise_latent(up, noise(tc, "stage2.video", up.shape), renoise);
-      xa = noise_latent(xa, noise(tc, "stage2.audio", audio_shape), renoise);
-      result.states.push_back({"09_inter_stage", renoise, renoise, xv, xa});
-    }
-    video.positions = video_positions(st.frames, st.height, st.width, ts.fps);
-    video.first_frame_tokens = st.height * st.width;
-    const auto& sig = *st.sigmas;
-    const int steps = int(sig.size()) - 1;
-    for (int k = 0; k < steps; ++k) {
-      const int index = int(result.states.size());
-      if (hooks.teacher) {
-        if (const SavedState* t = hooks.teacher(index)) {
-          xv = t->video;
-          xa = t->audio;
-        }
-      }
-      check_interrupt("stage " + std::to_string(st.index) + " step " + std::to_string(k + 1));
-      const float sigma = sig[k], next = sig[k + 1];
-      video.latent = xv;
-      audio.latent = xa;
-      video.sigma = audio.sigma = sigma;
-      const auto t0 = std::chrono::steady_clock::now();
-      BlockHook hook;
-      if (hooks.on_block)
-        hook = [&](int b, const model::BlockProbes&) { hooks.on_block(st.index, k + 1, b + 1, int(c.layers)); };
-      ModelOutput out = model_forward(c, weights, video, audio, variant, hook, hooks.block_runner);
-      result.invocations.push_back(
-          {st.index, k + 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
-      Bf16Tensor x0v = to_denoised(xv, out.video_velocity, sigma);
-      Bf16Tensor x0a = to_denoised(xa, out.audio_velocity, sigma);
-      if (st.ancestral) {
-        Bf16Tensor nv, na;
-        if (next != 0.0f) {
-          const std::string step = "stage1.step" + std::to_string(k + 1);
-          nv = noise(tc, step + ".video", xv.shape);
-          na = noise(tc, step + ".audio", xa.shape);
-        }
-        xv = ancestral_step(xv, x0v, sigma, next, nv);
-        xa = ancestral_step(xa, x0a, sigma, next, na);
-      } else {
-        xv = euler_step(xv, x0v, sigma, next);
-        xa = euler_step(xa, x0a, sigma, next);
-      }
-      char name[32];
-      std::snprintf(name, sizeof name, "%02d_stage%d_step%d", index, st.index, k + 1);
-      result.states.push_back({name, sigma, next, xv, xa});
-    }
-  }
-  return result;
+TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::WeightSource& weights,
+                                       const TrajectoryCase& tc, const TrajectoryHooks& hooks) {
+  if (hooks.block_runner) throw Error("run_trajectory_f64: the float64 run has no block runner");
+  return trajectory<double>(c, tc, hooks,
+                            [&](const ModalityInputOf<double>& video, const ModalityInputOf<double>& audio,
+                                const std::function<void(int)>& on_block) {
+                              return model_forward_f64(c, weights, video, audio, on_block);
+                            });
 }
 
 }  // namespace psi::pipeline

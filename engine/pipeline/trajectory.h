@@ -4,6 +4,7 @@
 // (deterministic Euler for ltx2), the nearest-neighbour 2x upsampler stand-in re-noised at the
 // first stage-2 sigma, deterministic Euler in stage 2. Thirteen states are kept (the initial
 // state, 8 stage-1 outputs, the inter-stage state, 3 stage-2 outputs), as the recording does.
+// The same run exists in float64 (run_trajectory_f64), from one definition of the loop.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -42,21 +43,27 @@ struct TrajectoryCase {
   std::uint64_t context_seed = 0;
 };
 
-struct SavedState {
+template <class E>
+struct SavedStateOf {
   std::string name;  // "00_stage1_initial" … "12_stage2_step3", as in the recordings
   float sigma_from = 0, sigma_to = 0;
-  Bf16Tensor video, audio;
+  Tensor<E> video, audio;
 };
+using SavedState = SavedStateOf<Bf16>;
+using SavedStateF64 = SavedStateOf<double>;
 
 struct Invocation {
   int stage = 0, step = 0;
   double wall_seconds = 0;
 };
 
-struct TrajectoryResult {
-  std::vector<SavedState> states;
+template <class E>
+struct TrajectoryResultOf {
+  std::vector<SavedStateOf<E>> states;
   std::vector<Invocation> invocations;
 };
+using TrajectoryResult = TrajectoryResultOf<Bf16>;
+using TrajectoryResultF64 = TrajectoryResultOf<double>;
 
 struct TrajectoryHooks {
   // Before each transformer invocation (stage, step, total steps) and after each block.
@@ -64,7 +71,7 @@ struct TrajectoryHooks {
   // Teacher forcing: called before the step that produces state i (1..8, 10..12); a non-null
   // result replaces the run's own state i-1 as that step's start (the recorded state i-1).
   std::function<const SavedState*(int index)> teacher;
-  // Runs the blocks (see model.h); empty: host block_forward.
+  // Runs the blocks (see model.h); empty: host block_forward. The float64 run takes none.
   std::function<model::BlockProbes(int index, const model::BlockInputs& in)> block_runner;
 };
 
@@ -78,5 +85,11 @@ model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::Weight
 TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,
                                 const TrajectoryHooks& hooks = {});
+
+// The float64 reference trajectory: the same run with the model in float64
+// (model_forward_f64) and the sampler's float64 overloads, from the same BF16 weights, noise and
+// contexts; no BF16 write anywhere. A teacher's (BF16) state enters exactly.
+TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::WeightSource& weights,
+                                       const TrajectoryCase& tc, const TrajectoryHooks& hooks = {});
 
 }  // namespace psi::pipeline

@@ -5,10 +5,10 @@
 namespace psi::exec {
 
 void rms_norm(Driver& d, const std::string& op, const ArenaMat& x, const std::string& weight, float eps,
-              const ArenaMat& y) {
+              const ArenaMat& y, ops::NormKernel norm) {
   if (weight.empty()) {
     d.launch(op, {rt::reads(x.region), rt::writes(y.region)},
-             [=](const rt::KernelContext& k) { k.ops->rms_norm(k, ref(x), nullptr, eps, ref(y)); });
+             [=](const rt::KernelContext& k) { k.ops->rms_norm(k, ref(x), nullptr, eps, ref(y), norm); });
     return;
   }
   const std::int64_t n = x.cols;
@@ -16,7 +16,7 @@ void rms_norm(Driver& d, const std::string& op, const ArenaMat& x, const std::st
   const rt::DeviceRegion page = d.page(p);
   d.launch(op, {rt::reads(page), rt::reads(x.region), rt::writes(y.region)}, [=](const rt::KernelContext& k) {
     const rt::MatRef w = ref(page, 1, n);
-    k.ops->rms_norm(k, ref(x), &w, eps, ref(y));
+    k.ops->rms_norm(k, ref(x), &w, eps, ref(y), norm);
   });
   d.release(p);
 }
@@ -48,8 +48,8 @@ void modulate(Driver& d, const std::string& op, const ArenaMat& x, const ArenaMa
 }
 
 void ada_zero(Driver& d, const std::string& op, const ArenaMat& x, const ArenaMat& scale, const ArenaMat& shift,
-              float eps, const ArenaMat& y) {
-  rms_norm(d, op + " norm", x, "", eps, y);
+              float eps, const ArenaMat& y, ops::NormKernel norm) {
+  rms_norm(d, op + " norm", x, "", eps, y, norm);
   modulate(d, op + " modulate", y, scale, shift, y);
 }
 

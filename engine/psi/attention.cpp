@@ -71,7 +71,7 @@ void project_keys(Driver& d, const AttentionSpec& s, const KeyStore& store, std:
     Frame g(d);
     const ArenaMat k = alloc_mat(g, Pool::scratch, rows, inner, op, "k", tile);
     linear(d, {s.op + ".to_k", m + "to_k.weight", m + "to_k.bias", ops::BiasRule::fused_f32, s.product}, xc, k);
-    rms_norm(d, s.op + ".k_norm", k, m + "k_norm.weight", s.eps, k);
+    rms_norm(d, s.op + ".k_norm", k, m + "k_norm.weight", s.eps, k, s.norm);
     if (k_rope) rope(d, s.op + ".k_rope", k, *k_rope, tile);
     commit_keys(d, store.k, store, row0, k);
   }
@@ -96,7 +96,7 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
     if (s.gated)
       linear(d, {s.op + ".to_gate_logits", m + "to_gate_logits.weight", m + "to_gate_logits.bias", ops::BiasRule::fused_f32, s.product}, xq, z);
   }
-  rms_norm(d, s.op + ".q_norm", q, m + "q_norm.weight", s.eps, q);
+  rms_norm(d, s.op + ".q_norm", q, m + "q_norm.weight", s.eps, q, s.norm);
   if (q_rope) rope(d, s.op + ".q_rope", q, *q_rope, tile);
   const ops::SdpaOptions opt = s.sdpa;
   const std::string sdpa = s.op + ".sdpa tile " + std::to_string(tile);

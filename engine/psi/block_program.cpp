@@ -173,7 +173,7 @@ class Program {
     Frame f(d_);
     const ArenaMat shift = ada(f, s, op, "shift", table, shift_row, role, shift_row, ts_rows, t);
     const ArenaMat scale = ada(f, s, op, "scale", table, scale_row, role, scale_row, ts_rows, t);
-    ada_zero(d_, op, x, scale, shift, eps_, x);
+    ada_zero(d_, op, x, scale, shift, eps_, x, t_.variant.norm);
   }
 
   // State role of row tile t, reloaded into f.
@@ -189,7 +189,7 @@ class Program {
   AttentionSpec attention_spec(const std::string& op, const std::string& module, std::int64_t heads,
                                std::int64_t head_dim) const {
     return {op, module, heads, head_dim, c_.features.gated_attention, t_.variant.sdpa(head_dim), eps_,
-            t_.variant.product};
+            t_.variant.product, t_.variant.norm};
   }
 
   // Key pieces of gcd(R, key tile) rows: a key block of the online form is whole pieces, and so
@@ -260,7 +260,7 @@ class Program {
     for (std::int64_t t = 0; t < s.tok.count(); ++t) {
       const MakeInput q_in = [this, &s, op, t, ca_adaln](Frame& f) {
         const ArenaMat n1 = reload(f, s, "x1", t, op);
-        rms_norm(d_, op + " n1", n1, "", eps_, n1);
+        rms_norm(d_, op + " n1", n1, "", eps_, n1, t_.variant.norm);
         if (ca_adaln) {
           Frame g(d_);
           const ArenaMat shift = ada(g, s, op, "shift_q", s.table, 6, "timesteps", 6, s.sh.timestep_rows, t);

@@ -30,6 +30,7 @@
 #include "engine/ops/attention.h"
 #include "engine/ops/ffn.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/norm.h"
 #include "engine/psi/driver.h"
 #include "engine/psi/tiling.h"
 #include "engine/psi/views.h"
@@ -58,10 +59,10 @@ struct LinearSpec {
 // y [M, out] = x [M, in] · Wᵀ (+ b).
 void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y);
 
-// y = rms_norm(x) over full rows, weightless (empty `weight`) or with the learned weight
-// streamed through a page. y may be x.
+// y = rms_norm(x) over full rows in `norm`'s arithmetic, weightless (empty `weight`) or with the
+// learned weight streamed through a page. y may be x.
 void rms_norm(Driver& d, const std::string& op, const ArenaMat& x, const std::string& weight, float eps,
-              const ArenaMat& y);
+              const ArenaMat& y, ops::NormKernel norm);
 
 // dst [Ts, D] = bf(table[row] + S) with S the journal's [Ts, D] timestep tile `ts`, reloaded
 // into dst and the table row added in place.
@@ -74,7 +75,7 @@ void modulate(Driver& d, const std::string& op, const ArenaMat& x, const ArenaMa
               const ArenaMat& y);
 // y = modulate(rms_norm(x), scale, shift) (ops::ada_zero); y may be x.
 void ada_zero(Driver& d, const std::string& op, const ArenaMat& x, const ArenaMat& scale, const ArenaMat& shift,
-              float eps, const ArenaMat& y);
+              float eps, const ArenaMat& y, ops::NormKernel norm);
 // x = bf(x + bf(y · g)) in place.
 void gated_residual(Driver& d, const std::string& op, const ArenaMat& x, const ArenaMat& y, const ArenaMat& g);
 // x = bf(x + y) in place.
@@ -96,6 +97,7 @@ struct AttentionSpec {
   ops::SdpaOptions sdpa;
   float eps = 1e-6f;
   ops::Product product = ops::Product::psi_f32;  // its Linears' arithmetic
+  ops::NormKernel norm = ops::NormKernel::psi_f32;  // its q/k norms' arithmetic
 };
 
 // The keys and values of one attention module in the journal: k and v [keys, H·d] in pieces of

@@ -99,8 +99,8 @@ class CpuOpKernels final : public OpKernels {
   }
 
   void rms_norm(const KernelContext& k, const MatRef& x, const MatRef* weight, float eps,
-                const MatRef& y) const override {
-    ops::rms_norm(view<const Bf16>(k, x), row_ptr(k, weight), eps, view<Bf16>(k, y));
+                const MatRef& y, ops::NormKernel norm) const override {
+    ops::rms_norm(view<const Bf16>(k, x), row_ptr(k, weight), eps, view<Bf16>(k, y), norm);
   }
 
   void ada_value(const KernelContext& k, const MatRef& table_row, const MatRef& dst) const override {

@@ -18,6 +18,7 @@
 
 #include "engine/ops/attention.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/norm.h"
 #include "engine/runtime/region.h"
 
 namespace psi::rt {
@@ -78,9 +79,10 @@ class OpKernels {
   // ops::finish_linear per row with BiasRule::fused_f32: y = bf(acc + bias) (acc float32).
   virtual void finish_linear(const KernelContext& k, const MatRef& acc, const MatRef* bias, const MatRef& y) const = 0;
 
-  // ops::rms_norm over full rows; weight a [1, cols] row or null. y may be x.
+  // ops::rms_norm over full rows in `norm`'s arithmetic; weight a [1, cols] row or null. y may
+  // be x. A device backend's norm is its own kernel, whichever is asked for.
   virtual void rms_norm(const KernelContext& k, const MatRef& x, const MatRef* weight, float eps,
-                        const MatRef& y) const = 0;
+                        const MatRef& y, ops::NormKernel norm) const = 0;
   // ops::ada_value: dst = bf(table_row + dst), table_row [1, dst.cols].
   virtual void ada_value(const KernelContext& k, const MatRef& table_row, const MatRef& dst) const = 0;
   // ops::modulate with ops::one_plus(scale): y = bf(bf(x · bf(1 + scale)) + shift); scale and

@@ -449,7 +449,7 @@ class CudaKernels final : public CudaOpKernels {
   }
 
   void rms_norm(const KernelContext& k, const MatRef& x, const MatRef* weight, float eps,
-                const MatRef& y) const override {
+                const MatRef& y, ops::NormKernel) const override {
     if (x.rows != y.rows || x.cols != y.cols) fail("rms_norm: x " + dims(x) + ", y " + dims(y));
     const auto X = mat<const u16>(k, x, "rms_norm x");
     const auto Y = mat<u16>(k, y, "rms_norm y");

@@ -1,0 +1,198 @@
+// sha256_full verification (reports/schema.h check_sha256_full): psi compare marks a dataset
+// whose data no longer matches its recorded hash as corrupt (exit 2, naming file and dataset),
+// and the recording reader refuses such a recording instead of computing with it.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "probes/recording.h"
+#include "reports/compare.h"
+#include "reports/h5.h"
+#include "reports/schema.h"
+#include "reports/state_file.h"
+#include "tests/psi_command.h"
+
+namespace fs = std::filesystem;
+using namespace psi;
+using namespace psi::reports;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("psi_test_integrity_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~TempDir() { fs::remove_all(dir_); }
+  fs::path operator/(const std::string& name) const { return dir_ / name; }
+
+ private:
+  fs::path dir_;
+};
+
+const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+
+using psi::testing::Outcome;
+using psi::testing::run_psi_in;
+
+// Flips the lowest bit of the first element of `dataset` in place, attributes untouched: what
+// a bit rot or an edit by another tool does.
+void flip_first_bit(const fs::path& file, const std::string& dataset) {
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << file;
+  const hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  ASSERT_GE(d, 0) << dataset;
+  const hid_t type = H5Dget_type(d), space = H5Dget_space(d);
+  std::vector<unsigned char> bytes(std::size_t(H5Sget_simple_extent_npoints(space)) * H5Tget_size(type));
+  ASSERT_GE(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), 0);
+  bytes.at(0) ^= 1;
+  ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), 0);
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
+Bf16Tensor ramp(Shape s) {
+  Bf16Tensor t(std::move(s));
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data[i] = bf16_rne(float(i % 13) * 0.25f - 1.0f);
+  return t;
+}
+
+void write_report(const fs::path& p) {
+  StateWriter w(p, RunInfo{});
+  w.write("g/whole", ramp({2, 4, 3}), {"dense", "[2, 4, 3]", "", {}});
+  w.write_rows("g/rows", ramp({1, 8, 3}), 1, 0, 3, {"dense", "[1, 8, 3]", "", {}});
+  w.commit();
+}
+
+}  // namespace
+
+TEST(Sha256Full, CheckSaysWhatCouldBeVerified) {
+  TempDir dir;
+  write_report(dir / "r.h5");
+  {
+    auto f = h5::File::create(dir / "plain.h5");
+    f.write_bf16("x", ramp({4}));
+    f.commit();
+  }
+  const auto r = h5::File::open_read(dir / "r.h5");
+  const Bf16Tensor whole = r.read_bf16("/g/whole"), rows = r.read_bf16("/g/rows");
+  EXPECT_EQ(check_sha256_full(r, "/g/whole", whole.ptr(), whole.bytes()), Sha256Check::match);
+  EXPECT_EQ(check_sha256_full(r, "/g/rows", rows.ptr(), rows.bytes()), Sha256Check::not_whole);
+  const auto plain = h5::File::open_read(dir / "plain.h5");
+  const Bf16Tensor x = plain.read_bf16("/x");
+  EXPECT_EQ(check_sha256_full(plain, "/x", x.ptr(), x.bytes()), Sha256Check::not_recorded);
+
+  Bf16Tensor changed = whole;
+  changed.data[5].bits ^= 1;
+  EXPECT_EQ(check_sha256_full(r, "/g/whole", changed.ptr(), changed.bytes()), Sha256Check::mismatch);
+  try {
+    verify_sha256_full(r, "/g/whole", changed);
+    FAIL() << "a mismatch must throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Exit::bad_input);
+    EXPECT_NE(std::string(e.what()).find((dir / "r.h5").string() + ":/g/whole: data does not match its sha256_full"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(verify_sha256_full(r, "/g/whole", whole));
+}
+
+TEST(Sha256Full, CompareMarksACorruptDatasetAndExitsTwo) {
+  TempDir dir;
+  write_report(dir / "a.h5");
+  write_report(dir / "b.h5");
+  {
+    const auto clean = compare_files(dir / "a.h5", dir / "b.h5");
+    EXPECT_EQ(clean.exit_code(), 0);
+    for (const auto& d : clean.datasets) {
+      if (d.path_a != "/g/whole") continue;
+      EXPECT_TRUE(d.sha256_checked_a && d.sha256_checked_b);
+    }
+  }
+  flip_first_bit(dir / "b.h5", "/g/whole");
+  const auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  bool seen = false;
+  for (const auto& d : r.datasets)
+    if (d.path_a == "/g/whole") {
+      seen = true;
+      EXPECT_EQ(d.status, CompareStatus::corrupt);
+    }
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(r.exit_code(), 2);
+  ASSERT_EQ(r.errors().size(), 1u);
+  EXPECT_NE(r.errors()[0].find((dir / "b.h5").string() + ":/g/whole: data does not match its sha256_full"),
+            std::string::npos)
+      << r.errors()[0];
+  EXPECT_EQ(r.errors()[0].find((dir / "a.h5").string()), std::string::npos) << r.errors()[0];
+
+  const Outcome cli = run_psi_in("compare " + (dir / "a.h5").string() + " " + (dir / "b.h5").string(), dir / "");
+  EXPECT_EQ(cli.status, 2) << cli.out << cli.err;
+  EXPECT_EQ(cli.err, "psi: error: " + r.errors()[0] + "\n");
+  EXPECT_NE(cli.out.find("corrupt"), std::string::npos) << cli.out;
+}
+
+// A dataset stored only in part cannot be checked; changing it is an ordinary difference.
+TEST(Sha256Full, CompareOfStoredRowsIsNotChecked) {
+  TempDir dir;
+  write_report(dir / "a.h5");
+  write_report(dir / "b.h5");
+  flip_first_bit(dir / "b.h5", "/g/rows");
+  const auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  for (const auto& d : r.datasets)
+    if (d.path_a == "/g/rows") {
+      EXPECT_EQ(d.status, CompareStatus::differs);
+      EXPECT_FALSE(d.sha256_checked_b);
+    }
+  EXPECT_EQ(r.exit_code(), 1);
+}
+
+// Every recording's whole datasets match their sha256_full (so the check refuses nothing good).
+TEST(Sha256Full, EveryRecordingVerifiesAgainstItself) {
+  for (const auto& entry : fs::directory_iterator(kRef)) {
+    if (entry.path().extension() != ".h5") continue;
+    const auto r = compare_files(entry.path(), entry.path());
+    EXPECT_EQ(r.exit_code(), 0) << entry.path();
+    std::int64_t checked = 0;
+    for (const auto& d : r.datasets) checked += d.sha256_checked_a;
+    EXPECT_GT(checked, 0) << entry.path();
+  }
+}
+
+TEST(Sha256Full, RecordingReaderRefusesCorruptData) {
+  TempDir dir;
+  const fs::path copy = dir / "probes_linear.h5";
+  fs::copy_file(kRef / "probes_linear.h5", copy);
+  flip_first_bit(copy, "/probe_audio_ff_up/x");
+  probes::Recording rec(copy, "probe_audio_ff_up");
+  try {
+    rec.input_bf16("x");
+    FAIL() << "a corrupt recording must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(copy.string() + ":/probe_audio_ff_up/x: data does not match its sha256_full"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(rec.stored_bf16("proj_out"));
+
+  const Outcome cli = run_psi_in("probe audio-ff-up --variant dense --reference " + copy.string(), dir / "");
+  EXPECT_EQ(cli.status, 2) << cli.out << cli.err;
+  EXPECT_EQ(cli.err, "psi: error: " + copy.string() +
+                         ":/probe_audio_ff_up/x: data does not match its sha256_full attribute (the file is corrupt "
+                         "or was changed after it was written)\n");
+}

@@ -1,0 +1,85 @@
+// The progress line: one line for a whole command (parts fold into the first Progress alive,
+// without repeating its title or restarting its elapsed time), and a plain line per period
+// when stderr is not a terminal.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/progress.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+}  // namespace
+
+TEST(Progress, PartsShareTheCommandsLine) {
+  ::setenv("PSI_PROGRESS_SECONDS", "0", 1);  // a plain line at every step (stderr is a file here)
+  const fs::path log = fs::temp_directory_path() / ("psi_progress_" + std::to_string(::getpid()) + ".txt");
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  FILE* f = std::fopen(log.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  ::dup2(::fileno(f), STDERR_FILENO);
+  {
+    psi::Progress run("one-token", 0);
+    {
+      psi::Progress a("one-token one-token float64 free-running", 2);
+      a.step("stage 1 step 1");
+      a.step("stage 1 step 2");
+    }
+    {
+      psi::Progress b("one-token dense", 1);
+      b.step("stage 2 step 3");
+    }
+  }
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::fclose(f);
+  const auto lines = lines_of(log);
+  fs::remove(log);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[0].starts_with("one-token: one-token float64 free-running: stage 1 step 1  [1/2]  ")) << lines[0];
+  EXPECT_TRUE(lines[2].starts_with("one-token: part 2 dense: stage 2 step 3  [1/1]  ")) << lines[2];
+  EXPECT_NE(lines[2].find("part ETA 0.0s"), std::string::npos) << lines[2];
+  for (const auto& l : lines) {
+    EXPECT_EQ(l.find("one-token one-token"), std::string::npos) << l;
+    EXPECT_EQ(l.find('\r'), std::string::npos) << l;
+    EXPECT_EQ(l.find('\033'), std::string::npos) << l;
+  }
+}
+
+// psi run with stderr in a file: plain progress lines of one experiment (at every step with
+// PSI_PROGRESS_SECONDS=0), and none at all for a run shorter than the default period.
+TEST(Progress, PlainLinesWhenStderrIsNotATerminal) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_progress_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string run = std::string(PSI_BINARY) + " run capacity --out " + (dir / "cap.h5").string() + " >/dev/null 2>";
+  ASSERT_EQ(std::system(("PSI_PROGRESS_SECONDS=0 " + run + (dir / "every.txt").string()).c_str()), 0);
+  const auto every = lines_of(dir / "every.txt");
+  ASSERT_EQ(every.size(), 6u);
+  for (std::size_t i = 0; i < every.size(); ++i) {
+    EXPECT_TRUE(every[i].starts_with("capacity: ")) << every[i];
+    EXPECT_NE(every[i].find("[" + std::to_string(i + 1) + "/6]"), std::string::npos) << every[i];
+  }
+  ASSERT_EQ(std::system(("env -u PSI_PROGRESS_SECONDS " + run + (dir / "quiet.txt").string()).c_str()), 0);
+  EXPECT_TRUE(lines_of(dir / "quiet.txt").empty());
+  fs::remove_all(dir);
+}

@@ -1,0 +1,336 @@
+// The README's commands and examples, executed: every fenced block carries a directive (an HTML
+// comment on the line before it) saying how it is checked, so a block added without one, a
+// command that stops working or an example output that drifts from what psi prints fails here.
+//
+//   <!-- readme-test: run -->                 the shell block runs as written (exit 0)
+//   <!-- readme-test: lines: psi ARGS -->     every line of the block is a line of `psi ARGS`'s
+//                                             output, in order (exact numbers included)
+//   <!-- readme-test: tables: psi ARGS -->    the block's tables have the headers and row names
+//                                             of `psi ARGS`'s, its other lines appear as written
+//                                             (the numbers, e.g. wall times, may differ)
+//   <!-- readme-test: python after: psi ARGS -->  `psi ARGS` first, then the Python snippet
+//                                             (without h5py here: the file and dataset it reads
+//                                             are checked instead)
+//   <!-- readme-test: skip: WHY -->           not run here, and why
+//
+// Commands run in a scratch folder (their out/ goes there); build/psi and ../shared/ are the
+// psi under test and the recordings. The usage table is checked against each command's --help
+// and the experiments table against psi list.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "reports/h5.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kReadme = fs::path(PSI_TEST_DATA) / ".." / ".." / "README.md";
+
+struct Block {
+  int line = 0;           // of the opening fence, 1-based
+  std::string directive;  // the text after "readme-test: "
+  std::string info;       // the fence's info string ("sh", "python", "")
+  std::vector<std::string> body;
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.pop_back();
+    out.push_back(l);
+  }
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<Block> readme_blocks() {
+  const auto lines = lines_of(slurp(kReadme));
+  static const std::regex directive(R"(^<!-- readme-test: (.*) -->$)");
+  std::vector<Block> blocks;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!lines[i].starts_with("```")) continue;
+    Block b;
+    b.line = int(i) + 1;
+    b.info = lines[i].substr(3);
+    std::smatch m;
+    if (i > 0 && std::regex_match(lines[i - 1], m, directive)) b.directive = m[1];
+    for (++i; i < lines.size() && !lines[i].starts_with("```"); ++i) b.body.push_back(lines[i]);
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
+class Scratch {
+ public:
+  Scratch() : dir_(fs::temp_directory_path() / ("psi_readme_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+  const fs::path& dir() const { return dir_; }
+
+  struct Run {
+    int status = -1;
+    std::string out, err;
+  };
+  // A bash script run in the scratch folder.
+  Run shell(const std::string& script) const {
+    const fs::path file = dir_ / "script.sh";
+    std::ofstream(file) << "set -e -o pipefail\n" << script << "\n";
+    const std::string cmd = "cd '" + dir_.string() + "' && bash script.sh >stdout.txt 2>stderr.txt";
+    const int st = std::system(cmd.c_str());
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(dir_ / "stdout.txt"), slurp(dir_ / "stderr.txt")};
+  }
+  // `psi ARGS` (ARGS as a directive gives them), each distinct one run once.
+  const Run& psi(const std::string& args) {
+    auto it = cache_.find(args);
+    if (it == cache_.end()) it = cache_.emplace(args, shell(std::string(PSI_BINARY) + " " + args)).first;
+    return it->second;
+  }
+
+ private:
+  fs::path dir_;
+  std::map<std::string, Run> cache_;
+};
+
+// The block's commands as the README's reader runs them from the repository root.
+std::string as_run_here(std::string text) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"build/psi", PSI_BINARY}, {"../shared/", std::string(PSI_SHARED_DIR) + "/"}}) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+std::string psi_args(const std::string& directive, const std::string& kind) {
+  const std::string prefix = kind + ": psi ";
+  return directive.starts_with(prefix) ? directive.substr(prefix.size()) : std::string();
+}
+
+// ---- Markdown tables ------------------------------------------------------------------------
+
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  for (std::size_t i = 1; i < line.size(); ++i) {
+    if (line[i] == '|' && line[i - 1] != '\\') {
+      const auto a = cell.find_first_not_of(' '), b = cell.find_last_not_of(' ');
+      out.push_back(a == std::string::npos ? "" : cell.substr(a, b - a + 1));
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  return out;
+}
+
+bool is_rule(const std::vector<std::string>& c) {
+  for (const auto& x : c)
+    if (x.empty() || x.find_first_not_of("-:") != std::string::npos) return false;
+  return !c.empty();
+}
+
+struct MdTable {
+  std::vector<std::string> header;
+  std::vector<std::string> row_names;  // the first cell of each row
+};
+
+std::vector<MdTable> tables_of(const std::vector<std::string>& lines) {
+  std::vector<MdTable> out;
+  bool in_table = false;
+  for (const auto& l : lines) {
+    if (!l.starts_with("|")) {
+      in_table = false;
+      continue;
+    }
+    const auto c = cells(l);
+    if (!in_table) {
+      out.push_back({c, {}});
+      in_table = true;
+    } else if (!is_rule(c)) {
+      out.back().row_names.push_back(c.empty() ? "" : c[0]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Readme, EveryFencedBlockSaysHowItIsChecked) {
+  const auto blocks = readme_blocks();
+  ASSERT_GE(blocks.size(), 10u) << kReadme;
+  static const std::regex known(R"(^(run|skip: .+|lines: psi .+|tables: psi .+|python after: psi .+)$)");
+  for (const auto& b : blocks)
+    EXPECT_TRUE(std::regex_match(b.directive, known))
+        << "README.md:" << b.line << ": the fenced block needs a <!-- readme-test: ... --> line before it (got '"
+        << b.directive << "')";
+}
+
+TEST(Readme, ShellBlocksRunAsWritten) {
+  Scratch s;
+  int ran = 0;
+  for (const auto& b : readme_blocks()) {
+    if (b.directive != "run") continue;
+    ++ran;
+    const auto r = s.shell(as_run_here(joined(b.body)));
+    EXPECT_EQ(r.status, 0) << "README.md:" << b.line << "\n" << joined(b.body) << r.err;
+  }
+  EXPECT_GT(ran, 0);
+}
+
+TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
+  Scratch s;
+  int checked = 0;
+  for (const auto& b : readme_blocks()) {
+    const std::string exact = psi_args(b.directive, "lines"), shape = psi_args(b.directive, "tables");
+    if (exact.empty() && shape.empty()) continue;
+    ++checked;
+    const auto& r = s.psi(exact.empty() ? shape : exact);
+    ASSERT_EQ(r.status, 0) << "README.md:" << b.line << ": psi " << (exact.empty() ? shape : exact) << "\n" << r.err;
+    const auto out = lines_of(r.out);
+    if (!exact.empty()) {
+      // Every line, in order.
+      std::size_t at = 0;
+      for (const auto& l : b.body) {
+        if (l.empty()) continue;
+        while (at < out.size() && out[at] != l) ++at;
+        EXPECT_LT(at, out.size()) << "README.md:" << b.line << ": psi " << exact << " does not print\n  " << l
+                                  << "\n(in this order); it prints:\n"
+                                  << r.out;
+        if (at == out.size()) break;
+        ++at;
+      }
+      continue;
+    }
+    // The tables' headers and row names; the other lines as written.
+    const auto mine = tables_of(b.body), theirs = tables_of(out);
+    for (const auto& t : mine) {
+      bool found = false;
+      for (const auto& u : theirs)
+        if (u.header == t.header) {
+          found = true;
+          EXPECT_EQ(u.row_names, t.row_names) << "README.md:" << b.line << ": rows of the table headed '"
+                                              << t.header.at(0) << "'";
+        }
+      EXPECT_TRUE(found) << "README.md:" << b.line << ": psi " << shape << " prints no table headed\n  "
+                         << joined(t.header) << "it prints:\n"
+                         << r.out;
+    }
+    const std::set<std::string> printed(out.begin(), out.end());
+    for (const auto& l : b.body)
+      if (!l.empty() && !l.starts_with("|"))
+        EXPECT_TRUE(printed.count(l)) << "README.md:" << b.line << ": psi " << shape << " does not print\n  " << l
+                                      << "\nit prints:\n"
+                                      << r.out;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Readme, PythonSnippetsReadWhatPsiWrites) {
+  Scratch s;
+  const bool have_h5py = s.shell("python3 -c 'import h5py, numpy'").status == 0;
+  int checked = 0;
+  for (const auto& b : readme_blocks()) {
+    const std::string before = psi_args(b.directive, "python after");
+    if (before.empty()) continue;
+    ++checked;
+    const auto& prep = s.psi(before);
+    ASSERT_EQ(prep.status, 0) << "README.md:" << b.line << ": psi " << before << "\n" << prep.err;
+    if (have_h5py) {
+      std::ofstream(s.dir() / "snippet.py") << joined(b.body);
+      const auto r = s.shell("python3 snippet.py");
+      EXPECT_EQ(r.status, 0) << "README.md:" << b.line << "\n" << joined(b.body) << r.err;
+      continue;
+    }
+    // No h5py here: the file and the BF16 dataset the snippet opens must be there.
+    std::cout << "README.md:" << b.line << ": h5py is not installed; checking the file and dataset it reads\n";
+    static const std::regex opens(R"re(h5py\.File\("([^"]+)"\)\["([^"]+)"\])re");
+    std::smatch m;
+    const std::string code = joined(b.body);
+    ASSERT_TRUE(std::regex_search(code, m, opens)) << "README.md:" << b.line << ": no h5py.File(\"F\")[\"D\"] in\n"
+                                                   << code;
+    const fs::path file = s.dir() / m[1].str();
+    ASSERT_TRUE(fs::exists(file)) << "README.md:" << b.line << ": psi " << before << " wrote no " << m[1];
+    const auto f = psi::h5::File::open_read(file);
+    ASSERT_TRUE(f.exists(m[2])) << "README.md:" << b.line << ": " << m[1] << " has no dataset " << m[2];
+    EXPECT_EQ(f.info(m[2]).kind, psi::h5::ElemKind::bf16) << m[2] << ": the snippet decodes BF16 bits";
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Every option a command has is named in its row of the usage table, and every option the row
+// names exists.
+TEST(Readme, UsageTableNamesEveryOption) {
+  Scratch s;
+  static const std::regex command(R"(`(psi [^`]*)`)"), option(R"(--[a-z][a-z0-9-]*)"),
+      help_option(R"(^ +(?:-[a-z], ?)?(--[a-z][a-z0-9-]*))");
+  std::set<std::string> seen;
+  for (const auto& line : lines_of(slurp(kReadme))) {
+    if (!line.starts_with("| `psi ")) continue;
+    const std::string usage_cell = line.substr(0, line.find(" | "));
+    for (std::sregex_iterator it(usage_cell.begin(), usage_cell.end(), command), end; it != end; ++it) {
+      const std::string usage = (*it)[1];
+      std::istringstream words(usage.substr(4));
+      std::string name, w;
+      while (words >> w && std::regex_match(w, std::regex("[a-z][a-z0-9-]*"))) name += (name.empty() ? "" : " ") + w;
+      seen.insert(name);
+      std::set<std::string> in_readme, in_help;
+      for (std::sregex_iterator o(usage.begin(), usage.end(), option), e; o != e; ++o) in_readme.insert(o->str());
+      const auto& help = s.psi(name + " --help");
+      ASSERT_EQ(help.status, 0) << "psi " << name << " --help: " << help.err;
+      for (const auto& l : lines_of(help.out)) {
+        std::smatch m;
+        if (std::regex_search(l, m, help_option) && m[1] != "--help") in_help.insert(m[1]);
+      }
+      for (const auto& o : in_help)
+        EXPECT_TRUE(in_readme.count(o)) << "README usage of psi " << name << " lacks " << o << ":\n  " << usage;
+      for (const auto& o : in_readme)
+        EXPECT_TRUE(in_help.count(o)) << "README usage of psi " << name << " names " << o << ", which it does not have";
+    }
+  }
+  for (const char* c : {"list", "run", "report", "merge", "compare", "probe", "oracle certify", "oracle explain",
+                        "synthinit", "device ceilings", "device summary"})
+    EXPECT_TRUE(seen.count(c)) << "the usage table has no row for psi " << c;
+}
+
+TEST(Readme, ExperimentsTableIsPsiList) {
+  Scratch s;
+  const auto& list = s.psi("list");
+  ASSERT_EQ(list.status, 0);
+  std::vector<std::string> listed, in_readme;
+  for (const auto& l : lines_of(list.out)) listed.push_back(l.substr(0, l.find(' ')));
+  const auto lines = lines_of(slurp(kReadme));
+  const auto start = std::find(lines.begin(), lines.end(), "### Experiments");
+  ASSERT_NE(start, lines.end());
+  static const std::regex row(R"(^\| `([a-z-]+)` \|)");
+  for (auto it = start; it != lines.end() && !it->starts_with("## "); ++it) {
+    std::smatch m;
+    if (std::regex_search(*it, m, row)) in_readme.push_back(m[1]);
+  }
+  EXPECT_EQ(in_readme, listed);
+}

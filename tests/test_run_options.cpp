@@ -1,0 +1,150 @@
+// psi run options that an experiment cannot honour are refused (exit 2, one line naming the
+// option and why) instead of being ignored, and a report records the config and seed the run
+// computed with: the experiments on recordings take the recording's.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "engine/error.h"
+#include "experiments/experiment.h"
+#include "reports/h5.h"
+#include "reports/state_file.h"
+#include "tests/psi_command.h"
+
+namespace fs = std::filesystem;
+using namespace psi;
+
+namespace {
+
+const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+
+using psi::testing::Outcome;
+using psi::testing::slurp;
+
+class RunOptions : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("psi_run_options_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome psi(const std::string& args) const { return psi::testing::run_psi_in(args, dir_); }
+
+  // A reference folder holding a copy of `name` whose root synthinit_global_seed is `seed`.
+  fs::path reference_with_seed(const std::string& name, std::int64_t seed) const {
+    const fs::path ref = dir_ / "reference";
+    fs::create_directories(ref);
+    fs::copy_file(kRef / name, ref / name);
+    fs::permissions(ref / name, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+    const hid_t f = H5Fopen((ref / name).c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(f, 0);
+    EXPECT_GE(H5Adelete(f, "synthinit_global_seed"), 0);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(f, "synthinit_global_seed", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    EXPECT_GE(H5Awrite(a, H5T_NATIVE_INT64, &seed), 0);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Fclose(f);
+    return ref;
+  }
+
+  // The refusal contract: exit 2, one stderr line naming `mention`, no report left.
+  void expect_refused(const std::string& args, const std::string& mention) const {
+    const fs::path report = dir_ / "refused.h5";
+    const Outcome r = psi("run " + args + " --out " + report.string());
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.out << r.err;
+    EXPECT_EQ(r.err.find("psi: error: "), 0u) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(mention), std::string::npos) << args << ": " << r.err;
+    EXPECT_FALSE(fs::exists(report)) << args;
+  }
+
+  fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(RunOptions, OptionsTheExperimentsOnRecordingsCannotHonourAreRefused) {
+  expect_refused("block-controls --seed 5", "--seed 5: block-controls computes on block_small.h5, recorded with SynthInit seed 0");
+  expect_refused("block-controls --model tiny", "--model tiny --profile ltx25: block-controls has no recorded block");
+  expect_refused("block-controls --model huge", "unknown model config 'huge'");
+  expect_refused("block-controls --checkpoint " + (dir_ / "w.safetensors").string(), "--checkpoint does not apply");
+  expect_refused("probes --model tiny", "--model tiny: probes computes the recorded ltx2-22b tensors");
+  expect_refused("probes --seed 1", "--seed 1: probes computes on probes_linear.h5");
+  expect_refused("probes --profile ltx2", "--profile ltx2: probes");
+  expect_refused("projection-oracle --model small", "--model small: projection-oracle");
+  expect_refused("projection-oracle --model huge", "unknown model config 'huge'");
+  expect_refused("scheduling --model huge", "unknown model config 'huge'");
+  expect_refused("capacity --zero-mask", "--zero-mask applies only to full-prompt");
+}
+
+// The report records the config the recorded tensors are of and the recording's seed; a
+// recording at another seed (7) settles the options to 7 and refuses --seed 0. (A copy with only
+// its seed changed cannot be run: its weights no longer match weights_json.)
+TEST_F(RunOptions, ProjectionOracleRecordsTheRecordingsSeedAndConfig) {
+  const fs::path report = dir_ / "oracle.h5";
+  const Outcome r = psi("run projection-oracle --model ltx2-22b --seed 0 --out " + report.string());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const reports::StateReader reader(report);
+  EXPECT_EQ(reader.run_info().seed, 0u);
+  EXPECT_EQ(reader.run_info().model_config, "ltx2-22b/ltx25");
+
+  const fs::path ref = reference_with_seed("probes_linear.h5", 7);
+  exp::Options o;
+  o.reference_dir = ref;
+  exp::settle_options(exp::find_experiment("projection-oracle"), o);
+  EXPECT_EQ(o.seed, 7u);
+  EXPECT_EQ(o.to_json()["seed"], 7);
+  expect_refused("projection-oracle --seed 0 --reference " + ref.string(), "recorded with SynthInit seed 7");
+}
+
+TEST_F(RunOptions, SettleChoosesTheRecordedConfigAndSeed) {
+  const fs::path ref = reference_with_seed("probe_attn_traj.h5", 9);
+  exp::Options o;
+  o.reference_dir = ref;
+  exp::settle_options(exp::find_experiment("one-token"), o);
+  EXPECT_EQ(o.seed, 9u);  // one-token compares with the recording, so it computes with its seed
+  EXPECT_EQ(o.model, "tiny");
+
+  exp::Options given;
+  given.reference_dir = ref;
+  given.seed = 3;
+  given.seed_given = true;
+  exp::settle_options(exp::find_experiment("one-token"), given);
+  EXPECT_EQ(given.seed, 3u);  // another seed: no comparison, computed at 3
+
+  exp::Options other_model;
+  other_model.reference_dir = ref;
+  other_model.model = "small";
+  other_model.model_given = true;
+  exp::settle_options(exp::find_experiment("one-token"), other_model);
+  EXPECT_EQ(other_model.seed, 0u);  // no recording of small: the default seed
+
+  exp::Options block;
+  exp::settle_options(exp::find_experiment("block-controls"), block);
+  EXPECT_EQ(block.model, "small");  // the recorded block's config, whatever the default model is
+  exp::Options full;
+  full.model = "ltx2-22b";
+  full.model_given = true;
+  exp::settle_options(exp::find_experiment("block-controls"), full);
+  EXPECT_EQ(full.model, "ltx2-22b");
+
+  exp::Options probes;
+  exp::settle_options(exp::find_experiment("probes"), probes);
+  EXPECT_EQ(probes.model, "ltx2-22b");
+
+  exp::Options sched;
+  sched.seed = 11;
+  sched.seed_given = true;
+  exp::settle_options(exp::find_experiment("scheduling"), sched);
+  EXPECT_EQ(sched.seed, 11u);
+  EXPECT_EQ(sched.model, "tiny");
+}
