@@ -5,12 +5,12 @@
 // float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs.
 #include "experiments/drivers.h"
 
-#include <cmath>
 #include <optional>
 
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "experiments/probe_results.h"
+#include "probes/metrics.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
 #include "reports/schema.h"
@@ -30,20 +30,13 @@ std::string block_case(const Options& o) {
 nlohmann::json distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
                                const F64Tensor& ref, std::int64_t first, std::int64_t count) {
   const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1)), n = count * inner;
-  const double* r = ref.ptr() + first * inner;
-  double num = 0.0, den = 0.0;
-  std::int64_t differing = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double d = double(ours[i].to_float()) - r[i];
-    num += d * d;
-    den += r[i] * r[i];
-    differing += ours[i] == model::bf16_of_f64(r[i]) ? 0 : 1;
-  }
+  const probes::Distance d = probes::distance(std::span<const Bf16>(ours, std::size_t(n)),
+                                              std::span<const double>(ref.ptr() + first * inner, std::size_t(n)));
   const std::string rows = count == ref.dim(1) ? "all" : "rows " + std::to_string(first) + "-" +
                                                               std::to_string(first + count - 1) + " of " +
                                                               std::to_string(ref.dim(1));
-  return {{"path", path}, {"tensor", tensor}, {"rows", rows}, {"rel_l2", std::sqrt(num / den)},
-          {"differing", differing}, {"total", n}};
+  return {{"path", path}, {"tensor", tensor}, {"rows", rows}, {"rel_l2", d.rel_l2},
+          {"differing", d.differing}, {"total", n}};
 }
 
 // Every path's distance to the float64 block, probe by probe, on the rows the MATH recording

@@ -171,15 +171,24 @@ TEST(NonFinite, CheckpointF32NaNIsRefusedAndInfKept) {
                "F32 NaN");
 }
 
+namespace {
+
+// The complete tiny checkpoint with a BF16 NaN as the first weight of block 0's FFN.
+fs::path nan_weight_checkpoint(const fs::path& dir) {
+  return tiny_checkpoint(dir / "nan.safetensors", "transformer_blocks.0.ff.net.0.proj.weight",
+                         [](ck::SafetensorsTensor& t) {
+                           const std::uint16_t nan = 0x7fc0;
+                           std::memcpy(t.bytes.data(), &nan, 2);
+                         });
+}
+
+}  // namespace
+
 // A NaN weight reaches every state of every path; the run says so in its table and in the
 // saved states' nonfinite_count.
 TEST(NonFinite, RunWithANaNWeightReportsNonFiniteStates) {
   const fs::path dir = fresh_dir("nf_run");
-  const fs::path ckpt = tiny_checkpoint(dir / "nan.safetensors", "transformer_blocks.0.ff.net.0.proj.weight",
-                                        [](ck::SafetensorsTensor& t) {
-                                          const std::uint16_t nan = 0x7fc0;
-                                          std::memcpy(t.bytes.data(), &nan, 2);
-                                        });
+  const fs::path ckpt = nan_weight_checkpoint(dir);
   const fs::path report = dir / "r.h5";
   const PsiRun r = run_psi({"run", "one-token", "--quick", "--checkpoint", ckpt.string(), "--out", report.string()});
   ASSERT_EQ(r.status, 0) << r.err;
@@ -199,11 +208,7 @@ TEST(NonFinite, RunWithANaNWeightReportsNonFiniteStates) {
 // fails (exit 1), says how many states are not finite, and the table shows it.
 TEST(NonFinite, BitwiseClaimsOnNonFiniteStatesFail) {
   const fs::path dir = fresh_dir("nf_fixed_budget");
-  const fs::path ckpt = tiny_checkpoint(dir / "nan.safetensors", "transformer_blocks.0.ff.net.0.proj.weight",
-                                        [](ck::SafetensorsTensor& t) {
-                                          const std::uint16_t nan = 0x7fc0;
-                                          std::memcpy(t.bytes.data(), &nan, 2);
-                                        });
+  const fs::path ckpt = nan_weight_checkpoint(dir);
   const fs::path report = dir / "r.h5";
   const PsiRun r = run_psi({"run", "fixed-budget", "--checkpoint", ckpt.string(), "--out", report.string()});
   EXPECT_EQ(r.status, 1) << r.err;

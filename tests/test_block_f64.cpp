@@ -11,6 +11,7 @@
 #include "engine/error.h"
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/positions.h"
+#include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "reports/h5.h"
 
@@ -20,15 +21,9 @@ using psi::Bf16;
 
 namespace {
 
-// Relative L2 of a BF16 tensor to a float64 one, in double.
+// Relative L2 of a BF16 tensor to a float64 one, in double (probes/metrics.h).
 double rel_l2(const psi::Bf16Tensor& ours, const psi::F64Tensor& ref) {
-  double num = 0.0, den = 0.0;
-  for (std::int64_t i = 0; i < ref.numel(); ++i) {
-    const double d = double(ours.data[i].to_float()) - ref.data[i];
-    num += d * d;
-    den += ref.data[i] * ref.data[i];
-  }
-  return std::sqrt(num / den);
+  return psi::probes::distance(ours.span(), std::span<const double>(ref.data)).rel_l2;
 }
 
 // The dense path writes BF16 at every operator boundary (docs/block.md): one rounding is a
