@@ -34,12 +34,17 @@ constexpr std::int64_t kRowsPerTask = 16;
 // The official kernel's block: 32 lanes × 4 warps, 4 elements a vector load.
 constexpr int kLanes32 = 32, kWarps = 4, kVector = 4;
 
+// The vectorised kernels run only on rows of whole vectors.
+void check_vector_width(std::int64_t n, const char* op) {
+  if (n % kVector != 0)
+    throw Error(std::string(op) + " (h200 kernel): row width " + std::to_string(n) +
+                " is not a multiple of 4; PyTorch takes another kernel there, not modelled");
+}
+
 }  // namespace
 
 float h200_sum_of_squares(const Bf16* x, std::int64_t n) {
-  if (n % kVector != 0)
-    throw Error("rms_norm (h200 kernel): row width " + std::to_string(n) +
-                " is not a multiple of 4; PyTorch takes another kernel there, not modelled");
+  check_vector_width(n, "rms_norm");
   constexpr int threads = kLanes32 * kWarps;
   float sum[threads] = {};
   for (std::int64_t v = 0; v < n / kVector; ++v)
@@ -87,9 +92,7 @@ Welford welford_combine(Welford own, Welford partner) {
 }  // namespace
 
 LayerNormStats h200_layer_norm_stats(const Bf16* x, std::int64_t n) {
-  if (n % kVector != 0)
-    throw Error("layer_norm (h200 kernel): row width " + std::to_string(n) +
-                " is not a multiple of 4; PyTorch takes another kernel there, not modelled");
+  check_vector_width(n, "layer_norm");
   constexpr int threads = kLanes32 * kWarps;
   Welford t[threads];
   for (std::int64_t v = 0; v < n / kVector; ++v)
