@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/runtime/cpu_backend.h"
+#include "engine/backend/cpu/cpu_backend.h"
 #include "engine/runtime/runtime.h"
 
 namespace rt = psi::rt;

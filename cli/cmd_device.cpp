@@ -8,13 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "device/summary.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/error.h"
-#include "engine/runtime/backend_factory.h"
-#include "experiments/device_summary.h"
 #include "reports/output_path.h"
-#ifdef PSI_HAVE_CUDA
-#include "engine/runtime/cuda/ceilings.h"
-#endif
 
 namespace {
 
@@ -25,12 +22,12 @@ struct Opts {
 };
 
 int summary(const Opts& o) {
-  const auto inputs = psi::exp::device::check_folder_inputs(o.dir);
+  const auto inputs = psi::device::check_folder_inputs(o.dir);
   if (!o.json_out.empty()) psi::reports::check_output(o.json_out, inputs, "device summary: --json");
   if (!o.out.empty()) psi::reports::check_output(o.out, inputs, "device summary: --out");
-  const auto folder = psi::exp::device::read_check_folder(o.dir);
-  const std::string md = psi::exp::device::render_markdown(folder);
-  if (!o.json_out.empty()) psi::reports::write_file_atomically(o.json_out, psi::exp::device::to_json(folder).dump(1) + "\n");
+  const auto folder = psi::device::read_check_folder(o.dir);
+  const std::string md = psi::device::render_markdown(folder);
+  if (!o.json_out.empty()) psi::reports::write_file_atomically(o.json_out, psi::device::to_json(folder).dump(1) + "\n");
   if (!o.out.empty()) psi::reports::write_file_atomically(o.out, md);
   std::cout << md;
   return 0;
@@ -56,10 +53,11 @@ psi::cli::Registrar reg("device",
     std::string why;
     if (psi::rt::cuda_devices(&why) == 0)
       throw psi::Error("psi device ceilings needs a CUDA device: " + why);
-#ifdef PSI_HAVE_CUDA
+    // A device was found, so this build has the CUDA backend and its services.
+    const psi::rt::DeviceServicesChoice device = psi::rt::make_device_services("cuda", 0);
     psi::rt::Ceilings c;
     try {
-      c = psi::rt::measure_ceilings(0, o->repeats);
+      c = device.services->measure_ceilings(o->repeats);
     } catch (const std::runtime_error& e) {
       throw psi::Error(e.what(), psi::Exit::run_failed);
     }
@@ -78,9 +76,6 @@ psi::cli::Registrar reg("device",
     }
     if (!o->json) std::printf("device: %s\n", c.device.c_str());
     return 0;
-#else
-    throw psi::Error("this psi was built without the CUDA backend (no nvcc at configure time)");
-#endif
   };
 });
 

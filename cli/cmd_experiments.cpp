@@ -9,7 +9,7 @@
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/progress.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "experiments/table.h"

@@ -6,7 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/model/config.h"
-#include "engine/runtime/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 #include "probes/probe_cases.h"
 
 namespace psi::exp {

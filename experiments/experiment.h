@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/runtime/budget.h"
+#include "engine/measure/budget.h"
 #include "experiments/figures.h"
 #include "experiments/table.h"
 

@@ -16,7 +16,7 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "engine/sha256.h"
-#include "engine/runtime/budget.h"
+#include "engine/measure/budget.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
 #include "experiments/trajectory_support.h"

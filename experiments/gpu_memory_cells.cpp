@@ -1,6 +1,6 @@
 #include "experiments/gpu_memory_cells.h"
 
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 #include "experiments/table.h"
 
 namespace psi::exp {

@@ -1,7 +1,7 @@
 #pragma once
 // Table cells for what a run's record says about GPU memory (its "gpu_memory" object: NVML
-// sampling, engine/runtime/gpu_memory_sampler.h) and about a fixed-budget reservation (its
-// "reservation" object, engine/runtime/budget.h). A figure that was not measured is shown as
+// sampling, engine/measure/gpu_memory_sampler.h) and about a fixed-budget reservation (its
+// "reservation" object, engine/measure/budget.h). A figure that was not measured is shown as
 // the reason, never as 0. Records written before these fields existed read as "-".
 #include <string>
 

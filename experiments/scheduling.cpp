@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "engine/interrupt.h"
+#include "engine/model/block_catalogue.h"
 #include "engine/model/variant.h"
 #include "engine/progress.h"
 #include "engine/psi/executor.h"
@@ -19,6 +20,10 @@
 #include "experiments/stats.h"
 
 namespace psi::exp {
+
+namespace {
+constexpr int kProbes = int(model::kProbeCount);  // the probe hashes each run is compared on
+}  // namespace
 
 void run_scheduling(const Options& o, Report& report) {
   const FirstBlock fb = first_block(o);
@@ -91,14 +96,14 @@ void run_scheduling(const Options& o, Report& report) {
         };
         const int equal_first = equal_to(first);
         rec["probes_equal_first"] = equal_first;
-        if (equal_first != 10)
+        if (equal_first != kProbes)
           report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
-                      std::to_string(10 - equal_first) + " of the ten probes differ from the first run's");
+                      std::to_string(kProbes - equal_first) + " of the ten probes differ from the first run's");
         if (host_check) {
           const int equal = equal_to(reference);
           rec["probes_equal_host"] = equal;
-          if (equal != 10) report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
-                                       std::to_string(10 - equal) + " of the ten probes differ from the host block");
+          if (equal != kProbes) report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
+                                            std::to_string(kProbes - equal) + " of the ten probes differ from the host block");
         }
         if (index == 0)
           for (const auto& [name, t] : run.probes.named())
@@ -137,7 +142,7 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
     if (first_hashes.is_null()) first_hashes = c["probe_sha256"];
     ++a.runs;
     a.all_equal = a.all_equal && c["probe_sha256"] == first_hashes &&
-                  (!c.contains("probes_equal_host") || c["probes_equal_host"] == 10);
+                  (!c.contains("probes_equal_host") || c["probes_equal_host"] == kProbes);
     host_checked = host_checked || c.contains("probes_equal_host");
     resident = resident || c.value("weights", "") == "host-resident";
     if (!c["warmup"].get<bool>()) {

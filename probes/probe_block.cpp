@@ -5,6 +5,7 @@
 // recorded ones when stored, else computed (and their SHA-256 compared with the recording's).
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -14,7 +15,7 @@
 #include "engine/model/block_f64.h"
 #include "engine/psi/executor.h"
 #include "engine/psi/synthetic.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"
 
@@ -80,11 +81,12 @@ void check_weights(CaseContext& ctx, const model::ModelConfig& c, const model::B
 }
 
 // One RoPE table pair: the recorded one when stored, else ours; ours is compared either way.
+// `of` names the cos/sin arithmetic in the note when it is not the host's.
 ops::RopeTables pick_tables(CaseContext& ctx, const std::string& stream, const std::string& kind,
-                            const ops::RopeTables& mine) {
+                            const ops::RopeTables& mine, const std::string& of) {
   const std::string rc = "inputs/" + stream + "." + kind + "_cos", rs = "inputs/" + stream + "." + kind + "_sin";
   StoredTensor c = ctx.rec.stored_bf16(rc), s = ctx.rec.stored_bf16(rs);
-  std::string note = "RoPE " + stream + "." + kind + ": psi's tables from the recorded positions ";
+  std::string note = "RoPE " + stream + "." + kind + of + ": psi's tables from the recorded positions ";
   if (c.sha256_full.empty() || s.sha256_full.empty())
     note += "not checked (no sha256_full recorded)";
   else if (sha256_hex(mine.cos) == c.sha256_full && sha256_hex(mine.sin) == s.sha256_full)
@@ -171,15 +173,28 @@ void run_block_case(CaseContext& ctx) {
   check_weights(ctx, c, w);
 
   const bool has_prompt = rec.has("inputs/video.prompt_timestep");
-  model::BlockInputs in{stream_inputs(ctx, "video", has_prompt), stream_inputs(ctx, "audio", has_prompt)};
-  const model::BlockRope mine = model::block_rope(c, rec.input_f32("inputs/video.positions"),
-                                                  rec.input_f32("inputs/audio.positions"));
-  in.video.pe = pick_tables(ctx, "video", "pe", mine.video);
-  in.audio.pe = pick_tables(ctx, "audio", "pe", mine.audio);
-  in.video.cross_pe = pick_tables(ctx, "video", "cross_pe", mine.video_cross);
-  in.audio.cross_pe = pick_tables(ctx, "audio", "cross_pe", mine.audio_cross);
+  const model::BlockInputs base{stream_inputs(ctx, "video", has_prompt), stream_inputs(ctx, "audio", has_prompt)};
+  const F32Tensor vp = rec.input_f32("inputs/video.positions"), ap = rec.input_f32("inputs/audio.positions");
+  // The inputs with psi's tables in one cos/sin arithmetic (the host's, or official-h200's
+  // libdevice model); each table pair is the recorded one where the recording stores it.
+  auto with_tables = [&](ops::F32Math math) {
+    const model::BlockRope mine = model::block_rope(c, vp, ap, math);
+    const std::string of = math == ops::F32Math::cuda ? " (libdevice cos/sin)" : "";
+    model::BlockInputs r = base;
+    r.video.pe = pick_tables(ctx, "video", "pe", mine.video, of);
+    r.audio.pe = pick_tables(ctx, "audio", "pe", mine.audio, of);
+    r.video.cross_pe = pick_tables(ctx, "video", "cross_pe", mine.video_cross, of);
+    r.audio.cross_pe = pick_tables(ctx, "audio", "cross_pe", mine.audio_cross, of);
+    return r;
+  };
+  std::map<ops::F32Math, model::BlockInputs> inputs;
+  for (const auto* v : ctx.variants)
+    if (!inputs.count(v->model_math)) inputs.emplace(v->model_math, with_tables(v->model_math));
+  if (ctx.float64 && !inputs.count(ops::F32Math::host))
+    inputs.emplace(ops::F32Math::host, with_tables(ops::F32Math::host));
 
   for (const auto* v : ctx.variants) {
+    const model::BlockInputs& in = inputs.at(v->model_math);
     model::BlockProbes p = ctx.backend == "host" ? model::block_forward(c, w, in, *v) : on_runtime(ctx, c, in, *v);
     Outputs o;
     for (auto& [name, t] : p.named()) o.emplace_back(name, *t);
@@ -188,7 +203,7 @@ void run_block_case(CaseContext& ctx) {
   }
   if (ctx.float64) {
     // On the host whatever the backend: it is the reference, not a runtime path.
-    const model::BlockProbesF64 p = model::block_forward_f64(c, w, in);
+    const model::BlockProbesF64 p = model::block_forward_f64(c, w, inputs.at(ops::F32Math::host));
     Outputs o;
     for (auto& [name, t] : p.named()) {
       o.emplace_back(name, model::round_to_bf16(*t));

@@ -4,7 +4,7 @@
 #include "engine/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
-#include "engine/runtime/whole_linear.h"
+#include "probes/whole_linear.h"
 #include "probes/probe_internal.h"
 
 namespace psi::probes::detail {

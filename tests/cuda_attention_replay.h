@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/runtime/cuda/element_math.h"
+#include "engine/backend/cuda/element_math.h"
 #include "engine/tensor.h"
 
 namespace psi::test {

@@ -5,7 +5,7 @@
 
 #include <hdf5.h>
 
-#include "engine/runtime/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 #include "reports/h5.h"
 #include "tests/test_bad_input_checkpoint.h"
 #include "tests/test_bad_input_support.h"

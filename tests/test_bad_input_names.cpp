@@ -8,7 +8,7 @@
 
 #include "engine/runtime/arena.h"
 #include "engine/runtime/runtime.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 #include "tests/test_bad_input_support.h"
 
 namespace rt = psi::rt;

@@ -6,13 +6,10 @@
 #include <map>
 
 #include "engine/error.h"
-#include "engine/runtime/backend_factory.h"
-#include "engine/runtime/budget.h"
-#ifdef PSI_HAVE_CUDA
-#include "engine/runtime/cuda/reservation.h"
-#endif
+#include "engine/backend/backend_factory.h"
+#include "engine/measure/budget.h"
 #include "engine/runtime/run_report.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 
 namespace rt = psi::rt;
 
@@ -206,14 +203,12 @@ TEST(Budget, NotApplicableOnTheCpuBackend) {
 TEST(Budget, CudaReservesThePoolOrSaysWhyNot) {
   std::string why;
   if (rt::cuda_devices(&why) > 0) {
-#ifdef PSI_HAVE_CUDA
-    const std::uint64_t pool = rt::cuda_memory_info(0).free / 2;
+    const std::uint64_t pool = rt::make_device_services("cuda", 0).services->memory().free / 2;
     rt::FixedBudget b("cuda", pool);
     const rt::ReservationReport& v = b.report();
     EXPECT_TRUE(v.made) << v.status;
     EXPECT_GE(v.pool_after, pool) << v.status;
     EXPECT_GT(v.reserved_bytes, 0u) << v.status;
-#endif
   } else {
     const psi::Error e = caught([&] { rt::FixedBudget b("cuda", 1 * GiB); });
     EXPECT_EQ(e.code(), psi::Exit::run_failed);

@@ -1,4 +1,4 @@
-// The CUDA kernels' per-element arithmetic (engine/runtime/cuda/element_math.h), compiled here by
+// The CUDA kernels' per-element arithmetic (engine/backend/cuda/element_math.h), compiled here by
 // the host C++ compiler, against engine/ops bit for bit. No GPU and no CUDA build needed: this
 // is the part of the CUDA backend's logic that a CPU can check. What it proves carries to the
 // device because the kernels call these same functions, and every float32 operation in them is
@@ -22,9 +22,9 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/rope.h"
-#include "engine/runtime/cpu_kernels.h"
-#include "engine/runtime/backend.h"
-#include "engine/runtime/cuda/element_math.h"
+#include "engine/backend/cpu/cpu_kernels.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/element_math.h"
 #include "tests/cuda_attention_replay.h"
 
 namespace psi {

@@ -1,4 +1,4 @@
-// The device check's summary (experiments/device_summary.h, `psi device summary`): ceilings
+// The device check's summary (device/summary.h, `psi device summary`): ceilings
 // parsing, the copy rate the transfer floor uses, the block's weight bytes, the scheduling
 // aggregation (probes bitwise across runs), the NVML process peak, GoogleTest results, and the
 // command on a check folder made by the CPU backend at tiny size.
@@ -16,14 +16,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "device/summary.h"
 #include "engine/error.h"
 #include "engine/model/config.h"
-#include "experiments/device_summary.h"
 #include "experiments/stats.h"
 #include "experiments/table.h"
 
 namespace fs = std::filesystem;
-namespace dev = psi::exp::device;
+namespace dev = psi::device;
 
 namespace {
 

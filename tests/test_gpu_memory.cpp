@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/runtime/gpu_memory_monitor.h"
-#include "engine/runtime/gpu_memory_sampler.h"
-#include "engine/runtime/nvml.h"
+#include "engine/measure/gpu_memory_monitor.h"
+#include "engine/measure/gpu_memory_sampler.h"
+#include "engine/measure/nvml.h"
 #include "engine/runtime/run_report.h"
 #include "engine/runtime/runtime.h"
 

@@ -4,15 +4,21 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "engine/error.h"
+#include "engine/model/block.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/nv_rsqrt.h"
+#include "engine/pipeline/positions.h"
+#include "engine/sha256.h"
 #include "probes/probe_cases.h"
+#include "reports/h5.h"
 
 using namespace psi;
 
@@ -23,6 +29,10 @@ const probes::TensorResult& find(const probes::ProbeReport& r, const std::string
   for (const auto& t : r.results)
     if (t.variant == variant && t.tensor == tensor && t.backend == backend) return t;
   throw std::runtime_error("no result " + variant + "/" + tensor + "/" + backend);
+}
+
+std::filesystem::path reference(const std::string& f) {
+  return std::filesystem::path(PSI_SHARED_DIR) / "reference" / f;
 }
 
 float ulp_distance(float a, float b) {
@@ -232,4 +242,65 @@ TEST(OfficialBlock, LayerNormWelfordFollowsTheKernelsThreadsAndTrees) {
     for (std::int64_t c = 0; c < 256; ++c)
       EXPECT_EQ(y.data[r * 256 + c].bits, bf16_rne(rstd * (m.data[r * 256 + c].to_float() - st.mean)).bits);
   }
+}
+
+// Every recorded RoPE table, from the recorded positions with libdevice's cos/sin (official-h200):
+// all four tables of the three small blocks, the audio attention probe's, and the full block's,
+// whose recording keeps only their SHA-256. With the host's cosf the full block's video self cos table differs in 308
+// entries, each one BF16 ULP (the angle f32 −1128.7789 among them, test_nv_trig.cpp).
+TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
+  struct Case {
+    const char* file;
+    const char* group;
+    const char* config;
+    const char* profile;
+  };
+  for (const Case& k : {Case{"block_small.h5", "block_small", "small", "ltx25"},
+                        Case{"block_small_alt.h5", "block_small_alt", "small", "ltx2"},
+                        Case{"block_small_ctx1024.h5", "block_small_ctx1024", "small", "ltx25"},
+                        Case{"block_full_math.h5", "block_full_first", "ltx2-22b", "ltx25"}}) {
+    auto f = h5::File::open_read(reference(k.file));
+    const std::string in = std::string("/") + k.group + "/inputs/";
+    const model::ModelConfig c = model::model_config(k.config, k.profile);
+    const F32Tensor vp = f.read_f32(in + "video.positions"), ap = f.read_f32(in + "audio.positions");
+    const model::BlockRope cuda = model::block_rope(c, vp, ap, ops::F32Math::cuda);
+    const model::BlockRope host = model::block_rope(c, vp, ap, ops::F32Math::host);
+    const std::pair<const char*, const ops::RopeTables*> tables[] = {
+        {"video.pe", &cuda.video}, {"audio.pe", &cuda.audio}, {"video.cross_pe", &cuda.video_cross},
+        {"audio.cross_pe", &cuda.audio_cross}};
+    for (const auto& [name, t] : tables) {
+      EXPECT_EQ(sha256_hex(t->cos), f.attr_string(in + name + "_cos", "sha256_full")) << k.group << " " << name;
+      EXPECT_EQ(sha256_hex(t->sin), f.attr_string(in + name + "_sin", "sha256_full")) << k.group << " " << name;
+    }
+    std::int64_t differ = 0, wider = 0;
+    for (std::size_t i = 0; i < host.video.cos.data.size(); ++i) {
+      const int d = std::abs(int(host.video.cos.data[i].bits) - int(cuda.video.cos.data[i].bits));
+      differ += d != 0;
+      wider += d > 1;
+    }
+    EXPECT_EQ(differ, std::string(k.group) == "block_full_first" ? 308 : 0) << k.group;
+    EXPECT_EQ(wider, 0) << k.group;
+    EXPECT_EQ(host.video.sin.data, cuda.video.sin.data) << k.group;
+  }
+  auto g = h5::File::open_read(reference("probe_attn_traj.h5"));
+  const ops::RopeTables p = ops::rope_tables(g.read_f32("/probe_audio_self_attn/inputs/positions"), {20}, 2048, 32,
+                                             10000.0, ops::F32Math::cuda);
+  EXPECT_EQ(sha256_hex(p.cos), g.attr_string("/probe_audio_self_attn/inputs/pe_cos", "sha256_full"));
+  EXPECT_EQ(sha256_hex(p.sin), g.attr_string("/probe_audio_self_attn/inputs/pe_sin", "sha256_full"));
+}
+
+// The official code divides the positions' time axis on the GPU by a scalar, which PyTorch runs as
+// a product with the float32 reciprocal: that recipe gives block_small's recorded positions
+// exactly (the IEEE division differs in 462 video and 140 audio values, test_pipeline.cpp).
+TEST(OfficialBlock, PositionsWithReciprocalProductsAreTheRecordedOnes) {
+  auto f = h5::File::open_read(reference("block_small.h5"));
+  EXPECT_EQ(pipeline::video_positions(4, 11, 14, 24.0f, ops::F32Math::cuda).data,
+            f.read_f32("/block_small/inputs/video.positions").data);
+  EXPECT_EQ(pipeline::audio_positions(126, ops::F32Math::cuda).data,
+            f.read_f32("/block_small/inputs/audio.positions").data);
+  auto g = h5::File::open_read(reference("block_full_math.h5"));
+  EXPECT_EQ(pipeline::video_positions(16, 14, 22, 24.0f, ops::F32Math::cuda).data,
+            g.read_f32("/block_full_first/inputs/video.positions").data);
+  EXPECT_EQ(pipeline::audio_positions(126, ops::F32Math::cuda).data,
+            g.read_f32("/block_full_first/inputs/audio.positions").data);
 }

@@ -10,7 +10,7 @@
 
 #include "engine/pipeline/trajectory.h"
 #include "engine/psi/tiling.h"
-#include "engine/runtime/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 #include "tests/test_psi_exec_support.h"
 
 using namespace psi_exec_test;

@@ -9,7 +9,7 @@
 #include "engine/runtime/pages.h"
 #include "engine/runtime/run_report.h"
 #include "engine/runtime/runtime.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 
 namespace rt = psi::rt;
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "engine/runtime/backend_factory.h"
-#include "engine/runtime/cpu_backend.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/cpu_backend.h"
 
 namespace rt = psi::rt;
 
@@ -168,5 +168,41 @@ TEST(BackendFactory, MakeBackendOnThisMachine) {
     }
   } else {
     EXPECT_EQ(any.backend->name(), "cuda");
+  }
+}
+
+// The device services: none on the CPU backend (not applicable), none for CUDA in a build without
+// it (unavailable, saying why); in a CUDA build they answer for the device, or fail in one line.
+TEST(BackendFactory, DeviceServicesOnlyForABackendWithADevice) {
+  const rt::DeviceServicesChoice cpu = rt::make_device_services("cpu", 0);
+  EXPECT_FALSE(cpu.services);
+  EXPECT_FALSE(cpu.has_device);
+  EXPECT_EQ(cpu.why, "the cpu backend has no device");
+  const rt::DeviceServicesChoice cuda = rt::make_device_services("cuda", 0);
+  EXPECT_TRUE(cuda.has_device);
+  if (!rt::cuda_backend_built()) {
+    EXPECT_FALSE(cuda.services);
+    EXPECT_EQ(cuda.why, "this psi was built without the CUDA backend");
+    return;
+  }
+  ASSERT_TRUE(cuda.services);
+  EXPECT_EQ(cuda.services->name(), "CUDA device 0");
+  std::string why, why_none;
+  const std::string bus = cuda.services->pci_bus_id(&why);
+  if (rt::cuda_devices(&why_none) > 0) {
+    EXPECT_FALSE(bus.empty());
+    const rt::DeviceMemory m = cuda.services->memory();
+    EXPECT_GT(m.total, 0u);
+    EXPECT_LE(m.free, m.total);
+  } else {
+    EXPECT_TRUE(bus.empty());
+    EXPECT_TRUE(why.starts_with("cudaDeviceGetPCIBusId(0) failed: ")) << why;
+    try {
+      cuda.services->memory();
+      FAIL() << "memory info without a device";
+    } catch (const psi::Error& e) {
+      EXPECT_EQ(e.code(), psi::Exit::run_failed);
+      EXPECT_TRUE(std::string(e.what()).starts_with("fixed budget: ")) << e.what();
+    }
   }
 }

@@ -38,19 +38,22 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
                           const NumericsVariant& v, const Bf16Tensor* forced_attn1, const Bf16Tensor* forced_attn2) {
   const float eps = c.norm_eps;
   SelfAndText r;
-  const Bf16Tensor shift_msa = ada_value(table, in.timesteps, 0);
-  const Bf16Tensor scale_msa = ada_value(table, in.timesteps, 1);
-  const Bf16Tensor gate_msa = ada_value(table, in.timesteps, 2);
+  const Bf16Tensor shift_msa = ada_value(table, in.timesteps, ada_row::shift_msa);
+  const Bf16Tensor scale_msa = ada_value(table, in.timesteps, ada_row::scale_msa);
+  const Bf16Tensor gate_msa = ada_value(table, in.timesteps, ada_row::gate_msa);
   const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps, v.norm);
   r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps, v.product, v.norm);
   const ops::PostSa ps = ops::post_sa(in.x, forced_attn1 ? *forced_attn1 : r.o_attn1, gate_msa, eps, v.norm);
   if (c.features.cross_attention_adaln) {
-    const Bf16Tensor shift_q = ada_value(table, in.timesteps, 6);
-    const Bf16Tensor scale_q = ada_value(table, in.timesteps, 7);
-    const Bf16Tensor gate_q = ada_value(table, in.timesteps, 8);
+    const Bf16Tensor shift_q = ada_value(table, in.timesteps, ada_row::shift_q);
+    const Bf16Tensor scale_q = ada_value(table, in.timesteps, ada_row::scale_q);
+    const Bf16Tensor gate_q = ada_value(table, in.timesteps, ada_row::gate_q);
     const bool has_prompt = in.prompt_timestep.numel() > 0;
-    const Bf16Tensor shift_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 0) : table_row(prompt_table, 0);
-    const Bf16Tensor scale_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 1) : table_row(prompt_table, 1);
+    const auto prompt = [&](int row) {
+      return has_prompt ? ada_value(prompt_table, in.prompt_timestep, row) : table_row(prompt_table, row);
+    };
+    const Bf16Tensor shift_kv = prompt(prompt_row::shift_kv);
+    const Bf16Tensor scale_kv = prompt(prompt_row::scale_kv);
     const Bf16Tensor q_in = ops::modulate(ps.normed, scale_q, shift_q);
     const Bf16Tensor c_in = ops::modulate(in.context, scale_kv, shift_kv);
     r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product, v.norm);
@@ -80,8 +83,13 @@ void check_inputs(const ModelConfig& c, const BlockInputs& in) {
 
 }  // namespace
 
-BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions) {
-  return block_rope_with(c, video_positions, audio_positions, ops::rope_tables);
+BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions,
+                     ops::F32Math math) {
+  return block_rope_with(c, video_positions, audio_positions,
+                         [math](const F32Tensor& positions, const std::vector<double>& max_pos, std::int64_t inner,
+                                std::int64_t heads, double theta) {
+                           return ops::rope_tables(positions, max_pos, inner, heads, theta, math);
+                         });
 }
 
 BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_positions,
@@ -98,10 +106,10 @@ BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_
     r.x = in("x", {1, n, D});
     r.timesteps = in("timesteps", {1, 1, rows * D});
     r.context = in("context", {1, context_len, ctx_width});
-    if (c.features.cross_attention_adaln) r.prompt_timestep = in("prompt_timestep", {1, 1, 2 * D});
+    if (c.features.cross_attention_adaln) r.prompt_timestep = in("prompt_timestep", {1, 1, prompt_row::count * D});
     r.pe = pe;
     r.cross_pe = cross_pe;
-    r.cross_scale_shift_timestep = in("cross_scale_shift_timestep", {1, 1, 4 * D});
+    r.cross_scale_shift_timestep = in("cross_scale_shift_timestep", {1, 1, av_row::timestep_rows * D});
     r.cross_gate_timestep = in("cross_gate_timestep", {1, 1, D});
     return r;
   };
@@ -134,44 +142,50 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   const Bf16Tensor& ax_pre = as.x2;
   const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
   const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;
+  const Bf16Tensor& vss = in.video.cross_scale_shift_timestep;
+  const Bf16Tensor& ass = in.audio.cross_scale_shift_timestep;
 
   // A2V (step 11): video queries, audio keys/values. A/V tables list scale before shift.
   Bf16Tensor vx3;
   {
-    const Bf16Tensor q_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 0),
-                                          ada_value(tv, in.video.cross_scale_shift_timestep, 1), eps, v.norm);
-    const Bf16Tensor kv_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 0),
-                                           ada_value(ta, in.audio.cross_scale_shift_timestep, 1), eps, v.norm);
+    const Bf16Tensor q_in =
+        ops::ada_zero(vx_pre, ada_value(tv, vss, av_row::a2v_scale), ada_value(tv, vss, av_row::a2v_shift), eps, v.norm);
+    const Bf16Tensor kv_in =
+        ops::ada_zero(ax_pre, ada_value(ta, ass, av_row::a2v_scale), ada_value(ta, ass, av_row::a2v_shift), eps, v.norm);
     p.audio_to_video_attn = attention_forward(w.audio_to_video_attn, q_in, kv_in, &in.video.cross_pe,
                                               &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps, v.product, v.norm);
     vx3 = ops::gated_residual(vx_pre, upd(&BlockProbes::audio_to_video_attn),
-                              ada_value(tv, 4, in.video.cross_gate_timestep, 0));
+                              ada_value(tv, av_row::gate, in.video.cross_gate_timestep, 0));
   }
   // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
   Bf16Tensor ax3;
   {
-    const Bf16Tensor q_in = ops::ada_zero(ax_pre, ada_value(ta, in.audio.cross_scale_shift_timestep, 2),
-                                          ada_value(ta, in.audio.cross_scale_shift_timestep, 3), eps, v.norm);
-    const Bf16Tensor kv_in = ops::ada_zero(vx_pre, ada_value(tv, in.video.cross_scale_shift_timestep, 2),
-                                           ada_value(tv, in.video.cross_scale_shift_timestep, 3), eps, v.norm);
+    const Bf16Tensor q_in =
+        ops::ada_zero(ax_pre, ada_value(ta, ass, av_row::v2a_scale), ada_value(ta, ass, av_row::v2a_shift), eps, v.norm);
+    const Bf16Tensor kv_in =
+        ops::ada_zero(vx_pre, ada_value(tv, vss, av_row::v2a_scale), ada_value(tv, vss, av_row::v2a_shift), eps, v.norm);
     p.video_to_audio_attn = attention_forward(w.video_to_audio_attn, q_in, kv_in, &in.audio.cross_pe,
                                               &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps, v.product, v.norm);
     ax3 = ops::gated_residual(ax_pre, upd(&BlockProbes::video_to_audio_attn),
-                              ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
+                              ada_value(ta, av_row::gate, in.audio.cross_gate_timestep, 0));
   }
 
   // Feed-forwards (steps 13–14).
   {
     const Bf16Tensor& t = w.scale_shift_table;
-    const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, 4), ada_value(t, in.video.timesteps, 3), eps, v.norm);
+    const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, ada_row::scale_mlp),
+                                       ada_value(t, in.video.timesteps, ada_row::shift_mlp), eps, v.norm);
     p.ff = ffn_forward(w.ff, h, v);
-    p.video_out = ops::gated_residual(vx3, upd(&BlockProbes::ff), ada_value(t, in.video.timesteps, 5));
+    p.video_out =
+        ops::gated_residual(vx3, upd(&BlockProbes::ff), ada_value(t, in.video.timesteps, ada_row::gate_mlp));
   }
   {
     const Bf16Tensor& t = w.audio_scale_shift_table;
-    const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, 4), ada_value(t, in.audio.timesteps, 3), eps, v.norm);
+    const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, ada_row::scale_mlp),
+                                       ada_value(t, in.audio.timesteps, ada_row::shift_mlp), eps, v.norm);
     p.audio_ff = ffn_forward(w.audio_ff, h, v);
-    p.audio_out = ops::gated_residual(ax3, upd(&BlockProbes::audio_ff), ada_value(t, in.audio.timesteps, 5));
+    p.audio_out =
+        ops::gated_residual(ax3, upd(&BlockProbes::audio_ff), ada_value(t, in.audio.timesteps, ada_row::gate_mlp));
   }
   return p;
 }

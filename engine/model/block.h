@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/model/block_catalogue.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
@@ -38,7 +39,9 @@ struct BlockRopeOf {
   Tables video, audio, video_cross, audio_cross;
 };
 using BlockRope = BlockRopeOf<ops::RopeTables>;
-BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions);
+// `math`: the cos/sin of the tables (ops::rope_tables).
+BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions,
+                     ops::F32Math math = ops::F32Math::host);
 // The same four tables, each made by make(positions, max_pos, inner, heads, theta): block_rope
 // with ops::rope_tables, the float64 reference model with ops::rope_tables_f64.
 template <class Make>
@@ -68,19 +71,15 @@ BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_
                                    std::uint64_t seed);
 
 // The ten probes (spec §8) of a probe set (BlockProbes, or the float64 block's), named as in
-// the recordings, in spec order.
+// the recordings (kProbeNames), in spec order.
 template <class P, class T = std::remove_reference_t<decltype(std::declval<const P&>().attn1)>>
 std::vector<std::pair<std::string, const T*>> named_probes(const P& p) {
-  return {{"attn1", &p.attn1},
-          {"attn2", &p.attn2},
-          {"audio_attn1", &p.audio_attn1},
-          {"audio_attn2", &p.audio_attn2},
-          {"audio_to_video_attn", &p.audio_to_video_attn},
-          {"video_to_audio_attn", &p.video_to_audio_attn},
-          {"ff", &p.ff},
-          {"audio_ff", &p.audio_ff},
-          {"video_out", &p.video_out},
-          {"audio_out", &p.audio_out}};
+  const T* const members[] = {&p.attn1, &p.attn2, &p.audio_attn1, &p.audio_attn2, &p.audio_to_video_attn,
+                              &p.video_to_audio_attn, &p.ff, &p.audio_ff, &p.video_out, &p.audio_out};
+  static_assert(sizeof(members) / sizeof(members[0]) == kProbeCount, "one member per probe name");
+  std::vector<std::pair<std::string, const T*>> out;
+  for (std::size_t i = 0; i < kProbeCount; ++i) out.emplace_back(std::string(kProbeNames[i]), members[i]);
+  return out;
 }
 
 // The ten probes (spec §8), named as in the recordings.

@@ -160,19 +160,24 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
                           double eps) {
   SelfAndText r;
   const Mat x = to_mat(in.x);
-  const Mat h = ada_zero(x, ada_value(table, in.timesteps, 1), ada_value(table, in.timesteps, 0), eps);
+  const Mat h = ada_zero(x, ada_value(table, in.timesteps, ada_row::scale_msa),
+                         ada_value(table, in.timesteps, ada_row::shift_msa), eps);
   r.o_attn1 = attention(attn1, h, h, &in.pe, &in.pe, eps);
-  const Mat x1 = gated_residual(x, r.o_attn1, ada_value(table, in.timesteps, 2));
+  const Mat x1 = gated_residual(x, r.o_attn1, ada_value(table, in.timesteps, ada_row::gate_msa));
   const Mat normed = rms_norm(x1, nullptr, eps);
   const Mat context = to_mat(in.context);
   if (c.features.cross_attention_adaln) {
     const bool has_prompt = in.prompt_timestep.numel() > 0;
     const Mat pt = to_mat(prompt_table);
-    const Mat shift_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 0) : Mat(pt.row(0));
-    const Mat scale_kv = has_prompt ? ada_value(prompt_table, in.prompt_timestep, 1) : Mat(pt.row(1));
-    const Mat q_in = modulate(normed, ada_value(table, in.timesteps, 7), ada_value(table, in.timesteps, 6));
+    const auto prompt = [&](int row) {
+      return has_prompt ? ada_value(prompt_table, in.prompt_timestep, row) : Mat(pt.row(row));
+    };
+    const Mat shift_kv = prompt(prompt_row::shift_kv);
+    const Mat scale_kv = prompt(prompt_row::scale_kv);
+    const Mat q_in = modulate(normed, ada_value(table, in.timesteps, ada_row::scale_q),
+                              ada_value(table, in.timesteps, ada_row::shift_q));
     r.o_attn2 = attention(attn2, q_in, modulate(context, scale_kv, shift_kv), nullptr, nullptr, eps);
-    r.x2 = gated_residual(x1, r.o_attn2, ada_value(table, in.timesteps, 8));
+    r.x2 = gated_residual(x1, r.o_attn2, ada_value(table, in.timesteps, ada_row::gate_q));
   } else {
     r.o_attn2 = attention(attn2, normed, context, nullptr, nullptr, eps);
     r.x2 = x1 + r.o_attn2;
@@ -240,21 +245,24 @@ BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, co
   const F64Tensor& ass = in.audio.cross_scale_shift_timestep;
 
   // A2V (step 11) and V2A (step 12), both from the pre-A/V states; tables list scale first.
-  const Mat a2v = attention(w.audio_to_video_attn, ada_zero(vs.x2, ada_value(tv, vss, 0), ada_value(tv, vss, 1), eps),
-                            ada_zero(as.x2, ada_value(ta, ass, 0), ada_value(ta, ass, 1), eps), &in.video.cross_pe,
-                            &in.audio.cross_pe, eps);
-  const Mat vx3 = gated_residual(vs.x2, a2v, ada_value(tv, 4, in.video.cross_gate_timestep, 0));
-  const Mat v2a = attention(w.video_to_audio_attn, ada_zero(as.x2, ada_value(ta, ass, 2), ada_value(ta, ass, 3), eps),
-                            ada_zero(vs.x2, ada_value(tv, vss, 2), ada_value(tv, vss, 3), eps), &in.audio.cross_pe,
-                            &in.video.cross_pe, eps);
-  const Mat ax3 = gated_residual(as.x2, v2a, ada_value(ta, 4, in.audio.cross_gate_timestep, 0));
+  const Mat a2v = attention(
+      w.audio_to_video_attn, ada_zero(vs.x2, ada_value(tv, vss, av_row::a2v_scale), ada_value(tv, vss, av_row::a2v_shift), eps),
+      ada_zero(as.x2, ada_value(ta, ass, av_row::a2v_scale), ada_value(ta, ass, av_row::a2v_shift), eps),
+      &in.video.cross_pe, &in.audio.cross_pe, eps);
+  const Mat vx3 = gated_residual(vs.x2, a2v, ada_value(tv, av_row::gate, in.video.cross_gate_timestep, 0));
+  const Mat v2a = attention(
+      w.video_to_audio_attn, ada_zero(as.x2, ada_value(ta, ass, av_row::v2a_scale), ada_value(ta, ass, av_row::v2a_shift), eps),
+      ada_zero(vs.x2, ada_value(tv, vss, av_row::v2a_scale), ada_value(tv, vss, av_row::v2a_shift), eps),
+      &in.audio.cross_pe, &in.video.cross_pe, eps);
+  const Mat ax3 = gated_residual(as.x2, v2a, ada_value(ta, av_row::gate, in.audio.cross_gate_timestep, 0));
 
   // Feed-forwards (steps 13–14).
   const Bf16Tensor& t = w.scale_shift_table;
-  const Mat ff = ffn(w.ff, ada_zero(vx3, ada_value(t, in.video.timesteps, 4), ada_value(t, in.video.timesteps, 3), eps));
+  const Mat ff = ffn(w.ff, ada_zero(vx3, ada_value(t, in.video.timesteps, ada_row::scale_mlp),
+                                    ada_value(t, in.video.timesteps, ada_row::shift_mlp), eps));
   const Bf16Tensor& ta2 = w.audio_scale_shift_table;
-  const Mat audio_ff =
-      ffn(w.audio_ff, ada_zero(ax3, ada_value(ta2, in.audio.timesteps, 4), ada_value(ta2, in.audio.timesteps, 3), eps));
+  const Mat audio_ff = ffn(w.audio_ff, ada_zero(ax3, ada_value(ta2, in.audio.timesteps, ada_row::scale_mlp),
+                                                ada_value(ta2, in.audio.timesteps, ada_row::shift_mlp), eps));
 
   p.attn1 = to_tensor(vs.o_attn1);
   p.attn2 = to_tensor(vs.o_attn2);
@@ -264,8 +272,8 @@ BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, co
   p.video_to_audio_attn = to_tensor(v2a);
   p.ff = to_tensor(ff);
   p.audio_ff = to_tensor(audio_ff);
-  p.video_out = to_tensor(gated_residual(vx3, ff, ada_value(t, in.video.timesteps, 5)));
-  p.audio_out = to_tensor(gated_residual(ax3, audio_ff, ada_value(ta2, in.audio.timesteps, 5)));
+  p.video_out = to_tensor(gated_residual(vx3, ff, ada_value(t, in.video.timesteps, ada_row::gate_mlp)));
+  p.audio_out = to_tensor(gated_residual(ax3, audio_ff, ada_value(ta2, in.audio.timesteps, ada_row::gate_mlp)));
   return p;
 }
 

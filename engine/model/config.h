@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/model/block_catalogue.h"
+
 namespace psi::model {
 
 struct Features {
@@ -32,7 +34,7 @@ struct Features {
   bool keyframes_abs_pos_embedding = true;
   bool ancestral_stage1 = true;
 
-  int ada_rows() const { return cross_attention_adaln ? 9 : 6; }
+  int ada_rows() const { return cross_attention_adaln ? ada_row::count_ca_adaln : ada_row::count; }
 };
 
 Features features_for(std::string_view profile);  // "ltx25" or "ltx2"; else psi::Error

@@ -19,10 +19,13 @@ std::vector<NumericsVariant> make_variants() {
                      "products, truncating alignment, FP32 bias epilogue) and the MATH attention core as "
                      "the H200 computes it (FMA-chain GEMMs, warp and block softmax, libdevice expf), and every RMS "
                      "norm and the output LayerNorm as PyTorch's kernels run on the H200 (their reduction orders, "
-                     "MUFU.RSQ): the official bits";
+                     "MUFU.RSQ), and the token positions, RoPE tables and timestep sinusoid as PyTorch computes them on "
+                     "CUDA (libdevice cosf/sinf/expf, division by a scalar as a product with its reciprocal): the "
+                     "official bits";
   official.product = ops::Product::h200_tensor_core;
   official.math_core = ops::MathCore::h200;
   official.norm = ops::NormKernel::h200;
+  official.model_math = ops::F32Math::cuda;
 
   NumericsVariant baseline;
   baseline.name = "baseline";

@@ -15,12 +15,13 @@
 // and the attention core and the RMS norms as the H200 computed them (bitwise those recordings
 // and every probe of the recorded small blocks; softmax rows of more than 2,048 keys take the
 // modelled cunn_SoftMaxForwardReg, official_attention.h; the output head's LayerNorm is the
-// modelled Welford kernel, norm.h; RoPE and the elementwise operators are dense's, which are the
-// kernels' formulas, docs/official-kernels.md); baseline is the paper's baseline PSI
-// (the biased up-projection written BF16 before its bias is added, then GELU written BF16;
-// FlashAttention-style BF16 numerator weights); modified is the paper's modified PSI (the audio
-// FFN bias added in float32 before the single BF16 write; float32 online accumulation for the
-// 64-dimensional audio and A/V heads). The FFN tiles are bitwise neutral (ffn.h), so dense and
+// modelled Welford kernel, norm.h; the token positions, RoPE tables and timestep sinusoid take
+// libdevice's cosf/sinf/expf and PyTorch's division by a scalar, nv_trig.h; the elementwise
+// operators are dense's, which are the kernels' formulas, docs/official-kernels.md); baseline
+// is the paper's baseline PSI (the biased up-projection written BF16 before its bias is added,
+// then GELU written BF16; FlashAttention-style BF16 numerator weights); modified is the paper's
+// modified PSI (the audio FFN bias added in float32 before the single BF16 write; float32 online
+// accumulation for the 64-dimensional audio and A/V heads). The FFN tiles are bitwise neutral (ffn.h), so dense and
 // modified FFNs agree bit for bit.
 #include <cstdint>
 #include <string>
@@ -31,6 +32,7 @@
 #include "engine/ops/ffn.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/nv_trig.h"
 
 namespace psi::model {
 
@@ -43,10 +45,12 @@ struct NumericsVariant {
   bool p_bf16_narrow_heads = true;      // online: P rounded to BF16 for heads of <= 64 channels
   bool p_bf16_wide_heads = true;        // online: P rounded to BF16 for wider heads (128)
   ops::FfnSchedule ffn_schedule = ops::FfnSchedule::dense;
-  std::int64_t ffn_hidden_tile = 1024;  // min(this, hidden) for small models
+  std::int64_t ffn_hidden_tile = ops::kHiddenTile;  // min(this, hidden) for small models
   ops::BiasRule ffn_up_bias = ops::BiasRule::fused_f32;  // every FFN up-projection that has a bias
   ops::Product product = ops::Product::psi_f32;          // every Linear's accumulator arithmetic
   ops::NormKernel norm = ops::NormKernel::psi_f32;       // every RMS norm's arithmetic
+  // positions, RoPE tables and timestep sinusoid (model level, outside the blocks' kernels)
+  ops::F32Math model_math = ops::F32Math::host;
 
   // The dense forms (MATH attention, whole-tensor FFN) run on whole host tensors; the PSI
   // forms through the executor's arena.

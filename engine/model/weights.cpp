@@ -1,6 +1,7 @@
 #include "engine/model/weights.h"
 
 #include "engine/error.h"
+#include "engine/model/block_catalogue.h"
 #include "engine/synthinit.h"
 
 namespace psi::model {
@@ -15,44 +16,43 @@ struct AttnGeometry {
 
 std::vector<AttnGeometry> attention_geometries(const ModelConfig& c) {
   const std::int64_t Dv = c.video_dim(), Da = c.audio_dim();
+  const StreamNames &v = kVideoNames, &a = kAudioNames;
   return {
-      {"attn1", Dv, Dv, c.video_heads, c.video_head_dim, &BlockWeights::attn1},
-      {"attn2", Dv, c.cross_attention_dim, c.video_heads, c.video_head_dim, &BlockWeights::attn2},
-      {"audio_attn1", Da, Da, c.audio_heads, c.audio_head_dim, &BlockWeights::audio_attn1},
-      {"audio_attn2", Da, c.audio_cross_attention_dim, c.audio_heads, c.audio_head_dim, &BlockWeights::audio_attn2},
-      {"audio_to_video_attn", Dv, Da, c.av_heads(), c.av_head_dim(), &BlockWeights::audio_to_video_attn},
-      {"video_to_audio_attn", Da, Dv, c.av_heads(), c.av_head_dim(), &BlockWeights::video_to_audio_attn},
+      {v.attn1, Dv, Dv, c.video_heads, c.video_head_dim, &BlockWeights::attn1},
+      {v.attn2, Dv, c.cross_attention_dim, c.video_heads, c.video_head_dim, &BlockWeights::attn2},
+      {a.attn1, Da, Da, c.audio_heads, c.audio_head_dim, &BlockWeights::audio_attn1},
+      {a.attn2, Da, c.audio_cross_attention_dim, c.audio_heads, c.audio_head_dim, &BlockWeights::audio_attn2},
+      {v.av_attn, Dv, Da, c.av_heads(), c.av_head_dim(), &BlockWeights::audio_to_video_attn},
+      {a.av_attn, Da, Dv, c.av_heads(), c.av_head_dim(), &BlockWeights::video_to_audio_attn},
   };
 }
-
-std::string prefix(int index) { return "transformer_blocks." + std::to_string(index) + "."; }
 
 void attention_specs(const ModelConfig& c, const AttnGeometry& g, const std::string& p,
                      std::vector<WeightSpec>& out) {
   const std::int64_t inner = g.heads * g.head_dim;
   const std::string m = p + g.name + ".";
-  out.push_back({m + "q_norm.weight", {inner}});
-  out.push_back({m + "k_norm.weight", {inner}});
-  out.push_back({m + "to_q.weight", {inner, g.query_dim}});
-  out.push_back({m + "to_q.bias", {inner}});
-  out.push_back({m + "to_k.weight", {inner, g.context_dim}});
-  out.push_back({m + "to_k.bias", {inner}});
-  out.push_back({m + "to_v.weight", {inner, g.context_dim}});
-  out.push_back({m + "to_v.bias", {inner}});
+  out.push_back({m + weight_of(layer::q_norm), {inner}});
+  out.push_back({m + weight_of(layer::k_norm), {inner}});
+  out.push_back({m + weight_of(layer::to_q), {inner, g.query_dim}});
+  out.push_back({m + bias_of(layer::to_q), {inner}});
+  out.push_back({m + weight_of(layer::to_k), {inner, g.context_dim}});
+  out.push_back({m + bias_of(layer::to_k), {inner}});
+  out.push_back({m + weight_of(layer::to_v), {inner, g.context_dim}});
+  out.push_back({m + bias_of(layer::to_v), {inner}});
   if (c.features.gated_attention) {
-    out.push_back({m + "to_gate_logits.weight", {g.heads, g.query_dim}});
-    out.push_back({m + "to_gate_logits.bias", {g.heads}});
+    out.push_back({m + weight_of(layer::to_gate_logits), {g.heads, g.query_dim}});
+    out.push_back({m + bias_of(layer::to_gate_logits), {g.heads}});
   }
-  out.push_back({m + "to_out.0.weight", {g.query_dim, inner}});
-  out.push_back({m + "to_out.0.bias", {g.query_dim}});
+  out.push_back({m + weight_of(layer::to_out), {g.query_dim, inner}});
+  out.push_back({m + bias_of(layer::to_out), {g.query_dim}});
 }
 
 void ffn_specs(const std::string& m, std::int64_t dim, std::int64_t hidden, bool bias,
                std::vector<WeightSpec>& out) {
-  out.push_back({m + "net.0.proj.weight", {hidden, dim}});
-  if (bias) out.push_back({m + "net.0.proj.bias", {hidden}});
-  out.push_back({m + "net.2.weight", {dim, hidden}});
-  if (bias) out.push_back({m + "net.2.bias", {dim}});
+  out.push_back({m + weight_of(layer::ff_up), {hidden, dim}});
+  if (bias) out.push_back({m + bias_of(layer::ff_up), {hidden}});
+  out.push_back({m + weight_of(layer::ff_down), {dim, hidden}});
+  if (bias) out.push_back({m + bias_of(layer::ff_down), {dim}});
 }
 
 }  // namespace
@@ -64,32 +64,34 @@ Bf16Tensor SynthInitSource::load(const std::string& name, const Shape& shape) {
 std::string SynthInitSource::describe() const { return "SynthInit v1, seed " + std::to_string(seed_); }
 
 std::vector<WeightSpec> block_weight_specs(const ModelConfig& c, int index) {
-  const std::string p = prefix(index);
+  const std::string p = block_prefix(index);
+  const StreamNames &v = kVideoNames, &a = kAudioNames;
   const std::int64_t Dv = c.video_dim(), Da = c.audio_dim();
   const std::int64_t rows = c.features.ada_rows();
   std::vector<WeightSpec> out;
-  out.push_back({p + "scale_shift_table", {rows, Dv}});
-  out.push_back({p + "audio_scale_shift_table", {rows, Da}});
-  out.push_back({p + "scale_shift_table_a2v_ca_audio", {5, Da}});
-  out.push_back({p + "scale_shift_table_a2v_ca_video", {5, Dv}});
+  out.push_back({p + v.table, {rows, Dv}});
+  out.push_back({p + a.table, {rows, Da}});
+  out.push_back({p + a.av_table, {av_row::table_rows, Da}});
+  out.push_back({p + v.av_table, {av_row::table_rows, Dv}});
   if (c.features.cross_attention_adaln) {
-    out.push_back({p + "prompt_scale_shift_table", {2, Dv}});
-    out.push_back({p + "audio_prompt_scale_shift_table", {2, Da}});
+    out.push_back({p + v.prompt_table, {prompt_row::count, Dv}});
+    out.push_back({p + a.prompt_table, {prompt_row::count, Da}});
   }
   const auto geos = attention_geometries(c);
   attention_specs(c, geos[0], p, out);
   attention_specs(c, geos[1], p, out);
-  ffn_specs(p + "ff.", Dv, c.video_hidden(), c.features.ff_bias, out);
+  ffn_specs(p + v.ff + ".", Dv, c.video_hidden(), c.features.ff_bias, out);
   attention_specs(c, geos[2], p, out);
   attention_specs(c, geos[3], p, out);
-  ffn_specs(p + "audio_ff.", Da, c.audio_hidden(), c.features.audio_ff_bias, out);
+  ffn_specs(p + a.ff + ".", Da, c.audio_hidden(), c.features.audio_ff_bias, out);
   attention_specs(c, geos[4], p, out);
   attention_specs(c, geos[5], p, out);
   return out;
 }
 
 BlockWeights load_block_weights(WeightSource& src, const ModelConfig& c, int index) {
-  const std::string p = prefix(index);
+  const std::string p = block_prefix(index);
+  const StreamNames &v = kVideoNames, &a = kAudioNames;
   // Loads by spec so names and shapes come from block_weight_specs alone.
   std::vector<WeightSpec> specs = block_weight_specs(c, index);
   auto get = [&](const std::string& suffix) -> Bf16Tensor {
@@ -97,31 +99,30 @@ BlockWeights load_block_weights(WeightSource& src, const ModelConfig& c, int ind
       if (s.name == p + suffix) return src.load(s.name, s.shape);
     return Bf16Tensor();
   };
-  auto linear = [&](const std::string& m) {
-    return LinearWeights{get(m + ".weight"), get(m + ".bias")};
-  };
+  auto linear = [&](const std::string& m) { return LinearWeights{get(weight_of(m)), get(bias_of(m))}; };
+  auto in = [](const std::string& module, const char* name) { return module + "." + name; };
   BlockWeights w;
   for (const auto& g : attention_geometries(c)) {
-    AttentionWeights a;
-    a.heads = g.heads;
-    a.head_dim = g.head_dim;
-    a.to_q = linear(g.name + ".to_q");
-    a.to_k = linear(g.name + ".to_k");
-    a.to_v = linear(g.name + ".to_v");
-    a.to_out = linear(g.name + ".to_out.0");
-    a.to_gate_logits = linear(g.name + ".to_gate_logits");
-    a.q_norm = get(g.name + ".q_norm.weight");
-    a.k_norm = get(g.name + ".k_norm.weight");
-    w.*g.member = std::move(a);
+    AttentionWeights m;
+    m.heads = g.heads;
+    m.head_dim = g.head_dim;
+    m.to_q = linear(in(g.name, layer::to_q));
+    m.to_k = linear(in(g.name, layer::to_k));
+    m.to_v = linear(in(g.name, layer::to_v));
+    m.to_out = linear(in(g.name, layer::to_out));
+    m.to_gate_logits = linear(in(g.name, layer::to_gate_logits));
+    m.q_norm = get(weight_of(in(g.name, layer::q_norm)));
+    m.k_norm = get(weight_of(in(g.name, layer::k_norm)));
+    w.*g.member = std::move(m);
   }
-  w.ff = {linear("ff.net.0.proj"), linear("ff.net.2")};
-  w.audio_ff = {linear("audio_ff.net.0.proj"), linear("audio_ff.net.2")};
-  w.scale_shift_table = get("scale_shift_table");
-  w.audio_scale_shift_table = get("audio_scale_shift_table");
-  w.prompt_scale_shift_table = get("prompt_scale_shift_table");
-  w.audio_prompt_scale_shift_table = get("audio_prompt_scale_shift_table");
-  w.scale_shift_table_a2v_ca_video = get("scale_shift_table_a2v_ca_video");
-  w.scale_shift_table_a2v_ca_audio = get("scale_shift_table_a2v_ca_audio");
+  w.ff = {linear(in(v.ff, layer::ff_up)), linear(in(v.ff, layer::ff_down))};
+  w.audio_ff = {linear(in(a.ff, layer::ff_up)), linear(in(a.ff, layer::ff_down))};
+  w.scale_shift_table = get(v.table);
+  w.audio_scale_shift_table = get(a.table);
+  w.prompt_scale_shift_table = get(v.prompt_table);
+  w.audio_prompt_scale_shift_table = get(a.prompt_table);
+  w.scale_shift_table_a2v_ca_video = get(v.av_table);
+  w.scale_shift_table_a2v_ca_audio = get(a.av_table);
   return w;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "engine/ops/gemm.h"
+#include "engine/ops/reduce_order.h"
 #include "engine/tensor.h"
 
 namespace psi::ops {
@@ -31,11 +32,15 @@ struct FfnWeights {
 
 enum class FfnSchedule { dense, recompute, reuse };
 
+// The default hidden tile: one reduction chunk (reduce_order.h), so that tiling the hidden
+// channels cuts the down-projection's sums exactly where the dense sum's chunks end.
+inline constexpr std::int64_t kHiddenTile = kChunk;
+
 struct FfnOptions {
   FfnSchedule schedule = FfnSchedule::dense;
   BiasRule up_bias = BiasRule::fused_f32;
   Product product = Product::psi_f32;  // both projections' arithmetic
-  std::int64_t hidden_tile = 1024;  // a multiple of 1,024, or at least the hidden width
+  std::int64_t hidden_tile = kHiddenTile;  // a multiple of kHiddenTile, or at least the hidden width
   std::int64_t out_tile = 1024;     // output channels per down-projection tile (any size)
 };
 

@@ -14,6 +14,8 @@
 // hidden tiles) add up exactly like the unpartitioned one.
 #include <cstdint>
 
+#include "engine/ops/reduce_order.h"
+
 // Per-ISA clones of the hot kernels, for speed only: every clone performs the same float32
 // operations in the same order (no FMA: -ffp-contract=off), so the bits do not depend on the
 // machine. Not under ThreadSanitizer: the clones' ifunc resolvers run during relocation, before
@@ -26,12 +28,9 @@
 
 namespace psi::ops {
 
-inline constexpr int kLanes = 8;
-inline constexpr std::int64_t kChunk = 1024;
-
+// kLanes, kChunk and the lane tree: reduce_order.h, shared with the CUDA kernels.
 inline float lane_tree(const float* l) {
-  const float a0 = l[0] + l[4], a1 = l[1] + l[5], a2 = l[2] + l[6], a3 = l[3] + l[7];
-  return (a0 + a2) + (a1 + a3);
+  return lane_tree(l, [](float a, float b) { return a + b; });
 }
 
 // Sum of f(k) for k in [0, n) in the order above. f returns a float32 term.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/ops/matrix.h"
+#include "engine/ops/nv_trig.h"
 #include "engine/tensor.h"
 
 namespace psi::ops {
@@ -32,11 +33,13 @@ std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, d
 //   a = f32(2 · f32(f32((start + end) / 2) · f32(1 / max_pos[axis])) − 1)
 //   (the official code divides by max_pos as a tensor-by-scalar division, which PyTorch runs
 //   as a product with the float32 reciprocal; spec §4.2 writes a plain division)
-//   angle[t][3f + axis] = f32(ω_f · a)   (axis fastest), cos/sin in float32 (C library cosf /
-//   sinf), padded at the front with cos 1 / sin 0 to inner/2 entries, cut into `heads` chunks,
-//   then one BF16 rounding.
+//   angle[t][3f + axis] = f32(ω_f · a)   (axis fastest), cos/sin in float32 (`math`: the C
+//   library's cosf / sinf, or CUDA libdevice's as the official run computed them, nv_trig.h),
+//   padded at the front with cos 1 / sin 0 to inner/2 entries, cut into `heads` chunks, then
+//   one BF16 rounding.
 RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& max_pos,
-                       std::int64_t inner, std::int64_t heads, double theta);
+                       std::int64_t inner, std::int64_t heads, double theta,
+                       F32Math math = F32Math::host);
 
 // The same tables in real arithmetic: every step above in double from the same float32
 // positions (the grid not rounded to float32, a = 2·mid·(1/max_pos) − 1, cos/sin in double), and

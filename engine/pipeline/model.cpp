@@ -29,7 +29,7 @@ Bf16Tensor Bf16Arith::modulate(const Bf16Tensor& x, const Bf16Tensor& scale, con
 
 model::BlockRope Bf16Arith::rope(const model::ModelConfig& c, const F32Tensor& video_positions,
                                  const F32Tensor& audio_positions) const {
-  return model::block_rope(c, video_positions, audio_positions);
+  return model::block_rope(c, video_positions, audio_positions, math);
 }
 
 PreparedInputs prepare_inputs(const model::ModelConfig& c, model::WeightSource& weights, const ModalityInput& video,
@@ -42,7 +42,7 @@ ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weig
                           const model::NumericsVariant& variant, const BlockHook& hook,
                           const BlockRunner& runner) {
   return forward(
-      Bf16Arith{variant.product, variant.norm}, c, weights, video, audio,
+      Bf16Arith{variant.product, variant.norm, variant.model_math}, c, weights, video, audio,
       [&](int b, const model::BlockInputs& in) {
         return runner ? runner(b, in) : model::block_forward(c, model::load_block_weights(weights, c, b), in, variant);
       },

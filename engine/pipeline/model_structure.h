@@ -23,11 +23,14 @@ constexpr std::int64_t kSinusoidWidth = 256;
 constexpr std::int64_t kSinusoidHalf = kSinusoidWidth / 2;
 
 // An arithmetic: its element type E (scalar.h), x·Wᵀ + b, SiLU, the output head's LayerNorm
-// (mean-subtracting, no affine) and modulation x·(1 + scale) + shift, and the RoPE tables.
+// (mean-subtracting, no affine) and modulation x·(1 + scale) + shift, the timestep sinusoid and
+// the RoPE tables.
 struct Bf16Arith {
   using E = Bf16;
   ops::Product product = ops::Product::psi_f32;
   ops::NormKernel norm = ops::NormKernel::psi_f32;  // the output head's LayerNorm
+  ops::F32Math math = ops::F32Math::host;           // the sinusoid's and RoPE tables' exp/cos/sin
+  std::vector<float> sinusoid(float tau) const { return timestep_sinusoid(tau, math); }
   Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& w, const Bf16Tensor* bias) const;
   Bf16Tensor silu(const Bf16Tensor& x) const;
   Bf16Tensor layer_norm(const Bf16Tensor& x, float eps) const;
@@ -42,6 +45,7 @@ struct F64Arith {
   F64Tensor silu(const F64Tensor& x) const;
   F64Tensor layer_norm(const F64Tensor& x, float eps) const;
   F64Tensor modulate(const F64Tensor& x, const F64Tensor& scale, const F64Tensor& shift) const;
+  std::vector<double> sinusoid(double tau) const { return timestep_sinusoid(tau); }
   model::BlockRopeOf<ops::RopeTablesF64> rope(const model::ModelConfig& c, const F32Tensor& video_positions,
                                               const F32Tensor& audio_positions) const;
 };
@@ -60,7 +64,7 @@ AdaLnOutOf<typename A::E> adaln(const A& a, model::WeightSource& weights, const 
   const auto l1 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_1", dim, kSinusoidWidth);
   const auto l2 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_2", dim, dim);
   const auto lin = load_linear(weights, prefix + ".linear", rows * dim, dim);
-  const auto s = timestep_sinusoid(tau);
+  const auto s = a.sinusoid(tau);
   Tensor<E> emb({1, kSinusoidWidth});
   for (std::int64_t i = 0; i < kSinusoidWidth; ++i) emb.data[i] = Scalar<E>::store(s[i]);
   Tensor<E> h = a.silu(a.linear(emb, l1.w, l1.bias()));

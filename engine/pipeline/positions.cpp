@@ -10,9 +10,13 @@ namespace {
 constexpr std::int64_t kTimeScale = 8, kSpatialScale = 32;
 constexpr std::int64_t kAudioDownsample = 4;
 constexpr float kHop = 160.0f, kSampleRate = 16000.0f;
+
+// x / d in float32: an IEEE division, or PyTorch's CUDA tensor-by-scalar division.
+float divide(float x, float d, ops::F32Math math) { return math == ops::F32Math::cuda ? x * (1.0f / d) : x / d; }
 }  // namespace
 
-F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t width, float fps) {
+F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t width, float fps,
+                          ops::F32Math math) {
   const std::int64_t n = frames * height * width;
   F32Tensor p({1, 3, n, 2});
   auto at = [&](int axis, std::int64_t t, int side) -> float& { return p.data[(axis * n + t) * 2 + side]; };
@@ -21,8 +25,8 @@ F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t
     for (std::int64_t r = 0; r < height; ++r)
       for (std::int64_t c = 0; c < width; ++c, ++t) {
         // Causal fix: the first latent frame covers one pixel frame.
-        at(0, t, 0) = float(std::max<std::int64_t>(0, kTimeScale * f - (kTimeScale - 1))) / fps;
-        at(0, t, 1) = float(kTimeScale * f + 1) / fps;
+        at(0, t, 0) = divide(float(std::max<std::int64_t>(0, kTimeScale * f - (kTimeScale - 1))), fps, math);
+        at(0, t, 1) = divide(float(kTimeScale * f + 1), fps, math);
         at(1, t, 0) = float(kSpatialScale * r);
         at(1, t, 1) = float(kSpatialScale * r + kSpatialScale);
         at(2, t, 0) = float(kSpatialScale * c);
@@ -31,13 +35,13 @@ F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t
   return p;
 }
 
-F32Tensor audio_positions(std::int64_t tokens) {
+F32Tensor audio_positions(std::int64_t tokens, ops::F32Math math) {
   F32Tensor p({1, 1, tokens, 2});
   for (std::int64_t i = 0; i < tokens; ++i) {
     const float start = float(std::max<std::int64_t>(0, kAudioDownsample * i + 1 - kAudioDownsample));
     const float end = float(kAudioDownsample * i + 1);
-    p.data[2 * i] = start * kHop / kSampleRate;
-    p.data[2 * i + 1] = end * kHop / kSampleRate;
+    p.data[2 * i] = divide(start * kHop, kSampleRate, math);
+    p.data[2 * i + 1] = divide(end * kHop, kSampleRate, math);
   }
   return p;
 }

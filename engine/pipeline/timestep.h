@@ -7,13 +7,15 @@
 
 #include "engine/model/weights.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/nv_trig.h"
 #include "engine/tensor.h"
 
 namespace psi::pipeline {
 
 // [cos(arg_0..127), sin(arg_0..127)] with e_i = expf(f32(f32(-ln 10000) * i) / 128) and
-// arg_i = f32(tau * e_i); 256 float32 values.
-std::vector<float> timestep_sinusoid(float tau);
+// arg_i = f32(tau * e_i); 256 float32 values. expf, cosf and sinf are the C library's (host)
+// or libdevice's (cuda: nv_expf.h, nv_trig.h), as the official run evaluated them on the GPU.
+std::vector<float> timestep_sinusoid(float tau, ops::F32Math math = ops::F32Math::host);
 // The same in real arithmetic: e_i = exp(−ln 10000 · i / 128), arg_i = tau · e_i, in double.
 std::vector<double> timestep_sinusoid(double tau);
 

@@ -53,17 +53,18 @@ Tensor<E> as(const Bf16Tensor& t) {
 }
 
 // The run, over the element type E. forward(video, audio, on_block) is one transformer
-// invocation; on_block(block index) is empty when the hooks have no on_block.
+// invocation; on_block(block index) is empty when the hooks have no on_block. `math`: the token
+// positions' divisions (positions.h).
 template <class E, class Forward>
 TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCase& tc, const TrajectoryHooks& hooks,
-                                 const Forward& forward) {
+                                 ops::F32Math math, const Forward& forward) {
   const TrajectoryShape ts = trajectory_shape(c);
   const std::int64_t ch = c.in_channels, ach = c.audio_in_channels;
   const Shape audio_shape{1, ts.audio_tokens, ach};
   ModalityInputOf<E> video, audio;
   video.context = context(tc, "video", {1, tc.context_len, c.cross_attention_dim});
   audio.context = context(tc, "audio", {1, tc.context_len, c.audio_cross_attention_dim});
-  audio.positions = audio_positions(ts.audio_tokens);
+  audio.positions = audio_positions(ts.audio_tokens, math);
 
   TrajectoryResultOf<E> result;
   // The initial latent is zero and the noise scale 1, so the noised state is the noise itself.
@@ -83,7 +84,7 @@ TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCa
       xa = noise_latent(xa, as<E>(noise(tc, "stage2.audio", audio_shape)), renoise);
       result.states.push_back({"09_inter_stage", renoise, renoise, xv, xa});
     }
-    video.positions = video_positions(st.frames, st.height, st.width, ts.fps);
+    video.positions = video_positions(st.frames, st.height, st.width, ts.fps, math);
     video.first_frame_tokens = st.height * st.width;
     const auto& sig = *st.sigmas;
     const int steps = int(sig.size()) - 1;
@@ -152,7 +153,7 @@ model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::Weight
 TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,
                                 const TrajectoryHooks& hooks) {
-  return trajectory<Bf16>(c, tc, hooks,
+  return trajectory<Bf16>(c, tc, hooks, variant.model_math,
                           [&](const ModalityInput& video, const ModalityInput& audio, const std::function<void(int)>& on_block) {
                             BlockHook hook;
                             if (on_block) hook = [&](int b, const model::BlockProbes&) { on_block(b); };
@@ -163,7 +164,7 @@ TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource
 TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::WeightSource& weights,
                                        const TrajectoryCase& tc, const TrajectoryHooks& hooks) {
   if (hooks.block_runner) throw Error("run_trajectory_f64: the float64 run has no block runner");
-  return trajectory<double>(c, tc, hooks,
+  return trajectory<double>(c, tc, hooks, ops::F32Math::host,
                             [&](const ModalityInputOf<double>& video, const ModalityInputOf<double>& audio,
                                 const std::function<void(int)>& on_block) {
                               return model_forward_f64(c, weights, video, audio, on_block);

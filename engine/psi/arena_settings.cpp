@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/error.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 
 namespace psi::exec {
 

@@ -1,9 +1,10 @@
 // The attention module (spec §3.2) on token row tiles: keys and values projected per key row
-// tile and journaled in pieces; per query row tile the projection, full-row q norm and split
-// RoPE, then the key blocks streamed back from the journal into the online softmax's running
-// state, the per-head gate and the output projection.
+// tile and journaled in pieces; per query row tile the projection, full-row q norm (norm.cpp)
+// and split RoPE (rope.cpp), then the key blocks streamed back from the journal into the online
+// softmax's running state, the per-head gate and the output projection.
 #include <algorithm>
 
+#include "engine/model/block_catalogue.h"
 #include "engine/psi/operators.h"
 
 namespace psi::exec {
@@ -16,6 +17,12 @@ void apply_gate(Driver& d, const std::string& op, const ArenaMat& z, const Arena
                 std::int64_t head_dim) {
   d.launch(op, {rt::reads(z.region), rt::writes(z.region), rt::reads(a.region), rt::writes(a.region)},
            [=](const rt::KernelContext& k) { k.ops->attention_gate(k, ref(z), ref(a), heads, head_dim); });
+}
+
+// The module's Linear `layer` (checkpoint names from the block catalogue), run as op s.op.op.
+LinearSpec layer_spec(const AttentionSpec& s, const char* op, const char* layer) {
+  return {s.op + "." + op, s.module + model::weight_of(layer), s.module + model::bias_of(layer),
+          ops::BiasRule::fused_f32, s.product};
 }
 
 std::uint64_t bf16_bytes(std::int64_t rows, std::int64_t cols) { return std::uint64_t(rows * cols) * 2; }
@@ -45,39 +52,25 @@ void commit_keys(Driver& d, const rt::JournalKey& key, const KeyStore& store, st
 
 }  // namespace
 
-void rope(Driver& d, const std::string& op, const ArenaMat& x, const RopeKeys& keys, int tile) {
-  Frame f(d);
-  const std::uint64_t bytes = std::uint64_t(numel(keys.shape)) * 2;
-  const rt::DeviceRegion cos = f.alloc(Pool::scratch, bytes, op, tile, "rope cos");
-  const rt::DeviceRegion sin = f.alloc(Pool::scratch, bytes, op, tile, "rope sin");
-  d.reload(keys.cos, cos);
-  d.reload(keys.sin, sin);
-  if (keys.shape.size() != 4 || keys.shape[0] != 1 || keys.shape[2] != x.rows)
-    throw Error(op + ": RoPE tables " + shape_str(keys.shape) + " for a " + std::to_string(x.rows) + "-row tile",
-                Exit::run_failed);
-  const rt::RopeRef t{cos, sin, keys.shape[1], keys.shape[2], keys.shape[3]};
-  d.launch(op, {rt::reads(cos), rt::reads(sin), rt::reads(x.region), rt::writes(x.region)},
-           [=](const rt::KernelContext& k) { k.ops->rope(k, ref(x), t); });
-}
-
 void project_keys(Driver& d, const AttentionSpec& s, const KeyStore& store, std::int64_t row0, std::int64_t rows,
                   int tile, const MakeInput& make_xc, const RopeKeys* k_rope) {
   const std::int64_t inner = s.heads * s.head_dim;
   const std::string& m = s.module;
   const std::string op = s.op + ".keys";
+  namespace layer = model::layer;
   Frame f(d);
   const ArenaMat xc = make_xc(f);
   {
     Frame g(d);
     const ArenaMat k = alloc_mat(g, Pool::scratch, rows, inner, op, "k", tile);
-    linear(d, {s.op + ".to_k", m + "to_k.weight", m + "to_k.bias", ops::BiasRule::fused_f32, s.product}, xc, k);
-    rms_norm(d, s.op + ".k_norm", k, m + "k_norm.weight", s.eps, k, s.norm);
+    linear(d, layer_spec(s, "to_k", layer::to_k), xc, k);
+    rms_norm(d, s.op + ".k_norm", k, m + model::weight_of(layer::k_norm), s.eps, k, s.norm);
     if (k_rope) rope(d, s.op + ".k_rope", k, *k_rope, tile);
     commit_keys(d, store.k, store, row0, k);
   }
   Frame g(d);
   const ArenaMat v = alloc_mat(g, Pool::scratch, rows, inner, op, "v", tile);
-  linear(d, {s.op + ".to_v", m + "to_v.weight", m + "to_v.bias", ops::BiasRule::fused_f32, s.product}, xc, v);
+  linear(d, layer_spec(s, "to_v", layer::to_v), xc, v);
   commit_keys(d, store.v, store, row0, v);
 }
 
@@ -85,6 +78,7 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
                 const MakeInput& make_xq, const RopeKeys* q_rope, const KeyStore& store) {
   const std::int64_t heads = s.heads, inner = heads * s.head_dim;
   const std::string& m = s.module;
+  namespace layer = model::layer;
   const bool online = s.sdpa.form == ops::SoftmaxForm::online;
   ArenaMat z;
   if (s.gated) z = alloc_mat(f, Pool::scratch, rows, heads, s.op, "gate logits", tile);
@@ -92,11 +86,10 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
   {
     Frame g(d);
     const ArenaMat xq = make_xq(g);
-    linear(d, {s.op + ".to_q", m + "to_q.weight", m + "to_q.bias", ops::BiasRule::fused_f32, s.product}, xq, q);
-    if (s.gated)
-      linear(d, {s.op + ".to_gate_logits", m + "to_gate_logits.weight", m + "to_gate_logits.bias", ops::BiasRule::fused_f32, s.product}, xq, z);
+    linear(d, layer_spec(s, "to_q", layer::to_q), xq, q);
+    if (s.gated) linear(d, layer_spec(s, "to_gate_logits", layer::to_gate_logits), xq, z);
   }
-  rms_norm(d, s.op + ".q_norm", q, m + "q_norm.weight", s.eps, q, s.norm);
+  rms_norm(d, s.op + ".q_norm", q, m + model::weight_of(layer::q_norm), s.eps, q, s.norm);
   if (q_rope) rope(d, s.op + ".q_rope", q, *q_rope, tile);
   const ops::SdpaOptions opt = s.sdpa;
   const std::string sdpa = s.op + ".sdpa tile " + std::to_string(tile);
@@ -141,7 +134,7 @@ ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, 
   }
   if (s.gated) apply_gate(d, s.op + ".gate", z, a, heads, s.head_dim);
   const ArenaMat out = alloc_mat(f, Pool::scratch, rows, out_cols, s.op, "out", tile);
-  linear(d, {s.op + ".to_out", m + "to_out.0.weight", m + "to_out.0.bias", ops::BiasRule::fused_f32, s.product}, a, out);
+  linear(d, layer_spec(s, "to_out", layer::to_out), a, out);
   return out;
 }
 

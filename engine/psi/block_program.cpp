@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "engine/error.h"
+#include "engine/model/block_catalogue.h"
 #include "engine/psi/operators.h"
 
 namespace psi::exec {
@@ -11,6 +12,9 @@ namespace psi::exec {
 namespace {
 
 using rt::Branch;
+namespace ada_row = model::ada_row;
+namespace prompt_row = model::prompt_row;
+namespace av_row = model::av_row;
 
 // A shape check: -1 in `want` matches any size.
 void check_shape(const Bf16Tensor& t, const Shape& want, const std::string& name) {
@@ -50,12 +54,12 @@ StreamShapes stream_shapes(const model::ModelConfig& c, const model::StreamInput
   check_shape(s.context, {1, -1, Dc}, n + ".context");
   sh.context_rows = s.context.dim(1);
   sh.prompt = c.features.cross_attention_adaln && s.prompt_timestep.numel() > 0;
-  if (sh.prompt) check_shape(s.prompt_timestep, {1, 1, 2 * D}, n + ".prompt_timestep");
+  if (sh.prompt) check_shape(s.prompt_timestep, {1, 1, prompt_row::count * D}, n + ".prompt_timestep");
   check_rope(s.pe, sh.tokens, inner, n + ".pe");
   check_rope(s.cross_pe, sh.tokens, c.av_inner(), n + ".cross_pe");
   sh.pe = s.pe.cos.shape;
   sh.cross_pe = s.cross_pe.cos.shape;
-  check_shape(s.cross_scale_shift_timestep, {1, -1, 4 * D}, n + ".cross_scale_shift_timestep");
+  check_shape(s.cross_scale_shift_timestep, {1, -1, av_row::timestep_rows * D}, n + ".cross_scale_shift_timestep");
   sh.cross_timestep_rows = s.cross_scale_shift_timestep.dim(1);
   check_rows(sh.cross_timestep_rows, sh.tokens, n + ".cross_scale_shift_timestep");
   check_shape(s.cross_gate_timestep, {1, 1, D}, n + ".cross_gate_timestep");
@@ -110,8 +114,8 @@ void put_stream(rt::HostJournal& j, int jb, Branch b, const model::ModelConfig& 
   for (std::int64_t t = 0; t < ctx.count(); ++t)
     j.put(key("context", t), {ctx.rows(t), s.context.dim(2)}, rows_of(s.context, ctx.start(t), ctx.rows(t), 0, s.context.dim(2)));
   if (c.features.cross_attention_adaln && s.prompt_timestep.numel() > 0)
-    put_modulation(j, jb, b, "prompt_timestep", s.prompt_timestep, 2, D, tok);
-  put_modulation(j, jb, b, "cross_ss", s.cross_scale_shift_timestep, 4, D, tok);
+    put_modulation(j, jb, b, "prompt_timestep", s.prompt_timestep, prompt_row::count, D, tok);
+  put_modulation(j, jb, b, "cross_ss", s.cross_scale_shift_timestep, av_row::timestep_rows, D, tok);
   j.put(key("cross_gate"), {1, D}, s.cross_gate_timestep.span());
 }
 
@@ -119,7 +123,7 @@ void put_stream(rt::HostJournal& j, int jb, Branch b, const model::ModelConfig& 
 struct StreamDesc {
   Branch branch;
   std::string name;  // "video" | "audio"
-  std::string attn1, attn2, ff, av_module, table, prompt_table, av_table;  // checkpoint names
+  std::string attn1, attn2, ff, av_module, table, prompt_table, av_table;  // checkpoint names (full)
   std::int64_t D = 0, Dc = 0, heads = 0, head_dim = 0, hidden = 0;
   bool ff_bias = false;
   StreamShapes sh;
@@ -129,15 +133,17 @@ struct StreamDesc {
 class Program {
  public:
   Program(Driver& d, const BlockTask& t) : d_(d), t_(t), c_(t.config), eps_(t.config.norm_eps) {
-    const std::string p = "transformer_blocks." + std::to_string(t.index) + ".";
+    const std::string p = model::block_prefix(t.index);
     const std::int64_t R = t.row_tile;
-    video_ = {Branch::video, "video", p + "attn1.", p + "attn2.", p + "ff.", p + "audio_to_video_attn.",
-              p + "scale_shift_table", p + "prompt_scale_shift_table", p + "scale_shift_table_a2v_ca_video",
-              c_.video_dim(), c_.cross_attention_dim, c_.video_heads, c_.video_head_dim, c_.video_hidden(),
-              c_.features.ff_bias, t.shapes.video, {t.shapes.video.tokens, R}, {t.shapes.video.context_rows, R}};
-    audio_ = {Branch::audio, "audio", p + "audio_attn1.", p + "audio_attn2.", p + "audio_ff.",
-              p + "video_to_audio_attn.", p + "audio_scale_shift_table", p + "audio_prompt_scale_shift_table",
-              p + "scale_shift_table_a2v_ca_audio", c_.audio_dim(), c_.audio_cross_attention_dim, c_.audio_heads,
+    // Modules end in '.', so that a layer's tensor is module + weight_of(layer).
+    const auto mod = [&](const char* module) { return p + module + "."; };
+    const model::StreamNames &v = model::kVideoNames, &a = model::kAudioNames;
+    video_ = {Branch::video, "video", mod(v.attn1), mod(v.attn2), mod(v.ff), mod(v.av_attn), p + v.table,
+              p + v.prompt_table, p + v.av_table, c_.video_dim(), c_.cross_attention_dim, c_.video_heads,
+              c_.video_head_dim, c_.video_hidden(), c_.features.ff_bias, t.shapes.video,
+              {t.shapes.video.tokens, R}, {t.shapes.video.context_rows, R}};
+    audio_ = {Branch::audio, "audio", mod(a.attn1), mod(a.attn2), mod(a.ff), mod(a.av_attn), p + a.table,
+              p + a.prompt_table, p + a.av_table, c_.audio_dim(), c_.audio_cross_attention_dim, c_.audio_heads,
               c_.audio_head_dim, c_.audio_hidden(), c_.features.audio_ff_bias, t.shapes.audio,
               {t.shapes.audio.tokens, R}, {t.shapes.audio.context_rows, R}};
   }
@@ -157,13 +163,13 @@ class Program {
     return {t_.jblock, s.branch, role, int(tile)};
   }
 
-  // dst = the AdaLN value table[row] + role.ts_row for row tile t ([rows, D] per token, [1, D]
-  // per batch), allocated in f.
+  // dst = the AdaLN value table[row] + role.row (a table and its timestep share row numbers) for
+  // row tile t ([rows, D] per token, [1, D] per batch), allocated in f.
   ArenaMat ada(Frame& f, const StreamDesc& s, const std::string& op, const std::string& name, const std::string& table,
-               int row, const char* role, int ts_row, std::int64_t ts_rows, std::int64_t t) {
+               int row, const char* role, std::int64_t ts_rows, std::int64_t t) {
     const bool per_token = ts_rows != 1;
     const ArenaMat dst = alloc_mat(f, Pool::scratch, per_token ? s.tok.rows(t) : 1, s.D, op, name, int(t));
-    ada_value(d_, op + " " + name, table, row, key(s, indexed(role, ts_row), per_token ? t : 0), dst);
+    ada_value(d_, op + " " + name, table, row, key(s, indexed(role, row), per_token ? t : 0), dst);
     return dst;
   }
 
@@ -171,8 +177,8 @@ class Program {
   void ada_zero_tile(const std::string& op, const StreamDesc& s, const std::string& table, const char* role,
                      std::int64_t ts_rows, int scale_row, int shift_row, std::int64_t t, const ArenaMat& x) {
     Frame f(d_);
-    const ArenaMat shift = ada(f, s, op, "shift", table, shift_row, role, shift_row, ts_rows, t);
-    const ArenaMat scale = ada(f, s, op, "scale", table, scale_row, role, scale_row, ts_rows, t);
+    const ArenaMat shift = ada(f, s, op, "shift", table, shift_row, role, ts_rows, t);
+    const ArenaMat scale = ada(f, s, op, "scale", table, scale_row, role, ts_rows, t);
     ada_zero(d_, op, x, scale, shift, eps_, x, t_.variant.norm);
   }
 
@@ -210,7 +216,8 @@ class Program {
     const auto h_of = [&](std::int64_t t) -> MakeInput {
       return [this, &s, op, t](Frame& f) {
         const ArenaMat x = reload(f, s, "x", t, op);
-        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, 1, 0, t, x);
+        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, ada_row::scale_msa,
+                      ada_row::shift_msa, t, x);
         return x;
       };
     };
@@ -224,14 +231,14 @@ class Program {
       const ArenaMat o = attend(d_, f, spec, s.tok.rows(t), s.D, int(t), h_of(t), &pe, keys);
       d_.commit(key(s, "attn1", t), o.region, o.shape());
       const ArenaMat x = reload(f, s, "x", t, op);
-      const ArenaMat gate = ada(f, s, op, "gate_msa", s.table, 2, "timesteps", 2, s.sh.timestep_rows, t);
+      const ArenaMat gate = ada(f, s, op, "gate_msa", s.table, ada_row::gate_msa, "timesteps", s.sh.timestep_rows, t);
       gated_residual(d_, op + " post_sa residual", x, o, gate);
       d_.commit(key(s, "x1", t), x.region, x.shape());
     }
   }
 
   // Steps 5–10 of spec §3.3. Queries: n1 = rms(x1) (post_sa's normed output), modulated by
-  // rows 7/6 under CA-AdaLN; keys: the context, modulated by the prompt rows 1/0.
+  // scale_q/shift_q under CA-AdaLN; keys: the context, modulated by the prompt rows.
   void text_attention(const StreamDesc& s) {
     const std::string op = s.name + ".attn2";
     const bool ca_adaln = c_.features.cross_attention_adaln;
@@ -244,12 +251,15 @@ class Program {
           Frame g(d_);
           const ArenaMat shift = alloc_mat(g, Pool::scratch, 1, s.D, op, "shift_kv", int(t));
           const ArenaMat scale = alloc_mat(g, Pool::scratch, 1, s.D, op, "scale_kv", int(t));
+          const int shift_row = prompt_row::shift_kv, scale_row = prompt_row::scale_kv;
           if (s.sh.prompt) {
-            ada_value(d_, op + " shift_kv", s.prompt_table, 0, key(s, indexed("prompt_timestep", 0)), shift);
-            ada_value(d_, op + " scale_kv", s.prompt_table, 1, key(s, indexed("prompt_timestep", 1)), scale);
+            ada_value(d_, op + " shift_kv", s.prompt_table, shift_row, key(s, indexed("prompt_timestep", shift_row)),
+                      shift);
+            ada_value(d_, op + " scale_kv", s.prompt_table, scale_row, key(s, indexed("prompt_timestep", scale_row)),
+                      scale);
           } else {
-            table_row(d_, op + " shift_kv", s.prompt_table, 0, shift);
-            table_row(d_, op + " scale_kv", s.prompt_table, 1, scale);
+            table_row(d_, op + " shift_kv", s.prompt_table, shift_row, shift);
+            table_row(d_, op + " scale_kv", s.prompt_table, scale_row, scale);
           }
           modulate(d_, op + " c_in", ctx, scale, shift, ctx);
         }
@@ -263,8 +273,8 @@ class Program {
         rms_norm(d_, op + " n1", n1, "", eps_, n1, t_.variant.norm);
         if (ca_adaln) {
           Frame g(d_);
-          const ArenaMat shift = ada(g, s, op, "shift_q", s.table, 6, "timesteps", 6, s.sh.timestep_rows, t);
-          const ArenaMat scale = ada(g, s, op, "scale_q", s.table, 7, "timesteps", 7, s.sh.timestep_rows, t);
+          const ArenaMat shift = ada(g, s, op, "shift_q", s.table, ada_row::shift_q, "timesteps", s.sh.timestep_rows, t);
+          const ArenaMat scale = ada(g, s, op, "scale_q", s.table, ada_row::scale_q, "timesteps", s.sh.timestep_rows, t);
           modulate(d_, op + " q_in", n1, scale, shift, n1);
         }
         return n1;
@@ -274,7 +284,7 @@ class Program {
       d_.commit(key(s, "attn2", t), o.region, o.shape());
       const ArenaMat x = reload(f, s, "x1", t, op);
       if (ca_adaln) {
-        const ArenaMat gate = ada(f, s, op, "gate_q", s.table, 8, "timesteps", 8, s.sh.timestep_rows, t);
+        const ArenaMat gate = ada(f, s, op, "gate_q", s.table, ada_row::gate_q, "timesteps", s.sh.timestep_rows, t);
         gated_residual(d_, op + " residual", x, o, gate);
       } else {
         residual(d_, op + " residual", x, o);
@@ -283,43 +293,45 @@ class Program {
     }
   }
 
-  // ada_zero(x2 of row tile t; A/V table rows row, row + 1 + cross_ss) — the A/V tables list
-  // scale before shift.
-  MakeInput av_input(const StreamDesc& s, const std::string& op, int row, std::int64_t t) {
-    return [this, &s, op, row, t](Frame& f) {
+  // ada_zero(x2 of row tile t; A/V table rows scale_row, shift_row + cross_ss).
+  MakeInput av_input(const StreamDesc& s, const std::string& op, int scale_row, int shift_row, std::int64_t t) {
+    return [this, &s, op, scale_row, shift_row, t](Frame& f) {
       const ArenaMat x = reload(f, s, "x2", t, op);
-      ada_zero_tile(op + " ada", s, s.av_table, "cross_ss", s.sh.cross_timestep_rows, row, row + 1, t, x);
+      ada_zero_tile(op + " ada", s, s.av_table, "cross_ss", s.sh.cross_timestep_rows, scale_row, shift_row, t, x);
       return x;
     };
   }
 
   // Steps 11–12 of spec §3.3: both directions read the pre-A/V snapshots x2.
   void av_attention() {
-    // A2V: video queries from rows 0/1 of the video A/V table, audio keys/values from rows 0/1
+    // A2V: video queries from the a2v rows of the video A/V table, audio keys/values from those
     // of the audio table.
-    one_direction("video.a2v", video_, audio_, 0, video_.av_module);
-    // V2A: audio queries from rows 2/3 of the audio table, video keys/values (the pre-A2V x2)
-    // from rows 2/3 of the video table.
-    one_direction("audio.v2a", audio_, video_, 2, audio_.av_module);
+    one_direction("video.a2v", video_, audio_, av_row::a2v_scale, av_row::a2v_shift, video_.av_module);
+    // V2A: audio queries from the v2a rows of the audio table, video keys/values (the pre-A2V
+    // x2) from those of the video table.
+    one_direction("audio.v2a", audio_, video_, av_row::v2a_scale, av_row::v2a_shift, audio_.av_module);
   }
 
-  void one_direction(const std::string& op, const StreamDesc& q, const StreamDesc& kv, int row,
+  void one_direction(const std::string& op, const StreamDesc& q, const StreamDesc& kv, int scale_row, int shift_row,
                      const std::string& module) {
     const AttentionSpec spec = attention_spec(op, module, c_.av_heads(), c_.av_head_dim());
     const KeyStore keys = key_store(q, "av", kv.tok.n, spec);
     for (std::int64_t t = 0; t < kv.tok.count(); ++t) {
       const RopeKeys pe = rope_keys(kv, "cross_pe", kv.sh.cross_pe, t);
-      project_keys(d_, spec, keys, kv.tok.start(t), kv.tok.rows(t), int(t), av_input(kv, op + " kv", row, t), &pe);
+      project_keys(d_, spec, keys, kv.tok.start(t), kv.tok.rows(t), int(t),
+                   av_input(kv, op + " kv", scale_row, shift_row, t), &pe);
     }
     for (std::int64_t t = 0; t < q.tok.count(); ++t) {
       Frame f(d_);
       const RopeKeys pe = rope_keys(q, "cross_pe", q.sh.cross_pe, t);
-      const ArenaMat o = attend(d_, f, spec, q.tok.rows(t), q.D, int(t), av_input(q, op + " q", row, t), &pe, keys);
+      const ArenaMat o =
+          attend(d_, f, spec, q.tok.rows(t), q.D, int(t), av_input(q, op + " q", scale_row, shift_row, t), &pe, keys);
       d_.commit(key(q, "av", t), o.region, o.shape());
-      // x3 = bf(x2 + bf(o · g)), g = row 4 of the stream's A/V table + its cross gate timestep.
+      // x3 = bf(x2 + bf(o · g)), g = the gate row of the stream's A/V table + its cross gate
+      // timestep.
       const ArenaMat x = reload(f, q, "x2", t, op);
       const ArenaMat gate = alloc_mat(f, Pool::scratch, 1, q.D, op, "gate", int(t));
-      ada_value(d_, op + " gate", q.av_table, 4, key(q, "cross_gate"), gate);
+      ada_value(d_, op + " gate", q.av_table, av_row::gate, key(q, "cross_gate"), gate);
       gated_residual(d_, op + " residual", x, o, gate);
       d_.commit(key(q, "x3", t), x.region, x.shape());
     }
@@ -330,11 +342,11 @@ class Program {
     const std::string op = s.name + ".ff";
     FfnSpec spec;
     spec.op = op;
-    spec.up_weight = s.ff + "net.0.proj.weight";
-    spec.down_weight = s.ff + "net.2.weight";
+    spec.up_weight = s.ff + model::weight_of(model::layer::ff_up);
+    spec.down_weight = s.ff + model::weight_of(model::layer::ff_down);
     if (s.ff_bias) {
-      spec.up_bias = s.ff + "net.0.proj.bias";
-      spec.down_bias = s.ff + "net.2.bias";
+      spec.up_bias = s.ff + model::bias_of(model::layer::ff_up);
+      spec.down_bias = s.ff + model::bias_of(model::layer::ff_down);
     }
     spec.hidden = s.hidden;
     spec.up_rule = t_.variant.ffn_up_bias;
@@ -347,13 +359,14 @@ class Program {
       {
         Frame g(d_);
         const ArenaMat h = reload(g, s, "x3", t, op);
-        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, 4, 3, t, h);
+        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, ada_row::scale_mlp,
+                      ada_row::shift_mlp, t, h);
         spec.hidden_key = key(s, "ffn.h", t * spec.geometry.n_hidden);
         ffn(d_, spec, h, o);
       }
       d_.commit(key(s, "ff", t), o.region, o.shape());
       const ArenaMat x = reload(f, s, "x3", t, op);
-      const ArenaMat gate = ada(f, s, op, "gate_mlp", s.table, 5, "timesteps", 5, s.sh.timestep_rows, t);
+      const ArenaMat gate = ada(f, s, op, "gate_mlp", s.table, ada_row::gate_mlp, "timesteps", s.sh.timestep_rows, t);
       gated_residual(d_, op + " residual", x, o, gate);
       d_.commit(key(s, "out", t), x.region, x.shape());
     }

@@ -10,7 +10,7 @@
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/resident_weights.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 
 namespace psi::exec {
 

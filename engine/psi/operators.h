@@ -2,7 +2,7 @@
 // The partitioned operators of a PSI block, written against the Driver (so the same code plans
 // and runs). Each streams its weights through the pages, keeps the tiles it works on in
 // scratch and its temporaries in workspace, declares every arena access of every kernel, and
-// computes through the backend's OpKernels (runtime/op_kernels.h: engine/ops on the CPU) on
+// computes through the backend's OpKernels (backend/op_kernels.h: engine/ops on the CPU) on
 // tiles whose results are provably those of the whole tensor (the proofs below are about the
 // CPU arithmetic; the CUDA kernels' relation to it is in docs/cuda-backend.md):
 //
@@ -37,6 +37,12 @@
 
 namespace psi::exec {
 
+// One family, one name: each group below is defined in the psi/ file named after its engine/ops
+// family (operators.cpp: the shared helpers; gemm.cpp, norm.cpp, adaln.cpp, rope.cpp,
+// attention.cpp, ffn.cpp), as the backends' kernels are (docs/psi-executor.md).
+
+// ---- shared helpers (operators.cpp) ----
+
 // A [rows, cols] BF16 tensor allocated in a frame (tile: the row tile, for messages; -1: none).
 ArenaMat alloc_mat(Frame& f, Pool pool, std::int64_t rows, std::int64_t cols, const std::string& op,
                    const std::string& name, int tile = -1);
@@ -49,6 +55,8 @@ ArenaMat reload_mat(Driver& d, Frame& f, const rt::JournalKey& key, std::int64_t
 void stage_vector(Driver& d, const std::string& op, const std::string& tensor, std::int64_t n,
                   const rt::DeviceRegion& dst);
 
+// ---- gemm (gemm.cpp) ----
+
 struct LinearSpec {
   std::string op;      // names kernels, tiles and allocations: "video.attn1.to_q"
   std::string weight;  // [out, in]
@@ -59,10 +67,14 @@ struct LinearSpec {
 // y [M, out] = x [M, in] · Wᵀ (+ b).
 void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y);
 
+// ---- norm (norm.cpp) ----
+
 // y = rms_norm(x) over full rows in `norm`'s arithmetic, weightless (empty `weight`) or with the
 // learned weight streamed through a page. y may be x.
 void rms_norm(Driver& d, const std::string& op, const ArenaMat& x, const std::string& weight, float eps,
               const ArenaMat& y, ops::NormKernel norm);
+
+// ---- adaln (adaln.cpp) ----
 
 // dst [Ts, D] = bf(table[row] + S) with S the journal's [Ts, D] timestep tile `ts`, reloaded
 // into dst and the table row added in place.
@@ -81,6 +93,8 @@ void gated_residual(Driver& d, const std::string& op, const ArenaMat& x, const A
 // x = bf(x + y) in place.
 void residual(Driver& d, const std::string& op, const ArenaMat& x, const ArenaMat& y);
 
+// ---- rope (rope.cpp) ----
+
 // One row tile's RoPE tables [1, H, rows, half] in the journal.
 struct RopeKeys {
   rt::JournalKey cos, sin;
@@ -88,6 +102,8 @@ struct RopeKeys {
 };
 // x [rows, H·d] <- split RoPE (ops::apply_split_rope) in place, the tables reloaded into scratch.
 void rope(Driver& d, const std::string& op, const ArenaMat& x, const RopeKeys& keys, int tile);
+
+// ---- attention (attention.cpp) ----
 
 struct AttentionSpec {
   std::string op;      // "video.attn1"
@@ -122,6 +138,8 @@ void project_keys(Driver& d, const AttentionSpec& s, const KeyStore& store, std:
 // to_out), allocated in f above the tile's gated attention output and gate logits.
 ArenaMat attend(Driver& d, Frame& f, const AttentionSpec& s, std::int64_t rows, std::int64_t out_cols, int tile,
                 const MakeInput& make_xq, const RopeKeys* q_rope, const KeyStore& store);
+
+// ---- ffn (ffn.cpp) ----
 
 struct FfnSpec {
   std::string op;  // "video.ff"

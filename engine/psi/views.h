@@ -5,8 +5,8 @@
 // device memory on CUDA).
 #include <cstdint>
 
-#include "engine/runtime/op_kernels.h"
-#include "engine/runtime/region.h"
+#include "engine/backend/op_kernels.h"
+#include "engine/backend/region.h"
 #include "engine/tensor.h"
 
 namespace psi::exec {

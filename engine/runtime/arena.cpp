@@ -1,7 +1,7 @@
 #include "engine/runtime/arena.h"
 
 #include "engine/runtime/run_failure.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 
 namespace psi::rt {
 namespace {

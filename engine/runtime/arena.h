@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/runtime/region.h"
+#include "engine/backend/region.h"
 
 namespace psi::rt {
 

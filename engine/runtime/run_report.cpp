@@ -1,6 +1,6 @@
 #include "engine/runtime/run_report.h"
 
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 
 namespace psi::rt {
 namespace {

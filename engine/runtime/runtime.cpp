@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "engine/runtime/backend_factory.h"
-#include "engine/runtime/gpu_memory_monitor.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/measure/gpu_memory_monitor.h"
 #include "engine/runtime/pages.h"
-#include "engine/runtime/sizes.h"
+#include "engine/measure/sizes.h"
 #include "engine/runtime/validator.h"
 
 namespace psi::rt {

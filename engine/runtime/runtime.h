@@ -22,11 +22,11 @@
 #include <vector>
 
 #include "engine/runtime/arena.h"
-#include "engine/runtime/backend.h"
-#include "engine/runtime/budget.h"
-#include "engine/runtime/counters.h"
-#include "engine/runtime/gpu_memory_sampler.h"
-#include "engine/runtime/region.h"
+#include "engine/backend/backend.h"
+#include "engine/measure/budget.h"
+#include "engine/measure/counters.h"
+#include "engine/measure/gpu_memory_sampler.h"
+#include "engine/backend/region.h"
 #include "engine/runtime/run_failure.h"
 
 namespace psi::rt {

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/runtime/backend.h"
-#include "engine/runtime/region.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/region.h"
 
 namespace psi::rt {
 

@@ -1,0 +1,47 @@
+#pragma once
+// Backend selection: "cpu", "cuda" (an error without a device), or "auto" (CUDA only when a
+// device is present, otherwise the CPU backend with a one-line note); and a backend's device
+// services (device.h). The factory is, with engine/backend/cuda/, the only code that knows
+// whether this build holds the CUDA backend.
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/device.h"
+
+namespace psi::rt {
+
+enum class BackendKind { cpu, cuda };
+
+// True when this build contains the CUDA backend.
+bool cuda_backend_built();
+// CUDA devices visible now (0 without the CUDA backend, a driver or a device; *why says which).
+int cuda_devices(std::string* why);
+
+// The decision alone, for a given device count (testable without a GPU). `why_none` says why
+// the count is 0. Sets *note when "auto" falls back to the CPU backend.
+BackendKind choose_backend(std::string_view requested, int device_count, bool cuda_built,
+                           std::string_view why_none, bool chaos, std::string* note);
+
+struct BackendChoice {
+  std::unique_ptr<Backend> backend;
+  std::string note;  // the fallback note, empty when none (also printed to stderr)
+};
+
+BackendChoice make_backend(std::string_view requested, const CpuBackendOptions& cpu = {});
+
+struct DeviceServicesChoice {
+  std::unique_ptr<DeviceServices> services;  // null when there are none; `why` says why
+  // False for a backend that has no device memory (the CPU backend): what needs a device is then
+  // not applicable there, rather than unavailable.
+  bool has_device = false;
+  std::string why;
+};
+
+// The device services of the resolved backend `backend` ("cpu" or "cuda") on its device number
+// `device`. Probes nothing: a missing device shows when the services are first asked.
+DeviceServicesChoice make_device_services(std::string_view backend, int device);
+
+}  // namespace psi::rt
