@@ -11,12 +11,13 @@
 
 #include "engine/model/weights.h"
 #include "engine/pipeline/checkpoint_weights.h"
+#include "engine/pipeline/synthetic_block.h"
 #include "engine/psi/executor.h"
-#include "engine/psi/synthetic.h"
 #include "engine/psi/tiling.h"
 
 namespace exec = psi::exec;
 namespace model = psi::model;
+namespace pipeline = psi::pipeline;
 namespace rt = psi::rt;
 
 namespace {
@@ -27,8 +28,8 @@ struct Case {
   model::BlockInputs inputs;
   explicit Case(const char* name)
       : config(model::model_config(name)),
-        weights(std::make_shared<psi::ckpt::SynthSource>(exec::synthetic_weights(config, 7))),
-        inputs(exec::synthetic_block_inputs(config, {.frames = 2, .height = 12, .width = 12, .audio_tokens = 32, .context_rows = 32}, 8)) {}
+        weights(std::make_shared<psi::ckpt::SynthSource>(pipeline::synthetic_weights(config, 7))),
+        inputs(pipeline::synthetic_block_inputs(config, {.frames = 2, .height = 12, .width = 12, .audio_tokens = 32, .context_rows = 32}, 8)) {}
 };
 
 const Case& case_of(int i) {
@@ -68,7 +69,7 @@ BENCHMARK(BM_PsiBlock)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMi
 void BM_HostBlock(benchmark::State& state) {
   const Case& c = case_of(int(state.range(0)));
   state.SetLabel(c.config.name + " model::block_forward");
-  psi::pipeline::CheckpointWeights src(c.weights);
+  pipeline::CheckpointWeights src(c.weights);
   const model::BlockWeights w = model::load_block_weights(src, c.config, 0);
   const auto& v = model::numerics_variant("baseline");
   for (auto _ : state) benchmark::DoNotOptimize(model::block_forward(c.config, w, c.inputs, v));

@@ -4,12 +4,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/progress.h"
-#include "engine/measure/sizes.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "experiments/table.h"
@@ -33,14 +34,23 @@ psi::cli::Registrar list_reg("list", "list the experiments (one per table of the
   };
 });
 
+// An option of one experiment alone (exp::Experiment::options) as given on the command line.
+struct OwnOption {
+  const exp::Experiment* owner;
+  const exp::ExperimentOption* option;
+  std::string value;
+  bool flag = false;
+  // Given: a flag set, or a non-empty value.
+  bool given() const { return option->takes_value ? !value.empty() : flag; }
+};
+
 struct RunOpts {
   std::string name;
   exp::Options o;
   std::string shard;
   std::string out;
   std::string reference;
-  std::string pool;
-  std::string row_tile;
+  std::vector<OwnOption> own;  // stable: CLI11 binds to its elements
 };
 
 void parse_shard(const std::string& s, exp::Options& o) {
@@ -73,14 +83,15 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
       ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
-  sub.add_flag("--zero-mask", r->o.zero_mask,
-               "full-prompt: pass an explicit all-zero context mask through the FLASH mask-elision check");
-  sub.add_option("--pool", r->pool,
-                 "fixed-budget: the free device memory a reservation leaves for the run on CUDA (default 3GiB; "
-                 "units bytes, KiB, MiB, GiB); on the CPU backend the cap on arena + pinned buffers, scaled with the model");
-  sub.add_option("--row-tile", r->row_tile,
-                 "scheduling: token rows per row tile (a multiple of the 128-key tile), or 'fit': the largest "
-                 "whose live set fits the arena under every schedule (fewer weight passes); default: the config's");
+  // Every experiment's own options, from the registry; only their owner accepts them.
+  for (const exp::Experiment& e : exp::experiments())
+    for (const exp::ExperimentOption& opt : e.options) r->own.push_back({&e, &opt, "", false});
+  for (OwnOption& own : r->own) {
+    if (own.option->takes_value)
+      sub.add_option(own.option->flag, own.value, own.option->help);
+    else
+      sub.add_flag(own.option->flag, own.flag, own.option->help);
+  }
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi run: 1 when a bitwise claim the experiment makes fails (the report is still written and the "
              "failure named); distances to the recordings (probes, block-controls, one-token) are measurements, "
@@ -96,29 +107,11 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                   (std::filesystem::exists(r->reference) ? ": not a folder" : ": no such folder") +
                   " (psi run takes the folder of recordings; psi probe takes one recording file)");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
-    if (r->o.zero_mask && e.name != "full-prompt")
-      throw Error("--zero-mask applies only to full-prompt (not " + e.name + ")");
-    if (!r->pool.empty()) {
-      if (e.name != "fixed-budget") throw Error("--pool applies only to fixed-budget (not " + e.name + ")");
-      r->o.pool_bytes = rt::parse_capacity(r->pool, "--pool");
-      if (r->o.pool_bytes == 0) throw Error("--pool " + r->pool + ": the pool must be positive");
-    }
-    if (!r->row_tile.empty()) {
-      if (e.name != "scheduling") throw Error("--row-tile applies only to scheduling (not " + e.name + ")");
-      if (r->row_tile == "fit") {
-        r->o.row_tile = -1;
-      } else {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(r->row_tile, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != r->row_tile.size() || v <= 0)
-          throw Error("--row-tile '" + r->row_tile + "': expected a positive number of rows or 'fit'");
-        r->o.row_tile = v;
-      }
+    for (const OwnOption& own : r->own) {
+      if (!own.given()) continue;
+      if (own.owner != &e)
+        throw Error(own.option->flag + " applies only to " + own.owner->name + " (not " + e.name + ")");
+      own.option->apply(own.value, r->o);
     }
     if (r->o.shard_count > 1 && !e.shardable)
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");

@@ -27,7 +27,7 @@ std::string block_case(const Options& o) {
 
 // A BF16 path's rows [first, first + count) of axis 1 against the float64 block: relative L2 in
 // double against the float64 values, and the elements that differ from their BF16 rounding.
-nlohmann::json distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
+BlockControlsCase::Float64Row distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
                                const F64Tensor& ref, std::int64_t first, std::int64_t count) {
   const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1)), n = count * inner;
   const probes::Distance d = probes::distance(std::span<const Bf16>(ours, std::size_t(n)),
@@ -35,17 +35,16 @@ nlohmann::json distance_to_f64(const std::string& path, const std::string& tenso
   const std::string rows = count == ref.dim(1) ? "all" : "rows " + std::to_string(first) + "-" +
                                                               std::to_string(first + count - 1) + " of " +
                                                               std::to_string(ref.dim(1));
-  return {{"path", path}, {"tensor", tensor}, {"rows", rows}, {"rel_l2", d.rel_l2},
-          {"differing", d.differing}, {"total", n}};
+  return {path, tensor, rows, d.rel_l2, d.differing, n};
 }
 
 // Every path's distance to the float64 block, probe by probe, on the rows the MATH recording
 // stores (all of them but for the full-size block's video probes).
-nlohmann::json float64_rows(const probes::ProbeReport& r) {
+std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeReport& r) {
   probes::Recording math(r.file, r.group);
   std::optional<probes::Recording> flash;
   if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
-  nlohmann::json rows = nlohmann::json::array();
+  std::vector<BlockControlsCase::Float64Row> rows;
   for (const auto& [name, ref] : r.float64_outputs) {
     if (!math.has("math/" + name)) continue;
     const probes::StoredTensor m = math.stored_bf16("math/" + name);
@@ -66,6 +65,53 @@ nlohmann::json float64_rows(const probes::ProbeReport& r) {
   return rows;
 }
 }  // namespace
+
+void to_json(nlohmann::json& j, const BlockControlsCase::Distance& r) {
+  j = {{"tensor", r.tensor}, {"rel_l2", r.rel_l2}, {"differing", r.differing}, {"total", r.total}};
+}
+
+void from_json(const nlohmann::json& j, BlockControlsCase::Distance& r) {
+  j.at("tensor").get_to(r.tensor);
+  j.at("rel_l2").get_to(r.rel_l2);
+  j.at("differing").get_to(r.differing);
+  j.at("total").get_to(r.total);
+}
+
+void to_json(nlohmann::json& j, const BlockControlsCase::Float64Row& r) {
+  j = {{"path", r.path}, {"tensor", r.tensor}, {"rows", r.rows}, {"rel_l2", r.rel_l2},
+       {"differing", r.differing}, {"total", r.total}};
+}
+
+void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r) {
+  j.at("path").get_to(r.path);
+  j.at("tensor").get_to(r.tensor);
+  j.at("rows").get_to(r.rows);
+  j.at("rel_l2").get_to(r.rel_l2);
+  j.at("differing").get_to(r.differing);
+  j.at("total").get_to(r.total);
+}
+
+void to_json(nlohmann::json& j, const BlockControlsCase& r) {
+  j = {{"case", r.case_name},
+       {"file", r.file},
+       {"seed", r.seed},
+       {"rows", r.rows},
+       {"official_flash_vs_math", r.official_flash_vs_math},
+       {"official_timing_and_memory", r.official_timing_and_memory},
+       {"notes", r.notes}};
+  if (r.float64_rows) j["float64_rows"] = *r.float64_rows;
+}
+
+void from_json(const nlohmann::json& j, BlockControlsCase& r) {
+  j.at("case").get_to(r.case_name);
+  j.at("file").get_to(r.file);
+  j.at("rows").get_to(r.rows);
+  j.at("official_flash_vs_math").get_to(r.official_flash_vs_math);
+  r.official_timing_and_memory = j.at("official_timing_and_memory");
+  read_if_present(j, "seed", r.seed);
+  read_if_present(j, "notes", r.notes);
+  read_optional(j, "float64_rows", r.float64_rows);
+}
 
 void run_block_controls(const Options& o, Report& report) {
   const std::string name = block_case(o);
@@ -89,7 +135,7 @@ void run_block_controls(const Options& o, Report& report) {
   if (auto tm = f.attr("/" + r.group, "timing_and_memory"); tm && std::holds_alternative<std::string>(*tm))
     official = nlohmann::json::parse(std::get<std::string>(*tm), nullptr, false);
   // FLASH vs MATH of the recordings themselves.
-  nlohmann::json flash_rows = nlohmann::json::array();
+  std::vector<BlockControlsCase::Distance> flash_rows;
   for (const char* t : {"video_out", "audio_out"}) {
     const std::string m = "/" + r.group + "/math/" + t;
     std::string fl = "/" + r.group + "/flash/" + t;
@@ -99,23 +145,17 @@ void run_block_controls(const Options& o, Report& report) {
     reports::verify_sha256_full(ff, fl, a);
     reports::verify_sha256_full(f, m, b);
     const probes::Distance d = probes::distance(a.span(), b.span());
-    flash_rows.push_back({{"tensor", t}, {"rel_l2", d.rel_l2}, {"differing", d.differing}, {"total", d.total}});
+    flash_rows.push_back({t, d.rel_l2, d.differing, d.total});
   }
-  report.add_case(0, {{"case", name},
-                      {"file", r.file.filename().string()},
-                      {"seed", r.seed},
-                      {"rows", probe_rows(r)},
-                      {"official_flash_vs_math", flash_rows},
-                      {"float64_rows", float64_rows(r)},
-                      {"official_timing_and_memory", official},
-                      {"notes", r.notes}});
+  report.add_case(0, BlockControlsCase{name, r.file.filename().string(), r.seed, probe_rows(r), flash_rows,
+                                       float64_rows(r), official, r.notes});
 }
 
 namespace {
 
 // Probes as rows, paths as columns: "rel L2 / differing", and the path(s) closest to the float64
 // block by relative L2.
-Table float64_table(const nlohmann::json& cases) {
+Table float64_table(const std::vector<BlockControlsCase>& cases) {
   const std::vector<std::string> paths = {"official MATH (recorded)", "official FLASH (recorded)", "psi dense",
                                           "psi official-h200", "psi baseline", "psi modified"};
   Table t;
@@ -124,20 +164,20 @@ Table float64_table(const nlohmann::json& cases) {
   t.columns = {"probe"};
   for (const auto& p : paths) t.columns.push_back(p);
   t.columns.push_back("closest");
-  for (auto& c : cases) {
-    if (!c.contains("float64_rows")) continue;
-    std::map<std::string, std::map<std::string, nlohmann::json>> by;  // tensor -> path -> row
+  for (const BlockControlsCase& c : cases) {
+    if (!c.float64_rows) continue;
+    using Row = BlockControlsCase::Float64Row;
+    std::map<std::string, std::map<std::string, const Row*>> by;  // tensor -> path -> row
     std::vector<std::string> order;
-    for (auto& r : c["float64_rows"]) {
-      const std::string tensor = r["tensor"];
-      if (!by.count(tensor)) order.push_back(tensor);
-      by[tensor][r["path"]] = r;
+    for (const Row& r : *c.float64_rows) {
+      if (!by.count(r.tensor)) order.push_back(r.tensor);
+      by[r.tensor][r.path] = &r;
     }
     for (const auto& tensor : order) {
       const auto& row_of = by[tensor];
-      const nlohmann::json& any = row_of.begin()->second;
-      std::vector<std::string> cells{tensor + " (" + fmt_count(any["total"]) +
-                                     (any["rows"] == "all" ? "" : ", " + any["rows"].get<std::string>()) + ")"};
+      const Row& any = *row_of.begin()->second;
+      std::vector<std::string> cells{tensor + " (" + fmt_count(any.total) + (any.rows == "all" ? "" : ", " + any.rows) +
+                                     ")"};
       std::string closest;
       double best = INFINITY;
       for (const auto& p : paths) {
@@ -146,8 +186,8 @@ Table float64_table(const nlohmann::json& cases) {
           cells.push_back("—");
           continue;
         }
-        const double l2 = it->second["rel_l2"];
-        cells.push_back(fmt_sci(l2, 4) + " / " + fmt_count(it->second["differing"]));  // paths differ in the 3rd digit
+        const double l2 = it->second->rel_l2;
+        cells.push_back(fmt_sci(l2, 4) + " / " + fmt_count(it->second->differing));  // paths differ in the 3rd digit
         if (l2 < best) {
           best = l2;
           closest = p;
@@ -167,33 +207,35 @@ Table float64_table(const nlohmann::json& cases) {
 
 }  // namespace
 
-std::vector<Table> tabulate_block_controls(const nlohmann::json& cases, const nlohmann::json&) {
+std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, const nlohmann::json&) {
+  const auto cases = case_records.get<std::vector<BlockControlsCase>>();
   Table t;
   t.title = "block controls on identical frozen inputs (Table VI): relative L2 to the official MATH block";
   t.columns = {"path", "video_out rel L2", "audio_out rel L2", "video differing", "audio differing"};
-  for (auto& c : cases) {
-    std::map<std::string, std::map<std::string, nlohmann::json>> by;
-    for (auto& r : c["rows"])
-      if (r.contains("differing") && (r["backend"] == "math" || r["backend"] == "official"))
-        by[r["variant"]][r["tensor"]] = r;
-    nlohmann::json fv, fa;
-    for (auto& r : c["official_flash_vs_math"]) (r["tensor"] == "video_out" ? fv : fa) = r;
-    if (!fv.is_null() && !fa.is_null())
-      t.add_row({"official FLASH (recorded)", fmt_sci(fv["rel_l2"]), fmt_sci(fa["rel_l2"]),
-                 fmt_count(fv["differing"]) + " / " + fmt_count(fv["total"]),
-                 fmt_count(fa["differing"]) + " / " + fmt_count(fa["total"])});
+  const auto cells = [](const std::string& path, std::int64_t vd, std::int64_t vt, double vl2, std::int64_t ad,
+                        std::int64_t at, double al2) {
+    return std::vector<std::string>{path, fmt_sci(vl2), fmt_sci(al2), fmt_count(vd) + " / " + fmt_count(vt),
+                                    fmt_count(ad) + " / " + fmt_count(at)};
+  };
+  for (const BlockControlsCase& c : cases) {
+    std::map<std::string, std::map<std::string, const ProbeRow::Distance*>> by;  // variant -> tensor -> distance
+    for (const ProbeRow& r : c.rows)
+      if (r.distance && (r.backend == "math" || r.backend == "official")) by[r.variant][r.tensor] = &*r.distance;
+    const BlockControlsCase::Distance *fv = nullptr, *fa = nullptr;
+    for (const auto& r : c.official_flash_vs_math) (r.tensor == "video_out" ? fv : fa) = &r;
+    if (fv && fa)
+      t.add_row(cells("official FLASH (recorded)", fv->differing, fv->total, fv->rel_l2, fa->differing, fa->total,
+                      fa->rel_l2));
     for (const std::string& v : model::numerics_variant_names()) {
       if (!by.count(v)) continue;
-      auto& vo = by[v]["video_out"];
-      auto& ao = by[v]["audio_out"];
-      if (vo.is_null() || ao.is_null()) continue;
-      t.add_row({"psi " + v, fmt_sci(vo["rel_l2"]), fmt_sci(ao["rel_l2"]),
-                 fmt_count(vo["differing"]) + " / " + fmt_count(vo["total"]),
-                 fmt_count(ao["differing"]) + " / " + fmt_count(ao["total"])});
+      const auto* vo = by[v]["video_out"];
+      const auto* ao = by[v]["audio_out"];
+      if (!vo || !ao) continue;
+      t.add_row(cells("psi " + v, vo->differing, vo->total, vo->rel_l2, ao->differing, ao->total, ao->rel_l2));
     }
-    const auto& tm = c["official_timing_and_memory"];
+    const auto& tm = c.official_timing_and_memory;
     if (!tm.is_null() && !tm.empty()) t.notes.push_back("official timing and memory on the recording GPU: " + tm.dump());
-    t.notes.push_back("case " + c["case"].get<std::string>() + " from " + c["file"].get<std::string>() +
+    t.notes.push_back("case " + c.case_name + " from " + c.file +
                       "; paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
   }
   std::vector<Table> tables{t};

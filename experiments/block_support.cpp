@@ -41,10 +41,4 @@ std::map<std::string, std::string> probe_hashes(const model::BlockProbes& p) {
   return out;
 }
 
-nlohmann::json to_json(const std::map<std::string, std::string>& hashes) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : hashes) j[k] = v;
-  return j;
-}
-
 }  // namespace psi::exp

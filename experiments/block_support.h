@@ -4,8 +4,6 @@
 #include <map>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/checkpoint/weight_source.h"
 #include "engine/model/block.h"
 #include "engine/model/config.h"
@@ -40,6 +38,5 @@ std::shared_ptr<const ckpt::WeightSource> block_weight_source(const Options& o, 
 
 // probe name -> SHA-256 of its BF16 bytes.
 std::map<std::string, std::string> probe_hashes(const model::BlockProbes& p);
-nlohmann::json to_json(const std::map<std::string, std::string>& hashes);
 
 }  // namespace psi::exp

@@ -1,10 +1,12 @@
 #pragma once
 // The experiment drivers, one file each; experiments/registry.cpp lists them by name.
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "experiments/experiment.h"
+#include "experiments/records.h"
 #include "experiments/report.h"
 #include "experiments/table.h"
 
@@ -27,6 +29,8 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohm
 std::vector<Figure> figures_full_prompt(const nlohmann::json& cases);
 
 void run_scheduling(const Options& o, Report& r);
+// --row-tile: a positive number of rows, or "fit".
+void set_row_tile(const std::string& value, Options& o);
 std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohmann::json& options);
 
 void run_capacity(const Options& o, Report& r);
@@ -46,6 +50,8 @@ void settle_block_controls(Options& o);
 void settle_one_token(Options& o);
 
 void run_fixed_budget(const Options& o, Report& r);
+// --pool: a positive amount (rt::parse_capacity).
+void set_pool(const std::string& value, Options& o);
 std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options);
 
 }  // namespace psi::exp

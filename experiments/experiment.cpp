@@ -21,10 +21,29 @@ nlohmann::json Options::to_json() const {
           {"shard_count", shard_count},
           {"quick", quick},
           {"chaos_seed", chaos_seed},
-          {"zero_mask", zero_mask},
-          {"pool_bytes", pool_bytes},
-          {"row_tile", row_tile}};
+          {"zero_mask", full_prompt.zero_mask},
+          {"pool_bytes", fixed_budget.pool_bytes},
+          {"row_tile", scheduling.row_tile}};
 }
+
+Options Options::from_json(const nlohmann::json& j) {
+  Options o;
+  o.model = j.at("model").get<std::string>();
+  o.profile = j.at("profile").get<std::string>();
+  o.backend = j.at("backend").get<std::string>();
+  o.seed = j.at("seed").get<std::uint64_t>();
+  o.checkpoint = j.at("checkpoint").get<std::string>();
+  o.shard_index = j.value("shard_index", 0);
+  o.shard_count = j.value("shard_count", 1);
+  o.quick = j.at("quick").get<bool>();
+  o.chaos_seed = j.at("chaos_seed").get<std::uint64_t>();
+  o.full_prompt.zero_mask = j.value("zero_mask", false);
+  o.fixed_budget.pool_bytes = j.value("pool_bytes", rt::kDefaultPoolBytes);
+  o.scheduling.row_tile = j.value("row_tile", std::int64_t(0));
+  return o;
+}
+
+std::string recorded_model(const nlohmann::json& options) { return options.value("model", std::string("?")); }
 
 const Experiment& find_experiment(std::string_view name) {
   for (const Experiment& e : experiments())

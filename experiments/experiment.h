@@ -1,8 +1,8 @@
 #pragma once
 // Named experiments, one per table of the PSI study. Each driver runs its cases and records
-// one JSON object per case in its Report; the tables are a pure function of those cases
-// (`tabulate`), so `psi report` re-renders them from a file and `psi merge` re-tabulates the
-// union of shard reports.
+// one typed record per case (experiments/records.h) in its Report; the tables are a pure
+// function of those cases (`tabulate`), so `psi report` re-renders them from a file and
+// `psi merge` re-tabulates the union of shard reports (docs/experiments.md).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -20,6 +20,23 @@ namespace psi::exp {
 
 class Report;
 
+// The options that belong to one experiment alone, each in its experiment's own struct. `psi
+// run` offers them all (Experiment::options declares which experiment takes which) and refuses
+// one given to another experiment, which would ignore it.
+struct FullPromptOptions {
+  bool zero_mask = false;  // an explicit all-zero context mask, checked and elided
+};
+struct FixedBudgetOptions {
+  // The free device pool a reservation leaves on CUDA; on the CPU backend the cap on arena +
+  // pinned host buffers, scaled like the arena for smaller configs.
+  std::uint64_t pool_bytes = rt::kDefaultPoolBytes;
+};
+struct SchedulingOptions {
+  // Token rows per row tile; 0: the config's default; -1: the largest that fits the arena under
+  // every schedule (exec::fitting_row_tile).
+  std::int64_t row_tile = 0;
+};
+
 struct Options {
   std::string model = "tiny";
   std::string profile = "ltx25";
@@ -33,17 +50,34 @@ struct Options {
   int shard_index = 0, shard_count = 1;
   bool quick = false;             // a reduced size for tests: fewer cases or cycles
   std::uint64_t chaos_seed = 0;   // CPU backend chaos delays when non-zero
-  bool zero_mask = false;         // full-prompt: an explicit all-zero context mask, checked and elided
-  // fixed-budget: the free device pool a reservation leaves on CUDA; on the CPU backend the cap
-  // on arena + pinned host buffers, scaled like the arena for smaller configs.
-  std::uint64_t pool_bytes = rt::kDefaultPoolBytes;
-  // scheduling: token rows per row tile; 0: the config's default; -1: the largest that fits the
-  // arena under every schedule (exec::fitting_row_tile).
-  std::int64_t row_tile = 0;
+
+  // One experiment's own options; the others leave theirs at the defaults.
+  FullPromptOptions full_prompt;
+  FixedBudgetOptions fixed_budget;
+  SchedulingOptions scheduling;
 
   // Whether case `i` of this experiment belongs to this shard (i mod n == index).
   bool in_shard(std::int64_t i) const { return i % shard_count == shard_index; }
+  // The report's record of the options (/report/options): the shared ones and every
+  // experiment's own, flat, at their defaults where the experiment has none of its own.
   nlohmann::json to_json() const;
+  // Back from that record (a nlohmann::json::exception on a malformed one). Keys later than the
+  // first reports (the experiments' own, the shard) default when absent; out, reference_dir and
+  // the *_given flags are not recorded.
+  static Options from_json(const nlohmann::json& j);
+};
+
+// The config a report's recorded options name, for the tables' titles ("?" when there is none).
+std::string recorded_model(const nlohmann::json& options);
+
+// An option of one experiment alone (`psi run --pool`): the CLI declares every experiment's, and
+// only the experiment that declares it accepts it.
+struct ExperimentOption {
+  std::string flag;         // "--pool"
+  std::string help;
+  bool takes_value = true;  // false: a flag, given or not
+  // Sets the experiment's own options from the value ("" for a flag); psi::Error on a bad one.
+  std::function<void(const std::string& value, Options& o)> apply;
 };
 
 struct Experiment {
@@ -51,6 +85,8 @@ struct Experiment {
   std::string reproduces;  // "Table IV", "Fig. 2, §IV-A", ...
   std::string summary;     // one line for `psi list`
   std::function<void(const Options&, Report&)> run;
+  // The tables from the cases (the driver's records, experiments/records.h) and the recorded
+  // options (Options::to_json).
   std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate;
   bool shardable = false;
   // Figures drawn from the cases (may be empty).
@@ -59,6 +95,8 @@ struct Experiment {
   // --checkpoint the experiment cannot honour and sets the options to the config and seed it
   // will compute with, which the report then records. Empty: every config and seed apply.
   std::function<void(Options&)> settle;
+  // The options of this experiment alone.
+  std::vector<ExperimentOption> options;
 };
 
 const std::vector<Experiment>& experiments();

@@ -16,26 +16,66 @@
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
 #include "engine/sha256.h"
+#include "engine/error.h"
 #include "engine/measure/budget.h"
+#include "engine/measure/sizes.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
 #include "experiments/trajectory_support.h"
 
 namespace psi::exp {
 
+void to_json(nlohmann::json& j, const FixedBudgetCase& r) {
+  j = {{"cap_bytes", r.cap_bytes},
+       {"arena", r.arena},
+       {"held_bytes", r.held_bytes},
+       {"fits", r.fits},
+       {"run", r.run},
+       {"capped_wall_mean_s", r.capped_wall_mean_s},
+       {"capped_wall_sd_s", r.capped_wall_sd_s},
+       {"uncapped_wall_mean_s", r.uncapped_wall_mean_s},
+       {"uncapped_wall_sd_s", r.uncapped_wall_sd_s},
+       {"states_equal", r.states_equal},
+       {"states_total", r.states_total}};
+  if (r.cap_scope) j["cap_scope"] = *r.cap_scope;
+  if (r.states_nonfinite) j["states_nonfinite"] = *r.states_nonfinite;
+}
+
+void from_json(const nlohmann::json& j, FixedBudgetCase& r) {
+  j.at("cap_bytes").get_to(r.cap_bytes);
+  j.at("arena").get_to(r.arena);
+  j.at("held_bytes").get_to(r.held_bytes);
+  j.at("fits").get_to(r.fits);
+  r.run = j.at("run");
+  j.at("capped_wall_mean_s").get_to(r.capped_wall_mean_s);
+  j.at("capped_wall_sd_s").get_to(r.capped_wall_sd_s);
+  j.at("uncapped_wall_mean_s").get_to(r.uncapped_wall_mean_s);
+  j.at("uncapped_wall_sd_s").get_to(r.uncapped_wall_sd_s);
+  j.at("states_equal").get_to(r.states_equal);
+  j.at("states_total").get_to(r.states_total);
+  read_optional(j, "cap_scope", r.cap_scope);
+  read_optional(j, "states_nonfinite", r.states_nonfinite);
+}
+
+void set_pool(const std::string& value, Options& o) {
+  o.fixed_budget.pool_bytes = rt::parse_capacity(value, "--pool");
+  if (o.fixed_budget.pool_bytes == 0) throw Error("--pool " + value + ": the pool must be positive");
+}
+
 void run_fixed_budget(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
   const bool on_device = o.backend == "cuda";
-  const std::int64_t cap = on_device ? std::int64_t(o.pool_bytes) : exec::scale_bytes(c, std::int64_t(o.pool_bytes));
+  const std::uint64_t pool = o.fixed_budget.pool_bytes;
+  const std::int64_t cap = on_device ? std::int64_t(pool) : exec::scale_bytes(c, std::int64_t(pool));
   auto weights = block_weight_source(o, c, o.seed);
   auto host = make_weights(o, o.seed);
   pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
 
   const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");
   // Before the executor, whose first block allocates the arena; held until this function returns.
-  const rt::FixedBudget budget(o.backend, o.pool_bytes);
+  const rt::FixedBudget budget(o.backend, pool);
   exec::ExecOptions eo;
   eo.backend = o.backend;
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
@@ -63,47 +103,39 @@ void run_fixed_budget(const Options& o, Report& report) {
   if (nonfinite > 0)
     report.fail("fixed-budget: " + std::to_string(nonfinite) + " of " + std::to_string(2 * capped.states.size()) +
                 " capped states hold NaN or Inf; their bitwise equality proves nothing");
-  report.add_case(0, {{"cap_bytes", cap},
-                      {"cap_scope", on_device ? "the free device pool left by the reservation (arena held)"
-                                              : "arena + pinned host buffers (cpu backend, scaled with the model)"},
-                      {"arena", arena.label},
-                      {"held_bytes", held},
-                      {"fits", fits},
-                      {"run", rt::to_json(run)},
-                      {"capped_wall_mean_s", cm},
-                      {"capped_wall_sd_s", cs},
-                      {"uncapped_wall_mean_s", um},
-                      {"uncapped_wall_sd_s", us},
-                      {"states_equal", equal},
-                      {"states_total", 2 * capped.states.size()},
-                      {"states_nonfinite", nonfinite}});
+  report.add_case(0, FixedBudgetCase{cap,
+                                     on_device ? "the free device pool left by the reservation (arena held)"
+                                               : "arena + pinned host buffers (cpu backend, scaled with the model)",
+                                     arena.label, held, fits, rt::to_json(run), cm, cs, um, us, equal,
+                                     std::int64_t(2 * capped.states.size()), nonfinite});
 }
 
-std::vector<Table> tabulate_fixed_budget(const nlohmann::json& cases, const nlohmann::json& options) {
+std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, const nlohmann::json& options) {
+  const auto cases = case_records.get<std::vector<FixedBudgetCase>>();
   Table t;
-  t.title = "complete 8+3 run under a fixed memory cap (Table VII) — model " + options.value("model", std::string("?"));
+  t.title = "complete 8+3 run under a fixed memory cap (Table VII) — model " + recorded_model(options);
   t.columns = {"cap", "success", "held", "managed peak / bound", "invocation wall capped (s)",
                "uncapped (s)", "states bitwise equal to uncapped", "reservation"};
   nlohmann::json runs = nlohmann::json::array();
-  for (auto& c : cases) runs.push_back(c["run"]);
+  for (const FixedBudgetCase& c : cases) runs.push_back(c.run);
   const bool gpu = any_gpu_memory(runs);
   if (gpu) t.columns.insert(t.columns.end(), {"GPU process peak (NVML)", "device used peak (NVML)"});
-  for (auto& c : cases) {
-    const auto& r = c["run"];
+  for (const FixedBudgetCase& c : cases) {
+    const auto& r = c.run;
     std::vector<std::string> row{
-        fmt_mib(c["cap_bytes"]), c["fits"].get<bool>() ? "yes" : "NO", fmt_mib(c["held_bytes"]),
+        fmt_mib(double(c.cap_bytes)), c.fits ? "yes" : "NO", fmt_mib(double(c.held_bytes)),
         fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
-        fmt_fixed(c["capped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["capped_wall_sd_s"], 3),
-        fmt_fixed(c["uncapped_wall_mean_s"], 3) + " ± " + fmt_fixed(c["uncapped_wall_sd_s"], 3),
-        std::to_string(c["states_equal"].get<long long>()) + " / " + std::to_string(c["states_total"].get<long long>()) +
-            nonfinite_note(c.value("states_nonfinite", 0)),
+        fmt_fixed(c.capped_wall_mean_s, 3) + " ± " + fmt_fixed(c.capped_wall_sd_s, 3),
+        fmt_fixed(c.uncapped_wall_mean_s, 3) + " ± " + fmt_fixed(c.uncapped_wall_sd_s, 3),
+        std::to_string(c.states_equal) + " / " + std::to_string(c.states_total) +
+            nonfinite_note(c.states_nonfinite.value_or(0)),
         reservation_cell(r)};
     if (gpu) row.insert(row.end(), {gpu_process_peak_cell(r), gpu_device_peak_cell(r)});
     t.add_row(std::move(row));
-    t.notes.push_back("arena " + c["arena"].get<std::string>() + "; the uncapped run is the same variant (" +
-                      kRuntimeVariant + ") on whole host tensors, with no arena.");
+    t.notes.push_back("arena " + c.arena + "; the uncapped run is the same variant (" + kRuntimeVariant +
+                      ") on whole host tensors, with no arena.");
     // Reports written before the cap's scope was recorded capped arena + pinned buffers.
-    t.notes.push_back("cap and held: " + c.value("cap_scope", std::string("arena + pinned host buffers")) + ".");
+    t.notes.push_back("cap and held: " + c.cap_scope.value_or("arena + pinned host buffers") + ".");
     if (r.contains("reservation")) t.notes.push_back("reservation: " + r["reservation"].value("status", std::string("?")));
     if (gpu) t.notes.push_back(gpu_memory_note(r));
   }

@@ -29,6 +29,51 @@ constexpr std::int64_t kContextLen = 1024;
 
 }  // namespace
 
+const FullPromptPath& FullPromptCase::path(const std::string& name) const {
+  const auto it = paths.find(name);
+  if (it == paths.end()) throw Error("full-prompt case " + prompt + " #" + std::to_string(run) + ": no " + name + " path");
+  return it->second;
+}
+
+void to_json(nlohmann::json& j, const FullPromptPath& r) {
+  j = {{"wall_mean_s", r.wall_mean_s},
+       {"wall_sd_s", r.wall_sd_s},
+       {"per_invocation", r.per_invocation},
+       {"run", r.run},
+       {"endpoint_video_rel_l2", r.endpoint_video_rel_l2},
+       {"endpoint_audio_rel_l2", r.endpoint_audio_rel_l2},
+       {"all_finite", r.all_finite}};
+}
+
+void from_json(const nlohmann::json& j, FullPromptPath& r) {
+  j.at("wall_mean_s").get_to(r.wall_mean_s);
+  j.at("wall_sd_s").get_to(r.wall_sd_s);
+  r.run = j.at("run");
+  j.at("endpoint_video_rel_l2").get_to(r.endpoint_video_rel_l2);
+  j.at("endpoint_audio_rel_l2").get_to(r.endpoint_audio_rel_l2);
+  read_if_present(j, "per_invocation", r.per_invocation);
+  read_if_present(j, "all_finite", r.all_finite);
+}
+
+void to_json(nlohmann::json& j, const FullPromptCase& r) {
+  j = {{"prompt", r.prompt},
+       {"context_mask", r.context_mask ? nlohmann::json(*r.context_mask) : nlohmann::json(nullptr)},
+       {"valid_tokens", r.valid_tokens},
+       {"run", r.run},
+       {"request_seed", r.request_seed},
+       {"paths", r.paths}};
+}
+
+void from_json(const nlohmann::json& j, FullPromptCase& r) {
+  j.at("prompt").get_to(r.prompt);
+  r.context_mask.reset();
+  if (const auto& m = j.at("context_mask"); !m.is_null()) r.context_mask = m.get<std::string>();
+  j.at("run").get_to(r.run);
+  j.at("paths").get_to(r.paths);
+  read_if_present(j, "valid_tokens", r.valid_tokens);
+  read_if_present(j, "request_seed", r.request_seed);
+}
+
 void run_full_prompt(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   auto weights = make_weights(o, o.seed);
@@ -38,20 +83,15 @@ void run_full_prompt(const Options& o, Report& report) {
       if (!o.in_shard(index) || (o.quick && index > 0)) continue;  // --quick: the first case only
       pipeline::TrajectoryCase tc{"full_prompt", std::string("full_prompt.") + kPrompts[p].name, kContextLen,
                                   kRequestSeeds[s], o.seed};
-      nlohmann::json mask = nullptr;
-      if (o.zero_mask) {
+      FullPromptCase rec{kPrompts[p].name, std::nullopt, kPrompts[p].valid_tokens, int(s + 1),
+                         std::to_string(kRequestSeeds[s]), {}};
+      if (o.full_prompt.zero_mask) {
         // The distilled pipeline passes no mask; with --zero-mask an explicit all-zero additive
         // mask over the 1,024 rows goes through the FLASH elision check before being dropped.
         const pipeline::MaskCheck mc = pipeline::check_zero_mask(F32Tensor({1, 1, kContextLen}));
         if (!mc.elidable) throw Error("full-prompt: context mask " + mc.reason);
-        mask = mc.reason;
+        rec.context_mask = mc.reason;
       }
-      nlohmann::json rec{{"prompt", kPrompts[p].name},
-                         {"context_mask", mask},
-                         {"valid_tokens", kPrompts[p].valid_tokens},
-                         {"run", s + 1},
-                         {"request_seed", std::to_string(kRequestSeeds[s])},
-                         {"paths", nlohmann::json::object()}};
       std::vector<pipeline::SavedState> dense;
       for (const std::string& path : model::numerics_variant_names()) {
         const std::string label = "full-prompt case " + std::to_string(index + 1) + "/9 " + kPrompts[p].name +
@@ -59,60 +99,56 @@ void run_full_prompt(const Options& o, Report& report) {
         PathRun run = run_path(o, c, *weights, tc, path, label);
         const auto& result = run.result;
         auto [mean, sd] = wall_mean_sd(result.invocations);
-        nlohmann::json pr{{"wall_mean_s", mean}, {"wall_sd_s", sd}, {"per_invocation", run.invocations}, {"run", run.run}};
         if (path == "dense") dense = result.states;
         const auto cmp = compare_states(result.states, dense);
-        pr["endpoint_video_rel_l2"] = cmp.back()["video_rel_l2"];
-        pr["endpoint_audio_rel_l2"] = cmp.back()["audio_rel_l2"];
         bool finite = true;
-        for (auto& r : cmp) finite = finite && r["finite"].get<bool>();
-        pr["all_finite"] = finite;
-        rec["paths"][path] = pr;
+        for (auto& r : cmp) finite = finite && r.finite;
+        rec.paths[path] = {mean, sd, run.invocations, run.run, cmp.back().video_rel_l2, cmp.back().audio_rel_l2, finite};
         save_states(report, "/states/case" + std::to_string(index + 1) + "/" + path, result.states, path);
       }
-      report.add_case(index, std::move(rec));
+      report.add_case(index, rec);
     }
 }
 
-std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohmann::json& options) {
+std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, const nlohmann::json& options) {
   Table t;
-  t.title = "full-prompt cohort (Table II) — model " + options.value("model", std::string("?")) +
+  t.title = "full-prompt cohort (Table II) — model " + recorded_model(options) +
             ", 1,024-row contexts, endpoint relative L2 to the dense path";
   t.columns = {"case", "prompt", "run", "wall dense (s)", "wall baseline (s)", "wall modified (s)", "PSI managed peak",
                "baseline video", "modified video", "Δ video (mod − base)", "baseline audio", "modified audio",
                "Δ audio", "official-h200 video / audio"};
-  for (auto& c : cases) {
-    const auto& p = c["paths"];
+  const auto cases = case_records.get<std::vector<FullPromptCase>>();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const FullPromptCase& c = cases[i];
     auto wall = [&](const char* k) {
-      return fmt_fixed(p[k]["wall_mean_s"], 3) + " ± " + fmt_fixed(p[k]["wall_sd_s"], 3);
+      return fmt_fixed(c.path(k).wall_mean_s, 3) + " ± " + fmt_fixed(c.path(k).wall_sd_s, 3);
     };
-    const double bv = p["baseline"]["endpoint_video_rel_l2"], mv = p["modified"]["endpoint_video_rel_l2"];
-    const double ba = p["baseline"]["endpoint_audio_rel_l2"], ma = p["modified"]["endpoint_audio_rel_l2"];
-    t.add_row({std::to_string(c["index"].get<long long>() + 1), c["prompt"], std::to_string(c["run"].get<int>()),
-               wall("dense"), wall("baseline"), wall("modified"),
-               p["baseline"]["run"].is_null() ? "-" : fmt_mib(p["baseline"]["run"]["managed_peak_bytes"]), fmt_sci(bv), fmt_sci(mv), fmt_sci(mv - bv),
-               fmt_sci(ba), fmt_sci(ma), fmt_sci(ma - ba),
-               p.contains("official-h200") ? fmt_sci(p["official-h200"]["endpoint_video_rel_l2"]) + " / " +
-                                                 fmt_sci(p["official-h200"]["endpoint_audio_rel_l2"])
-                                           : "-"});
+    const FullPromptPath &base = c.path("baseline"), &mod = c.path("modified");
+    const double bv = base.endpoint_video_rel_l2, mv = mod.endpoint_video_rel_l2;
+    const double ba = base.endpoint_audio_rel_l2, ma = mod.endpoint_audio_rel_l2;
+    const auto h200 = c.paths.find("official-h200");  // reports before it have none
+    t.add_row({std::to_string(case_index(case_records[i]) + 1), c.prompt, std::to_string(c.run), wall("dense"), wall("baseline"),
+               wall("modified"), base.run.is_null() ? "-" : fmt_mib(base.run["managed_peak_bytes"]), fmt_sci(bv),
+               fmt_sci(mv), fmt_sci(mv - bv), fmt_sci(ba), fmt_sci(ma), fmt_sci(ma - ba),
+               h200 != c.paths.end() ? fmt_sci(h200->second.endpoint_video_rel_l2) + " / " +
+                                           fmt_sci(h200->second.endpoint_audio_rel_l2)
+                                     : "-"});
   }
-  if (!cases.empty() && !cases[0]["context_mask"].is_null())
-    t.notes.push_back("--zero-mask: " + cases[0]["context_mask"].get<std::string>());
+  if (!cases.empty() && cases[0].context_mask) t.notes.push_back("--zero-mask: " + *cases[0].context_mask);
   t.notes.push_back("request seeds (run #1-#3): 185, 11400714819323198485, 18446744073709551557; "
                     "valid tokenizer lengths spokesperson 87, chef 76, airliner 77 (metadata; all 1,024 rows attended, "
                     "as the official distilled pipeline passes no context mask).");
   return {t};
 }
 
-std::vector<Figure> figures_full_prompt(const nlohmann::json& cases) {
+std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   DotPlot fig;
   fig.title = "Endpoint error to dense, per case (Fig. 3 style)";
   fig.y_label = "relative L2 (video endpoint)";
-  for (auto& c : cases) {
-    const std::string label = c["prompt"].get<std::string>().substr(0, 5) + "#" + std::to_string(c["run"].get<int>());
-    const auto& p = c["paths"];
-    fig.points.push_back({label, "baseline", p["baseline"]["endpoint_video_rel_l2"]});
-    fig.points.push_back({label, "modified", p["modified"]["endpoint_video_rel_l2"]});
+  for (const auto& c : case_records.get<std::vector<FullPromptCase>>()) {
+    const std::string label = c.prompt.substr(0, 5) + "#" + std::to_string(c.run);
+    fig.points.push_back({label, "baseline", c.path("baseline").endpoint_video_rel_l2});
+    fig.points.push_back({label, "modified", c.path("modified").endpoint_video_rel_l2});
   }
   return {{"endpoint_error", render_svg(fig)}};
 }

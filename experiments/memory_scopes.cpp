@@ -31,6 +31,41 @@ std::uint64_t host_peak_rss_bytes() {
 }
 }  // namespace
 
+void to_json(nlohmann::json& j, const MemoryScopesCase& r) {
+  nlohmann::json result{{"outcome", r.outcome}};
+  if (r.failure) result["failure"] = *r.failure;
+  j = {{"stage", r.stage},
+       {"result", result},
+       {"video_tokens", r.video_tokens},
+       {"audio_tokens", r.audio_tokens},
+       {"blocks", r.blocks},
+       {"arena", r.arena},
+       {"backend", r.backend},
+       {"wall_s", r.wall_s},
+       {"run", r.run},
+       {"process_peak_kind", r.process_peak_kind},
+       {"process_peak_bytes", r.process_peak_bytes ? nlohmann::json(*r.process_peak_bytes) : nlohmann::json(nullptr)}};
+}
+
+void from_json(const nlohmann::json& j, MemoryScopesCase& r) {
+  j.at("stage").get_to(r.stage);
+  const nlohmann::json& result = j.at("result");
+  result.at("outcome").get_to(r.outcome);
+  r.failure.reset();
+  if (r.outcome != "complete") r.failure = result.at("failure").get<std::string>();  // the table notes it
+  else read_optional(result, "failure", r.failure);
+  j.at("video_tokens").get_to(r.video_tokens);
+  j.at("audio_tokens").get_to(r.audio_tokens);
+  j.at("wall_s").get_to(r.wall_s);
+  r.run = j.at("run");
+  j.at("process_peak_kind").get_to(r.process_peak_kind);
+  r.process_peak_bytes.reset();
+  if (const auto& p = j.at("process_peak_bytes"); !p.is_null()) r.process_peak_bytes = p.get<std::uint64_t>();
+  read_if_present(j, "blocks", r.blocks);
+  read_if_present(j, "arena", r.arena);
+  read_if_present(j, "backend", r.backend);
+}
+
 void run_memory_scopes(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
@@ -46,7 +81,8 @@ void run_memory_scopes(const Options& o, Report& report) {
     model::BlockInputs in = pipeline::first_block_inputs(c, host, tc, stage);
     exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
     const auto t0 = std::chrono::steady_clock::now();
-    nlohmann::json outcome{{"outcome", "complete"}};
+    MemoryScopesCase rec;
+    rec.outcome = "complete";
     rt::RunReport r;
     try {
       for (int b = 0; b < int(c.layers); ++b) {
@@ -59,51 +95,51 @@ void run_memory_scopes(const Options& o, Report& report) {
       r = ex.finish();
     } catch (const rt::RunFailure& f) {
       // A stage that does not fit the arena is a result of this table, not a crash.
-      outcome = {{"outcome", std::string(rt::outcome_name(f.outcome()))}, {"failure", f.what()}};
+      rec.outcome = rt::outcome_name(f.outcome());
+      rec.failure = f.what();
       if (ex.has_runtime()) r = ex.report();
     }
-    const nlohmann::json run = rt::to_json(r);
     const bool on_gpu = r.gpu_memory.applicable;
-    report.add_case(stage - 1, {{"stage", stage},
-                                {"result", outcome},
-                                {"video_tokens", in.video.x.dim(1)},
-                                {"audio_tokens", in.audio.x.dim(1)},
-                                {"blocks", c.layers},
-                                {"arena", arena.label},
-                                {"backend", o.backend},
-                                {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()},
-                                {"run", run},
-                                {"process_peak_kind", on_gpu ? "GPU, NVML" : "host VmHWM (CPU backend)"},
-                                // null when NVML did not list the process: the reason is in run.gpu_memory
-                                {"process_peak_bytes", on_gpu ? run["gpu_memory"]["process_peak_bytes"]
-                                                              : nlohmann::json(host_peak_rss_bytes())}});
+    rec.stage = stage;
+    rec.video_tokens = in.video.x.dim(1);
+    rec.audio_tokens = in.audio.x.dim(1);
+    rec.blocks = c.layers;
+    rec.arena = arena.label;
+    rec.backend = o.backend;
+    rec.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rec.run = rt::to_json(r);
+    rec.process_peak_kind = on_gpu ? "GPU, NVML" : "host VmHWM (CPU backend)";
+    // None when NVML did not list the process: the reason is in run.gpu_memory.
+    if (!on_gpu) rec.process_peak_bytes = host_peak_rss_bytes();
+    else if (const auto& peak = rec.run.at("gpu_memory").at("process_peak_bytes"); !peak.is_null())
+      rec.process_peak_bytes = peak.get<std::uint64_t>();
+    report.add_case(stage - 1, rec);
   }
 }
 
-std::vector<Table> tabulate_memory_scopes(const nlohmann::json& cases, const nlohmann::json& options) {
+std::vector<Table> tabulate_memory_scopes(const nlohmann::json& case_records, const nlohmann::json& options) {
+  const auto cases = case_records.get<std::vector<MemoryScopesCase>>();
   Table t;
-  t.title = "memory scopes per stage (Fig. 2, §IV-A) — model " + options.value("model", std::string("?"));
+  t.title = "memory scopes per stage (Fig. 2, §IV-A) — model " + recorded_model(options);
   t.columns = {"stage", "outcome", "tokens (video / audio)", "arena", "pages (2P)", "workspace high-water", "scratch high-water",
                "managed peak", "declared bound", "process peak", "wall (s)"};
-  for (auto& c : cases) {
-    const auto& r = c["run"];
-    const std::string outcome = c["result"]["outcome"];
-    if (outcome != "complete") t.notes.push_back("stage " + std::to_string(c["stage"].get<int>()) + ": " +
-                                                 c["result"]["failure"].get<std::string>());
-    t.add_row({std::to_string(c["stage"].get<int>()), outcome,
-               std::to_string(c["video_tokens"].get<long long>()) + " / " + std::to_string(c["audio_tokens"].get<long long>()),
+  for (const MemoryScopesCase& c : cases) {
+    const auto& r = c.run;
+    if (c.outcome != "complete") t.notes.push_back("stage " + std::to_string(c.stage) + ": " + *c.failure);
+    t.add_row({std::to_string(c.stage), c.outcome,
+               std::to_string(c.video_tokens) + " / " + std::to_string(c.audio_tokens),
                fmt_mib(r["arena_bytes"]), fmt_mib(2.0 * r["page_bytes"].get<double>()),
                fmt_mib(r["workspace_high_water_bytes"]), fmt_mib(r["scratch_high_water_bytes"]),
                fmt_mib(r["managed_peak_bytes"]), fmt_mib(r["bound_bytes"]),
-               (c["process_peak_bytes"].is_null() ? gpu_process_peak_cell(r) : fmt_mib(c["process_peak_bytes"])) + " (" +
-                   c["process_peak_kind"].get<std::string>() + ")",
-               fmt_fixed(c["wall_s"], 2)});
+               (c.process_peak_bytes ? fmt_mib(double(*c.process_peak_bytes)) : gpu_process_peak_cell(r)) + " (" +
+                   c.process_peak_kind + ")",
+               fmt_fixed(c.wall_s, 2)});
   }
   bool gpu = false;
-  for (auto& c : cases)
-    if (c["run"].contains("gpu_memory") && c["run"]["gpu_memory"].value("applicable", false)) {
+  for (const MemoryScopesCase& c : cases)
+    if (c.run.contains("gpu_memory") && c.run["gpu_memory"].value("applicable", false)) {
       gpu = true;
-      t.notes.push_back("stage " + std::to_string(c["stage"].get<int>()) + ": " + gpu_memory_note(c["run"]));
+      t.notes.push_back("stage " + std::to_string(c.stage) + ": " + gpu_memory_note(c.run));
     }
   t.notes.push_back("variant " + std::string(kRuntimeVariant) + ", schedule reuse+prefetch; " +
                     (gpu ? "the process peak is the GPU memory NVML lists for the psi process (CUDA context and "
@@ -113,13 +149,13 @@ std::vector<Table> tabulate_memory_scopes(const nlohmann::json& cases, const nlo
   return {t};
 }
 
-std::vector<Figure> figures_memory_scopes(const nlohmann::json& cases) {
+std::vector<Figure> figures_memory_scopes(const nlohmann::json& case_records) {
   BarChart b;
   b.title = "Managed memory scopes per stage (MiB)";
   b.y_label = "MiB";
-  for (auto& c : cases) {
-    const auto& r = c["run"];
-    const std::string stage = "stage " + std::to_string(c["stage"].get<int>());
+  for (const auto& c : case_records.get<std::vector<MemoryScopesCase>>()) {
+    const auto& r = c.run;
+    const std::string stage = "stage " + std::to_string(c.stage);
     auto mib = [](const nlohmann::json& v) { return v.get<double>() / (1024.0 * 1024.0); };
     b.bars.push_back({stage, "pages (2P)", 2 * mib(r["page_bytes"])});
     b.bars.push_back({stage, "workspace high-water", mib(r["workspace_high_water_bytes"])});

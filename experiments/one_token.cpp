@@ -55,7 +55,61 @@ std::vector<pipeline::SavedState> rounded(const std::vector<pipeline::SavedState
   return out;
 }
 
+// A row of the replay's table in context `cc`; the caller adds what the row holds.
+OneTokenCase replay_row(const ContextCase& cc, const std::string& path, const std::string& mode, std::uint64_t seed) {
+  OneTokenCase r;
+  r.context = cc.label;
+  r.context_rows = cc.rows;
+  r.path = path;
+  r.mode = mode;
+  r.seed = seed;
+  return r;
+}
+
 }  // namespace
+
+void to_json(nlohmann::json& j, const OneTokenCase& r) {
+  j = {{"context", r.context}, {"context_rows", r.context_rows}, {"path", r.path}, {"mode", r.mode}, {"seed", r.seed}};
+  if (r.recorded) j["recorded"] = true;
+  if (r.float64_wall) {
+    j["float64_wall_mean_s"] = r.float64_wall->first;
+    j["float64_wall_sd_s"] = r.float64_wall->second;
+  }
+  if (const auto& p = r.result) {
+    j["reference"] = p->reference;
+    j["wall_mean_s"] = p->wall_mean_s;
+    j["wall_sd_s"] = p->wall_sd_s;
+    j["invocations"] = p->invocations;
+    j["states"] = p->states;
+    j["per_invocation"] = p->per_invocation;
+    j["run"] = p->run;
+  }
+  if (r.states_f64) j["states_f64"] = *r.states_f64;
+}
+
+void from_json(const nlohmann::json& j, OneTokenCase& r) {
+  j.at("context").get_to(r.context);
+  j.at("path").get_to(r.path);
+  j.at("mode").get_to(r.mode);
+  read_if_present(j, "context_rows", r.context_rows);
+  read_if_present(j, "seed", r.seed);
+  read_if_present(j, "recorded", r.recorded);
+  r.float64_wall.reset();
+  if (j.contains("float64_wall_mean_s"))
+    r.float64_wall.emplace(j.at("float64_wall_mean_s").get<double>(), j.at("float64_wall_sd_s").get<double>());
+  r.result.reset();
+  if (j.contains("states")) {  // a path's run, not the recording or the rounded float64 states
+    OneTokenResult& p = r.result.emplace();
+    j.at("reference").get_to(p.reference);
+    j.at("wall_mean_s").get_to(p.wall_mean_s);
+    j.at("wall_sd_s").get_to(p.wall_sd_s);
+    j.at("states").get_to(p.states);
+    p.run = j.at("run");
+    read_if_present(j, "invocations", p.invocations);
+    read_if_present(j, "per_invocation", p.per_invocation);
+  }
+  read_optional(j, "states_f64", r.states_f64);
+}
 
 void run_one_token(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
@@ -71,27 +125,20 @@ void run_one_token(const Options& o, Report& report) {
     const pipeline::TrajectoryResultF64 f64_free = run_f64_with_progress(c, *weights, tc, f64_label + "free-running");
     save_states(report, std::string("/states/") + cc.label + "/float64/free_running", f64_free.states, "float64");
     const auto [f64_mean, f64_sd] = wall_mean_sd(f64_free.invocations);
-    report.add_case(index++, {{"context", cc.label},
-                              {"context_rows", cc.rows},
-                              {"path", "float64 rounded to BF16"},
-                              {"mode", "free-running"},
-                              {"seed", seed},
-                              {"float64_wall_mean_s", f64_mean},
-                              {"float64_wall_sd_s", f64_sd},
-                              {"states_f64", compare_states(rounded(f64_free.states), f64_free.states)}});
+    OneTokenCase rounded_case = replay_row(cc, "float64 rounded to BF16", "free-running", seed);
+    rounded_case.float64_wall = std::pair{f64_mean, f64_sd};
+    rounded_case.states_f64 = compare_states(rounded(f64_free.states), f64_free.states);
+    report.add_case(index++, rounded_case);
     pipeline::TrajectoryResultF64 f64_forced;
     if (recording) {
       pipeline::TrajectoryHooks hooks;
       hooks.teacher = teacher;
       f64_forced = run_f64_with_progress(c, *weights, tc, f64_label + "teacher-forced", hooks);
       save_states(report, std::string("/states/") + cc.label + "/float64/teacher_forced", f64_forced.states, "float64");
-      report.add_case(index++, {{"context", cc.label},
-                                {"context_rows", cc.rows},
-                                {"path", "official MATH (recorded)"},
-                                {"mode", "free-running"},
-                                {"recorded", true},
-                                {"seed", seed},
-                                {"states_f64", compare_states(recording->states, f64_free.states)}});
+      OneTokenCase recorded = replay_row(cc, "official MATH (recorded)", "free-running", seed);
+      recorded.recorded = true;
+      recorded.states_f64 = compare_states(recording->states, f64_free.states);
+      report.add_case(index++, recorded);
     }
     std::vector<pipeline::SavedState> dense_states;
     for (const std::string& path : model::numerics_variant_names()) {
@@ -106,24 +153,16 @@ void run_one_token(const Options& o, Report& report) {
         if (path == "dense" && !forced) dense_states = result.states;
         const auto& ref = recording ? recording->states : dense_states;
         auto [mean, sd] = wall_mean_sd(result.invocations);
-        nlohmann::json rec{{"context", cc.label},
-                           {"context_rows", cc.rows},
-                           {"path", path},
-                           {"mode", mode},
-                           {"reference", recording ? "official " + recording->group + " (" +
-                                                         recording->file.filename().string() + ")"
-                                                   : "dense path"},
-                           {"seed", seed},
-                           {"wall_mean_s", mean},
-                           {"wall_sd_s", sd},
-                           {"invocations", result.invocations.size()},
-                           {"states", compare_states(result.states, ref)},
-                           {"states_f64", compare_states(result.states, forced ? f64_forced.states : f64_free.states)},
-                           {"per_invocation", pr.invocations},
-                           {"run", pr.run}};
+        OneTokenCase rec = replay_row(cc, path, mode, seed);
+        rec.result = OneTokenResult{recording ? "official " + recording->group + " (" +
+                                                    recording->file.filename().string() + ")"
+                                              : "dense path",
+                                    mean, sd, result.invocations.size(), compare_states(result.states, ref),
+                                    pr.invocations, pr.run};
+        rec.states_f64 = compare_states(result.states, forced ? f64_forced.states : f64_free.states);
         save_states(report, std::string("/states/") + cc.label + "/" + path + "/" + (forced ? "teacher_forced" : "free_running"),
                     result.states, path);
-        report.add_case(i, std::move(rec));
+        report.add_case(i, rec);
       }
     }
   }
@@ -137,72 +176,67 @@ std::string peak_cell(const nlohmann::json& run) {
 }
 
 // The largest video relative L2 over a case's state rows (NaN if any is NaN).
-double worst_video(const nlohmann::json& states) {
+double worst_video(const std::vector<StateDistance>& states) {
   double worst = 0;
   for (auto& r : states) {
-    const double v = r["video_rel_l2"].get<double>();
+    const double v = r.video_rel_l2;
     worst = std::isnan(v) || std::isnan(worst) ? std::numeric_limits<double>::quiet_NaN() : std::max(worst, v);
   }
   return worst;
 }
 
-std::string video_audio(const nlohmann::json& row) {
-  return fmt_sci(row["video_rel_l2"]) + " / " + fmt_sci(row["audio_rel_l2"]);
-}
+std::string video_audio(const StateDistance& row) { return fmt_sci(row.video_rel_l2) + " / " + fmt_sci(row.audio_rel_l2); }
 
-std::string differing(const nlohmann::json& row, const char* stream) {
-  const std::string s = stream;
-  return fmt_count(row[s + "_differing"].get<long long>()) + " / " + fmt_count(row[s + "_total"].get<long long>());
-}
+std::string differing(std::int64_t n, std::int64_t total) { return fmt_count(n) + " / " + fmt_count(total); }
 
-// A run of a path (not the recording or the rounded float64 states, which have no wall).
-bool is_run(const nlohmann::json& c) { return c.contains("states"); }
-
-// Per state, one column per case: video / audio relative L2 of `key`'s rows.
-Table per_state(const std::string& title, const std::vector<const nlohmann::json*>& in, const char* key) {
+// Per state, one column per case: video / audio relative L2 of `rows_of`'s rows.
+template <class Rows>
+Table per_state(const std::string& title, const std::vector<const OneTokenCase*>& in, Rows rows_of) {
   Table s;
   s.title = title;
   s.columns = {"state"};
-  for (const nlohmann::json* c : in)
-    s.columns.push_back((*c)["path"].get<std::string>() + " " + (*c)["mode"].get<std::string>());
-  for (std::size_t k = 0; k < (*in.front())[key].size(); ++k) {
-    std::vector<std::string> row{(*in.front())[key][k]["state"]};
-    for (const nlohmann::json* c : in) row.push_back(video_audio((*c)[key][k]));
+  for (const OneTokenCase* c : in) s.columns.push_back(c->path + " " + c->mode);
+  for (std::size_t k = 0; k < rows_of(*in.front()).size(); ++k) {
+    std::vector<std::string> row{rows_of(*in.front())[k].state};
+    for (const OneTokenCase* c : in) row.push_back(video_audio(rows_of(*c).at(k)));
     s.add_row(row);
   }
   return s;
 }
 }  // namespace
 
-std::vector<Table> tabulate_one_token(const nlohmann::json& cases, const nlohmann::json& options) {
+std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const nlohmann::json& options) {
+  const auto cases = case_records.get<std::vector<OneTokenCase>>();
   Table t;
-  t.title = "one-token 8+3 replay (Table III) — model " + options.value("model", std::string("?"));
+  t.title = "one-token 8+3 replay (Table III) — model " + recorded_model(options);
   t.columns = {"context", "path", "mode", "invocation wall (s, mean ± SD)", "managed peak / bound",
                "final video rel L2", "final audio rel L2", "max video rel L2 over states", "all finite",
                "final rel L2 to float64 (video / audio)"};
   std::vector<Table> more;
   std::map<std::string, std::string> reference;
-  for (auto& c : cases) {
-    if (!is_run(c)) continue;
-    const auto& st = c["states"];
+  for (const OneTokenCase& c : cases) {
+    if (!c.result) continue;
+    const OneTokenResult& p = *c.result;
+    const auto& st = p.states;
     bool finite = true;
-    for (auto& r : st) finite = finite && r["finite"].get<bool>();
-    const auto& last = st.back();
-    t.add_row({c["context"], c["path"], c["mode"],
-               fmt_fixed(c["wall_mean_s"], 3) + " ± " + fmt_fixed(c["wall_sd_s"], 3), peak_cell(c["run"]),
-               fmt_sci(last["video_rel_l2"]), fmt_sci(last["audio_rel_l2"]), fmt_sci(worst_video(st)),
-               finite ? "yes" : "NO", c.contains("states_f64") ? video_audio(c["states_f64"].back()) : "—"});
-    reference[c["context"]] = c["reference"];
+    for (auto& r : st) finite = finite && r.finite;
+    const auto& last = st.at(st.size() - 1);
+    t.add_row({c.context, c.path, c.mode, fmt_fixed(p.wall_mean_s, 3) + " ± " + fmt_fixed(p.wall_sd_s, 3),
+               peak_cell(p.run), fmt_sci(last.video_rel_l2), fmt_sci(last.audio_rel_l2), fmt_sci(worst_video(st)),
+               finite ? "yes" : "NO", c.states_f64 ? video_audio(c.states_f64->at(c.states_f64->size() - 1)) : "—"});
+    reference[c.context] = p.reference;
   }
+  const auto states = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return c.result->states; };
+  const auto states_f64 = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return *c.states_f64; };
   for (const auto& [context, ref] : reference) {
-    std::vector<const nlohmann::json*> paths, with_f64;
-    for (auto& c : cases) {
-      if (c["context"] != context) continue;
-      if (is_run(c)) paths.push_back(&c);
-      if (c.contains("states_f64")) with_f64.push_back(&c);
+    std::vector<const OneTokenCase*> paths, with_f64;
+    for (const OneTokenCase& c : cases) {
+      if (c.context != context) continue;
+      if (c.result) paths.push_back(&c);
+      if (c.states_f64) with_f64.push_back(&c);
     }
     more.push_back(per_state("per-state relative L2 to " + ref + ", " + context + " context (video / audio)", paths,
-                             "states"));
+                             states));
     t.notes.push_back(context + " reference: " + ref);
     if (with_f64.empty()) continue;
     Table f;
@@ -215,17 +249,18 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& cases, const nlohman
                       "states against its free-running run, teacher-forced paths against its run forced from the same "
                       "recorded states. float64 rounded to BF16: its own states correctly rounded, the floor no "
                       "BF16 state can go below.");
-    for (const nlohmann::json* c : with_f64) {
-      if (c->contains("float64_wall_mean_s"))
-        f.notes.push_back("float64 run: invocation wall " + fmt_fixed((*c)["float64_wall_mean_s"], 3) + " ± " +
-                          fmt_fixed((*c)["float64_wall_sd_s"], 3) + " s (free-running).");
-      const auto& last = (*c)["states_f64"].back();
-      f.add_row({(*c)["path"], (*c)["mode"], fmt_sci(last["video_rel_l2"]), fmt_sci(last["audio_rel_l2"]),
-                 differing(last, "video"), differing(last, "audio"), fmt_sci(worst_video((*c)["states_f64"]))});
+    for (const OneTokenCase* c : with_f64) {
+      if (c->float64_wall)
+        f.notes.push_back("float64 run: invocation wall " + fmt_fixed(c->float64_wall->first, 3) + " ± " +
+                          fmt_fixed(c->float64_wall->second, 3) + " s (free-running).");
+      const auto& last = c->states_f64->at(c->states_f64->size() - 1);
+      f.add_row({c->path, c->mode, fmt_sci(last.video_rel_l2), fmt_sci(last.audio_rel_l2),
+                 differing(last.video_differing, last.video_total), differing(last.audio_differing, last.audio_total),
+                 fmt_sci(worst_video(*c->states_f64))});
     }
     more.push_back(std::move(f));
     more.push_back(per_state("per-state relative L2 to the float64 trajectory, " + context + " context (video / audio)",
-                             with_f64, "states_f64"));
+                             with_f64, states_f64));
   }
   t.notes.push_back("teacher-forced: each step starts from the recorded state. baseline and modified run their blocks "
                     "through the PSI executor (default arena, reuse+prefetch); per-invocation arena numbers are in the "

@@ -2,17 +2,36 @@
 
 namespace psi::exp {
 
-nlohmann::json probe_rows(const probes::ProbeReport& r) {
-  nlohmann::json rows = nlohmann::json::array();
+void to_json(nlohmann::json& j, const ProbeRow& r) {
+  j = {{"variant", r.variant}, {"tensor", r.tensor}, {"backend", r.backend}, {"rows", r.rows}};
+  if (r.distance) {
+    j["differing"] = r.distance->differing;
+    j["total"] = r.distance->total;
+    j["rel_l2"] = r.distance->rel_l2;
+    j["max_ulp"] = r.distance->max_ulp;
+  }
+  if (r.full_sha_equal) j["full_sha_equal"] = *r.full_sha_equal;
+}
+
+void from_json(const nlohmann::json& j, ProbeRow& r) {
+  j.at("variant").get_to(r.variant);
+  j.at("tensor").get_to(r.tensor);
+  j.at("backend").get_to(r.backend);
+  j.at("rows").get_to(r.rows);
+  r.distance.reset();
+  if (j.contains("differing"))
+    r.distance = ProbeRow::Distance{j.at("differing").get<std::int64_t>(), j.at("total").get<std::int64_t>(),
+                                    j.at("max_ulp").get<std::int64_t>(), j.at("rel_l2").get<double>()};
+  r.full_sha_equal.reset();
+  if (j.contains("full_sha_equal")) r.full_sha_equal = j.at("full_sha_equal").get<bool>();
+}
+
+std::vector<ProbeRow> probe_rows(const probes::ProbeReport& r) {
+  std::vector<ProbeRow> rows;
   for (const auto& t : r.results) {
-    nlohmann::json row{{"variant", t.variant}, {"tensor", t.tensor}, {"backend", t.backend}, {"rows", t.rows}};
-    if (t.distance) {
-      row["differing"] = t.distance->differing;
-      row["total"] = t.distance->total;
-      row["rel_l2"] = t.distance->rel_l2;
-      row["max_ulp"] = t.distance->max_ulp;
-    }
-    if (t.full_sha_equal) row["full_sha_equal"] = *t.full_sha_equal;
+    ProbeRow row{t.variant, t.tensor, t.backend, t.rows, std::nullopt, t.full_sha_equal};
+    if (t.distance) row.distance = ProbeRow::Distance{t.distance->differing, t.distance->total, t.distance->max_ulp,
+                                                      t.distance->rel_l2};
     rows.push_back(std::move(row));
   }
   return rows;

@@ -1,14 +1,15 @@
 #pragma once
 // psi probe results as report records and table rows (probes and block-controls share them).
-#include <nlohmann/json.hpp>
+#include <vector>
 
+#include "experiments/records.h"
 #include "experiments/report.h"
 #include "probes/probe_cases.h"
 
 namespace psi::exp {
 
-// One JSON row per (variant, tensor, backend) of a probe run.
-nlohmann::json probe_rows(const probes::ProbeReport& r);
+// One row per (variant, tensor, backend) of a probe run.
+std::vector<ProbeRow> probe_rows(const probes::ProbeReport& r);
 
 // Saves psi's outputs of every variant under /probes/<case>/<variant>/<tensor>.
 void save_probe_outputs(Report& report, const probes::ProbeReport& r);

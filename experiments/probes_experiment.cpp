@@ -14,6 +14,20 @@ const std::vector<std::string>& probe_case_names() {
 }
 }  // namespace
 
+void to_json(nlohmann::json& j, const ProbesCase& r) {
+  j = {{"case", r.case_name}, {"file", r.file}, {"seed", r.seed}, {"seconds", r.seconds}, {"notes", r.notes},
+       {"rows", r.rows}};
+}
+
+void from_json(const nlohmann::json& j, ProbesCase& r) {
+  j.at("case").get_to(r.case_name);
+  j.at("rows").get_to(r.rows);
+  read_if_present(j, "file", r.file);
+  read_if_present(j, "seed", r.seed);
+  read_if_present(j, "seconds", r.seconds);
+  read_if_present(j, "notes", r.notes);
+}
+
 void run_probes(const Options& o, Report& report) {
   std::int64_t index = 0;
   for (const std::string& name : probe_case_names()) {
@@ -27,16 +41,11 @@ void run_probes(const Options& o, Report& report) {
     po.backend = o.backend == "cuda" ? "cuda" : "host";
     probes::ProbeReport r = probes::run_probe(name, po);
     save_probe_outputs(report, r);
-    report.add_case(i, {{"case", name},
-                        {"file", r.file.filename().string()},
-                        {"seed", r.seed},
-                        {"seconds", r.seconds},
-                        {"notes", r.notes},
-                        {"rows", probe_rows(r)}});
+    report.add_case(i, ProbesCase{name, r.file.filename().string(), r.seed, r.seconds, r.notes, probe_rows(r)});
   }
 }
 
-std::vector<Table> tabulate_probes(const nlohmann::json& cases, const nlohmann::json&) {
+std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlohmann::json&) {
   Table t;
   t.title = "operator probes against the recorded official implementation (§IV-B)";
   t.columns = {"case", "tensor", "vs", "variant", "differing / total", "rel L2", "max ULP"};
@@ -44,24 +53,22 @@ std::vector<Table> tabulate_probes(const nlohmann::json& cases, const nlohmann::
   d.title = "effect of the modified write boundaries (baseline -> modified, vs MATH / official)";
   d.columns = {"case", "tensor", "differing baseline", "differing modified", "removed", "rel L2 baseline",
                "rel L2 modified"};
-  for (auto& c : cases) {
-    std::map<std::string, nlohmann::json> by_key;
-    for (auto& r : c["rows"]) {
-      if (!r.contains("differing")) continue;
-      t.add_row({c["case"], r["tensor"], r["backend"], r["variant"],
-                 fmt_count(r["differing"]) + " / " + fmt_count(r["total"]), fmt_sci(r["rel_l2"]),
-                 std::to_string(r["max_ulp"].get<long long>())});
-      by_key[r["tensor"].get<std::string>() + "|" + r["backend"].get<std::string>() + "|" +
-             r["variant"].get<std::string>()] = r;
+  for (const auto& c : case_records.get<std::vector<ProbesCase>>()) {
+    std::map<std::string, const ProbeRow*> by_key;
+    for (const ProbeRow& r : c.rows) {
+      if (!r.distance) continue;
+      t.add_row({c.case_name, r.tensor, r.backend, r.variant,
+                 fmt_count(r.distance->differing) + " / " + fmt_count(r.distance->total), fmt_sci(r.distance->rel_l2),
+                 std::to_string(r.distance->max_ulp)});
+      by_key[r.tensor + "|" + r.backend + "|" + r.variant] = &r;
     }
-    for (auto& [key, r] : by_key) {
-      if (r["variant"] != "baseline" || r["backend"] == "flash") continue;
-      const auto mk = key.substr(0, key.rfind('|')) + "|modified";
-      if (!by_key.count(mk)) continue;
-      const auto& m = by_key[mk];
-      const long long rb = r["differing"], rm = m["differing"];
-      d.add_row({c["case"], r["tensor"], fmt_count(rb), fmt_count(rm), fmt_count(rb - rm), fmt_sci(r["rel_l2"]),
-                 fmt_sci(m["rel_l2"])});
+    for (const auto& [key, r] : by_key) {
+      if (r->variant != "baseline" || r->backend == "flash") continue;
+      const auto m = by_key.find(key.substr(0, key.rfind('|')) + "|modified");
+      if (m == by_key.end()) continue;
+      const std::int64_t rb = r->distance->differing, rm = m->second->distance->differing;
+      d.add_row({c.case_name, r->tensor, fmt_count(rb), fmt_count(rm), fmt_count(rb - rm), fmt_sci(r->distance->rel_l2),
+                 fmt_sci(m->second->distance->rel_l2)});
     }
   }
   d.notes.push_back("paper (real weights): the fp32 bias change removed 267,593 of 1,032,192 differing elements of "

@@ -10,6 +10,30 @@
 
 namespace psi::exp {
 
+void to_json(nlohmann::json& j, const ProjectionOracleCase& r) {
+  j = {{"file", r.file}, {"probe", r.probe}, {"output", r.output}, {"elements", r.elements}, {"differing", r.differing}};
+  if (r.first) {
+    j["row"] = r.first->row;
+    j["col"] = r.first->col;
+    j["explanation"] = r.first->explanation;
+    j["explanation_text"] = r.first->explanation_text;
+  }
+}
+
+void from_json(const nlohmann::json& j, ProjectionOracleCase& r) {
+  j.at("elements").get_to(r.elements);
+  read_if_present(j, "differing", r.differing);
+  read_if_present(j, "file", r.file);
+  read_if_present(j, "probe", r.probe);
+  read_if_present(j, "output", r.output);
+  r.first.reset();
+  if (j.contains("explanation")) {  // the table shows a disagreement's count and where it is
+    j.at("differing").get_to(r.differing);
+    r.first = ProjectionOracleCase::First{j.at("row").get<std::int64_t>(), j.at("col").get<std::int64_t>(),
+                                          j.at("explanation"), j.at("explanation_text").get<std::string>()};
+  }
+}
+
 void run_projection_oracle(const Options& o, Report& report) {
   const auto file = reference_dir(o) / "probes_linear.h5";
   auto f = h5::File::open_read(file);
@@ -27,23 +51,21 @@ void run_projection_oracle(const Options& o, Report& report) {
       if (first < 0) first = i;
       ++differing;
     }
-  nlohmann::json rec{{"file", file.filename().string()},
-                     {"probe", "probe_video_q_proj"},
-                     {"output", out.dataset},
-                     {"elements", ours.numel()},
-                     {"differing", differing}};
+  ProjectionOracleCase rec;
+  rec.file = file.filename().string();
+  rec.probe = "probe_video_q_proj";
+  rec.output = out.dataset;
+  rec.elements = ours.numel();
+  rec.differing = differing;
   if (first >= 0) {
     const std::int64_t row = first / p.N, col = first % p.N;
     const oracle::Explanation e = oracle::explain(
         p, row, col, {{"psi-baseline", ours.data[first]}, {"official", official.data[first]}});
-    rec["row"] = row;
-    rec["col"] = col;
-    rec["explanation"] = oracle::to_json(e);
-    rec["explanation_text"] = oracle::to_text(e);
+    rec.first = ProjectionOracleCase::First{row, col, oracle::to_json(e), oracle::to_text(e)};
   }
   report.writer().write("/projection/psi_baseline_q", ours,
                         reports::TensorMeta{"baseline", "[256, 4096] video Q projection, psi CPU", "", {}});
-  report.add_case(0, std::move(rec));
+  report.add_case(0, rec);
 }
 
 namespace {
@@ -58,17 +80,18 @@ std::string short_decimal(const std::string& d, std::size_t digits) {
 }
 }  // namespace
 
-std::vector<Table> tabulate_projection_oracle(const nlohmann::json& cases, const nlohmann::json&) {
+std::vector<Table> tabulate_projection_oracle(const nlohmann::json& case_records, const nlohmann::json&) {
   Table t;
   t.title = "first disagreement of baseline PSI and the official video Q projection (eq. 6)";
   t.columns = {"elements", "differing", "first (row, col)", "exact value", "correctly rounded", "psi-baseline",
                "official", "condition"};
-  for (auto& c : cases) {
-    if (!c.contains("explanation")) {
-      t.add_row({fmt_count(c["elements"]), "0", "-", "-", "-", "-", "-", "-"});
+  for (const auto& c : case_records.get<std::vector<ProjectionOracleCase>>()) {
+    if (!c.first) {
+      t.add_row({fmt_count(c.elements), "0", "-", "-", "-", "-", "-", "-"});
       continue;
     }
-    const auto& e = c["explanation"];
+    // The oracle's explanation, read as oracle/explain.cpp writes it.
+    const auto& e = c.first->explanation;
     auto cand = [&](const std::string& name) {
       for (auto& k : e["candidates"])
         if (k["name"] == name)
@@ -76,11 +99,11 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& cases, const
       return std::string("?");
     };
     const std::string cond = e["condition"].is_string() ? "inf" : fmt_sci(e["condition"].get<double>());
-    t.add_row({fmt_count(c["elements"]), fmt_count(c["differing"]),
-               "(" + std::to_string(c["row"].get<long long>()) + ", " + std::to_string(c["col"].get<long long>()) + ")",
+    t.add_row({fmt_count(c.elements), fmt_count(c.differing),
+               "(" + std::to_string(c.first->row) + ", " + std::to_string(c.first->col) + ")",
                short_decimal(e["exact"]["decimal"].get<std::string>(), 12), e["correctly_rounded"]["bits"].get<std::string>(),
                cand("psi-baseline"), cand("official"), cond});
-    t.notes.push_back(c["explanation_text"].get<std::string>());
+    t.notes.push_back(c.first->explanation_text);
   }
   return {t};
 }

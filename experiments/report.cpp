@@ -16,6 +16,7 @@ namespace {
 constexpr const char* kCases = "/report/cases";
 constexpr const char* kTables = "/report/tables";
 constexpr const char* kOptions = "/report/options";
+constexpr const char* kIndex = "index";
 
 std::filesystem::path default_out(const Experiment& e, const Options& o) {
   if (!o.out.empty()) return o.out;
@@ -75,14 +76,16 @@ std::filesystem::path Report::side_file(const std::string& suffix) const {
   return checked(p, inputs_, "file beside the report");
 }
 
+std::int64_t case_index(const nlohmann::json& record) { return record.at(kIndex).get<std::int64_t>(); }
+
 void Report::add_case(std::int64_t index, nlohmann::json record) {
-  record["index"] = index;
+  record[kIndex] = index;
   cases_.push_back(std::move(record));
 }
 
 std::vector<Table> Report::commit() {
   std::sort(cases_.begin(), cases_.end(),
-            [](const nlohmann::json& a, const nlohmann::json& b) { return a["index"] < b["index"]; });
+            [](const nlohmann::json& a, const nlohmann::json& b) { return case_index(a) < case_index(b); });
   std::vector<Table> tables = experiment_.tabulate(cases_, options_.to_json());
   nlohmann::json tj = nlohmann::json::array();
   for (const Table& t : tables) tj.push_back(t.to_json());
@@ -169,7 +172,7 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
       const nlohmann::json shard_cases = nlohmann::json::parse(r.read_text(kCases));
       if (!shard_cases.is_array()) throw Error(std::string(kCases) + " is not a JSON list");
       for (const auto& c : shard_cases) {
-        const std::int64_t index = c.at("index").get<std::int64_t>();
+        const std::int64_t index = case_index(c);
         if (!seen.insert(index).second) throw Error("case " + std::to_string(index) + " appears in more than one shard");
         cases.push_back(c);
       }
@@ -179,18 +182,9 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
       throw Error(path.string() + ": " + e.what(), e.code());
     }
   }
-  Options merged;
+  Options merged;  // the shard keys were erased above: from_json gives one whole run, shard 0 of 1
   try {
-    merged.model = options.at("model").get<std::string>();
-    merged.profile = options.at("profile").get<std::string>();
-    merged.backend = options.at("backend").get<std::string>();
-    merged.seed = options.at("seed").get<std::uint64_t>();
-    merged.checkpoint = options.at("checkpoint").get<std::string>();
-    merged.quick = options.at("quick").get<bool>();
-    merged.chaos_seed = options.at("chaos_seed").get<std::uint64_t>();
-    merged.zero_mask = options.value("zero_mask", false);
-    merged.pool_bytes = options.value("pool_bytes", rt::kDefaultPoolBytes);
-    merged.row_tile = options.value("row_tile", std::int64_t(0));
+    merged = Options::from_json(options);
   } catch (const nlohmann::json::exception& e) {
     throw Error(shards.front().string() + ": " + kOptions + " is not what psi writes: " + e.what());
   }
@@ -204,7 +198,7 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
   for (const auto& r : readers)
     for (auto& ds : r.datasets())
       if (!ds.path.starts_with("/report/")) report.writer().file().copy_from(r.file(), ds.path);
-  for (auto& c : cases) report.add_case(c["index"].get<std::int64_t>(), c);
+  for (auto& c : cases) report.add_case(case_index(c), c);
   try {
     report.commit();
   } catch (const nlohmann::json::exception& e) {

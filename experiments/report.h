@@ -22,7 +22,8 @@ class Report {
 
   reports::StateWriter& writer() { return writer_; }
   const Options& options() const { return options_; }
-  // One case's results; `index` orders cases across shards.
+  // One case's results (the driver's record, experiments/records.h); `index` orders cases
+  // across shards and is added to the record (case_index).
   void add_case(std::int64_t index, nlohmann::json record);
   const nlohmann::json& cases() const { return cases_; }
   // Marks a claim the run makes as broken (e.g. states that must be bitwise equal differ): the
@@ -61,6 +62,9 @@ class Report {
   std::vector<std::filesystem::path> figure_files_;
   std::vector<std::string> failures_;
 };
+
+// The index Report::add_case gave a recorded case (a nlohmann::json::exception if it has none).
+std::int64_t case_index(const nlohmann::json& record);
 
 // Reads the tables of a report written by Report::commit (psi::Error naming the file if it is
 // not one).

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/model/block_catalogue.h"
 #include "engine/model/variant.h"
@@ -24,6 +25,65 @@ namespace psi::exp {
 namespace {
 constexpr int kProbes = int(model::kProbeCount);  // the probe hashes each run is compared on
 }  // namespace
+
+void to_json(nlohmann::json& j, const SchedulingCase& r) {
+  j = {{"schedule", r.schedule},
+       {"cycle", r.cycle},
+       {"warmup", r.warmup},
+       {"arena", r.arena},
+       {"outcome", r.outcome},
+       {"failure", r.failure},
+       {"wall_s", r.wall_s},
+       {"preload_s", r.preload_s},
+       {"weight_bytes_streamed", r.weight_bytes_streamed},
+       {"run", r.run},
+       {"inputs", r.inputs}};
+  if (r.row_tile) j["row_tile"] = *r.row_tile;
+  if (r.block_s) j["block_s"] = *r.block_s;
+  if (r.weights) j["weights"] = *r.weights;
+  if (r.probe_sha256) j["probe_sha256"] = *r.probe_sha256;
+  if (r.probes_equal_first) j["probes_equal_first"] = *r.probes_equal_first;
+  if (r.probes_equal_host) j["probes_equal_host"] = *r.probes_equal_host;
+}
+
+void from_json(const nlohmann::json& j, SchedulingCase& r) {
+  j.at("schedule").get_to(r.schedule);
+  j.at("warmup").get_to(r.warmup);
+  j.at("arena").get_to(r.arena);
+  j.at("outcome").get_to(r.outcome);
+  j.at("wall_s").get_to(r.wall_s);
+  r.run = j.at("run");
+  j.at("inputs").get_to(r.inputs);
+  read_if_present(j, "cycle", r.cycle);
+  read_if_present(j, "failure", r.failure);
+  read_if_present(j, "preload_s", r.preload_s);
+  read_if_present(j, "weight_bytes_streamed", r.weight_bytes_streamed);
+  read_optional(j, "row_tile", r.row_tile);
+  read_optional(j, "block_s", r.block_s);
+  read_optional(j, "weights", r.weights);
+  if (r.outcome == "complete")  // the tables compare every complete run's probes
+    r.probe_sha256 = j.at("probe_sha256").get<std::map<std::string, std::string>>();
+  else
+    read_optional(j, "probe_sha256", r.probe_sha256);
+  read_optional(j, "probes_equal_first", r.probes_equal_first);
+  read_optional(j, "probes_equal_host", r.probes_equal_host);
+}
+
+void set_row_tile(const std::string& value, Options& o) {
+  if (value == "fit") {
+    o.scheduling.row_tile = -1;
+    return;
+  }
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || v <= 0) throw Error("--row-tile '" + value + "': expected a positive number of rows or 'fit'");
+  o.scheduling.row_tile = v;
+}
 
 void run_scheduling(const Options& o, Report& report) {
   const FirstBlock fb = first_block(o);
@@ -47,16 +107,17 @@ void run_scheduling(const Options& o, Report& report) {
   // On a GPU the block's time is what the transfer floor bounds: weights host-resident, so the
   // weight source (SynthInit generation, file reads) is outside it.
   eo.resident_weights = o.backend == "cuda";
-  eo.row_tile = o.row_tile == -1
+  const std::int64_t requested_tile = o.scheduling.row_tile;
+  eo.row_tile = requested_tile == -1
                     ? exec::fitting_row_tile(fb.config, variant, exec::schedules(), arena,
                                              exec::block_shapes(fb.config, fb.inputs))
-                    : o.row_tile;
+                    : requested_tile;
   const std::int64_t row_tile = eo.row_tile == 0 ? exec::default_row_tile(fb.config) : eo.row_tile;
   // A requested tile taller than every stream only inflates the planned shapes (an absurd one
   // kept psi planning for minutes).
   const exec::BlockShapes shapes = exec::block_shapes(fb.config, fb.inputs);
   const std::int64_t tallest = std::max(shapes.video.tokens, shapes.audio.tokens);
-  if (o.row_tile > 0 && row_tile > tallest)
+  if (requested_tile > 0 && row_tile > tallest)
     throw Error("--row-tile " + std::to_string(row_tile) + ": more rows than the block's tallest stream has (" +
                 std::to_string(tallest) + " tokens)");
   const auto& all = exec::schedules();
@@ -69,25 +130,26 @@ void run_scheduling(const Options& o, Report& report) {
       check_interrupt("scheduling cycle " + std::to_string(cycle) + " " + s.name);
       const exec::BlockRun run = exec::run_block(fb.config, *fb.weights, 0, fb.inputs, variant, s, arena, eo);
       progress.step((cycle == 0 ? std::string("warm-up ") : "cycle " + std::to_string(cycle) + " ") + s.name);
-      nlohmann::json rec{{"schedule", s.name},
-                         {"cycle", cycle},
-                         {"warmup", cycle == 0},
-                         {"arena", arena.label},
-                         {"row_tile", row_tile},
-                         {"outcome", std::string(rt::outcome_name(run.outcome))},
-                         {"failure", run.failure},
-                         {"wall_s", run.wall_seconds},
-                         {"block_s", run.block_seconds},
-                         {"preload_s", run.preload_seconds},
-                         {"weights", eo.resident_weights ? "host-resident" : "staged"},
-                         {"weight_bytes_streamed", run.plan.weight_bytes},
-                         {"run", rt::to_json(run.report)},
-                         {"inputs", fb.description}};
+      SchedulingCase rec;
+      rec.schedule = s.name;
+      rec.cycle = cycle;
+      rec.warmup = cycle == 0;
+      rec.arena = arena.label;
+      rec.row_tile = row_tile;
+      rec.outcome = rt::outcome_name(run.outcome);
+      rec.failure = run.failure;
+      rec.wall_s = run.wall_seconds;
+      rec.block_s = run.block_seconds;
+      rec.preload_s = run.preload_seconds;
+      rec.weights = eo.resident_weights ? "host-resident" : "staged";
+      rec.weight_bytes_streamed = run.plan.weight_bytes;
+      rec.run = rt::to_json(run.report);
+      rec.inputs = fb.description;
       if (run.outcome != rt::Outcome::complete)
         report.fail("scheduling: " + s.name + " did not complete in " + arena.label + ": " + run.failure);
       if (run.outcome == rt::Outcome::complete) {
         const auto h = probe_hashes(run.probes);
-        rec["probe_sha256"] = to_json(h);
+        rec.probe_sha256 = h;
         if (first.empty()) first = h;
         const auto equal_to = [&](const std::map<std::string, std::string>& want) {
           int equal = 0;
@@ -95,13 +157,13 @@ void run_scheduling(const Options& o, Report& report) {
           return equal;
         };
         const int equal_first = equal_to(first);
-        rec["probes_equal_first"] = equal_first;
+        rec.probes_equal_first = equal_first;
         if (equal_first != kProbes)
           report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
                       std::to_string(kProbes - equal_first) + " of the ten probes differ from the first run's");
         if (host_check) {
           const int equal = equal_to(reference);
-          rec["probes_equal_host"] = equal;
+          rec.probes_equal_host = equal;
           if (equal != kProbes) report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
                                             std::to_string(kProbes - equal) + " of the ten probes differ from the host block");
         }
@@ -110,11 +172,11 @@ void run_scheduling(const Options& o, Report& report) {
             report.writer().write("/probes/" + s.name + "/" + name, *t,
                                   reports::TensorMeta{variant.name, "first-block probe " + name, "", {}});
       }
-      report.add_case(index++, std::move(rec));
+      report.add_case(index++, rec);
     }
 }
 
-std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohmann::json& options) {
+std::vector<Table> tabulate_scheduling(const nlohmann::json& case_records, const nlohmann::json& options) {
   struct Agg {
     std::vector<double> walls, blocks;
     nlohmann::json run;
@@ -122,42 +184,43 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& cases, const nlohma
     int runs = 0;
     std::string outcome = "complete";
   };
+  const auto cases = case_records.get<std::vector<SchedulingCase>>();
   std::map<std::string, Agg> by;
   std::vector<std::string> order;
-  nlohmann::json first_hashes;
+  std::optional<std::map<std::string, std::string>> first_hashes;
   std::string arena, inputs, row_tile;
   bool host_checked = false, resident = false;
-  for (auto& c : cases) {
-    const std::string s = c["schedule"];
+  for (const SchedulingCase& c : cases) {
+    const std::string& s = c.schedule;
     if (!by.count(s)) order.push_back(s);
     Agg& a = by[s];
-    arena = c["arena"];
-    if (c.contains("row_tile")) row_tile = ", row tile " + std::to_string(c["row_tile"].get<long long>());
-    inputs = c["inputs"];
-    if (c["outcome"] != "complete") {
-      a.outcome = c["outcome"];
+    arena = c.arena;
+    if (c.row_tile) row_tile = ", row tile " + std::to_string(*c.row_tile);
+    inputs = c.inputs;
+    if (c.outcome != "complete") {
+      a.outcome = c.outcome;
       a.all_equal = false;
       continue;
     }
-    if (first_hashes.is_null()) first_hashes = c["probe_sha256"];
+    const auto& hashes = *c.probe_sha256;
+    if (!first_hashes) first_hashes = hashes;
     ++a.runs;
-    a.all_equal = a.all_equal && c["probe_sha256"] == first_hashes &&
-                  (!c.contains("probes_equal_host") || c["probes_equal_host"] == kProbes);
-    host_checked = host_checked || c.contains("probes_equal_host");
-    resident = resident || c.value("weights", "") == "host-resident";
-    if (!c["warmup"].get<bool>()) {
-      a.walls.push_back(c["wall_s"]);
-      a.blocks.push_back(c.value("block_s", 0.0));
+    a.all_equal = a.all_equal && hashes == *first_hashes && (!c.probes_equal_host || *c.probes_equal_host == kProbes);
+    host_checked = host_checked || c.probes_equal_host;
+    resident = resident || c.weights == "host-resident";
+    if (!c.warmup) {
+      a.walls.push_back(c.wall_s);
+      a.blocks.push_back(c.block_s.value_or(0.0));
     }
-    a.run = c["run"];
+    a.run = c.run;
   }
   Table t;
-  t.title = "PSI schedules on the first block (Table IV) — model " + options.value("model", std::string("?")) +
+  t.title = "PSI schedules on the first block (Table IV) — model " + recorded_model(options) +
             ", arena " + arena + row_tile;
   t.columns = {"schedule", "wall (ms, mean ± SD)", "weights H2D", "journal H2D + D2H", "journal commits / reloads / resident",
                "blocking syncs", "managed peak / bound", "10 probes bitwise equal in every run"};
   nlohmann::json runs = nlohmann::json::array();
-  for (auto& c : cases) runs.push_back(c["run"]);
+  for (const SchedulingCase& c : cases) runs.push_back(c.run);
   const bool gpu = any_gpu_memory(runs);
   if (gpu) t.columns.insert(t.columns.end(), {"GPU process peak (NVML)", "device used peak (NVML)"});
   // With host-resident weights the block's own time is reported beside the whole run's.

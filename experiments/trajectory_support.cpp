@@ -16,6 +16,28 @@
 
 namespace psi::exp {
 
+void to_json(nlohmann::json& j, const StateDistance& r) {
+  j = {{"state", r.state},
+       {"video_rel_l2", r.video_rel_l2},
+       {"audio_rel_l2", r.audio_rel_l2},
+       {"video_differing", r.video_differing},
+       {"audio_differing", r.audio_differing},
+       {"video_total", r.video_total},
+       {"audio_total", r.audio_total},
+       {"finite", r.finite}};
+}
+
+void from_json(const nlohmann::json& j, StateDistance& r) {
+  j.at("state").get_to(r.state);
+  j.at("video_rel_l2").get_to(r.video_rel_l2);
+  j.at("audio_rel_l2").get_to(r.audio_rel_l2);
+  j.at("video_differing").get_to(r.video_differing);
+  j.at("audio_differing").get_to(r.audio_differing);
+  j.at("video_total").get_to(r.video_total);
+  j.at("audio_total").get_to(r.audio_total);
+  j.at("finite").get_to(r.finite);
+}
+
 RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group) {
   auto f = h5::File::open_read(file);
   const std::string g = "/" + group;
@@ -56,9 +78,9 @@ RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, c
 namespace {
 
 template <class E>
-nlohmann::json compare_rows(const std::vector<pipeline::SavedState>& ours,
-                            const std::vector<pipeline::SavedStateOf<E>>& ref) {
-  nlohmann::json rows = nlohmann::json::array();
+std::vector<StateDistance> compare_rows(const std::vector<pipeline::SavedState>& ours,
+                                        const std::vector<pipeline::SavedStateOf<E>>& ref) {
+  std::vector<StateDistance> rows;
   for (std::size_t i = 0; i < ours.size() && i < ref.size(); ++i) {
     if (ours[i].name != ref[i].name || ours[i].video.shape != ref[i].video.shape ||
         ours[i].audio.shape != ref[i].audio.shape)
@@ -70,14 +92,8 @@ nlohmann::json compare_rows(const std::vector<pipeline::SavedState>& ours,
         if (!b.is_finite()) return false;
       return true;
     };
-    rows.push_back({{"state", ours[i].name},
-                    {"video_rel_l2", dv.rel_l2},
-                    {"audio_rel_l2", da.rel_l2},
-                    {"video_differing", dv.differing},
-                    {"audio_differing", da.differing},
-                    {"video_total", dv.total},
-                    {"audio_total", da.total},
-                    {"finite", finite(ours[i].video) && finite(ours[i].audio)}});
+    rows.push_back({ours[i].name, dv.rel_l2, da.rel_l2, dv.differing, da.differing, dv.total, da.total,
+                    finite(ours[i].video) && finite(ours[i].audio)});
   }
   return rows;
 }
@@ -112,13 +128,13 @@ long trajectory_blocks(const model::ModelConfig& c) {
 
 }  // namespace
 
-nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
-                              const std::vector<pipeline::SavedState>& ref) {
+std::vector<StateDistance> compare_states(const std::vector<pipeline::SavedState>& ours,
+                                          const std::vector<pipeline::SavedState>& ref) {
   return compare_rows(ours, ref);
 }
 
-nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
-                              const std::vector<pipeline::SavedStateF64>& ref) {
+std::vector<StateDistance> compare_states(const std::vector<pipeline::SavedState>& ours,
+                                          const std::vector<pipeline::SavedStateF64>& ref) {
   return compare_rows(ours, ref);
 }
 

@@ -12,6 +12,7 @@
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "engine/pipeline/trajectory.h"
+#include "experiments/records.h"
 #include "experiments/report.h"
 
 namespace psi::exp {
@@ -28,13 +29,13 @@ struct RecordedTrajectory {
 RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group);
 
 // Per-state distance of `ours` to `ref` (same state names): relative L2 (float64), differing
-// BF16 elements, all-finite; as JSON rows, one per state.
-nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
-                              const std::vector<pipeline::SavedState>& ref);
+// BF16 elements, all-finite; one row per state.
+std::vector<StateDistance> compare_states(const std::vector<pipeline::SavedState>& ours,
+                                          const std::vector<pipeline::SavedState>& ref);
 // The same rows against a float64 trajectory: relative L2 in double to the float64 states,
 // differing elements against the float64 states rounded to BF16.
-nlohmann::json compare_states(const std::vector<pipeline::SavedState>& ours,
-                              const std::vector<pipeline::SavedStateF64>& ref);
+std::vector<StateDistance> compare_states(const std::vector<pipeline::SavedState>& ours,
+                                          const std::vector<pipeline::SavedStateF64>& ref);
 
 // How many of the states' latents (video and audio counted apart) hold a NaN or an Inf: bitwise
 // equality of such states says nothing about the arithmetic.

@@ -15,6 +15,34 @@
 
 namespace psi::exp {
 
+void to_json(nlohmann::json& j, const TransportControlCase& r) {
+  j = {{"schedule", r.schedule},
+       {"file", r.file},
+       {"wall_mean_s", r.wall_mean_s},
+       {"wall_sd_s", r.wall_sd_s},
+       {"run", r.run},
+       {"chaos_seed", r.chaos_seed},
+       {"compared_to", r.compared_to},
+       {"datasets_compared", r.datasets_compared},
+       {"datasets_equal", r.datasets_equal},
+       {"compare_exit", r.compare_exit}};
+  if (r.states_nonfinite) j["states_nonfinite"] = *r.states_nonfinite;
+}
+
+void from_json(const nlohmann::json& j, TransportControlCase& r) {
+  j.at("schedule").get_to(r.schedule);
+  j.at("wall_mean_s").get_to(r.wall_mean_s);
+  j.at("wall_sd_s").get_to(r.wall_sd_s);
+  r.run = j.at("run");
+  j.at("datasets_compared").get_to(r.datasets_compared);
+  j.at("datasets_equal").get_to(r.datasets_equal);
+  j.at("compare_exit").get_to(r.compare_exit);
+  read_if_present(j, "file", r.file);
+  read_if_present(j, "chaos_seed", r.chaos_seed);
+  read_if_present(j, "compared_to", r.compared_to);
+  read_optional(j, "states_nonfinite", r.states_nonfinite);
+}
+
 void run_transport_control(const Options& o, Report& report) {
   // Each schedule's states go to a file of their own beside the report, named (and so checked by
   // the output rule) before any work.
@@ -59,38 +87,43 @@ void run_transport_control(const Options& o, Report& report) {
     w.commit();
     files.push_back(file);
     auto [mean, sd] = wall_mean_sd(result.invocations);
-    nlohmann::json rec{{"schedule", s.name}, {"file", file.string()}, {"wall_mean_s", mean}, {"wall_sd_s", sd},
-                       {"run", rt::to_json(run)}, {"chaos_seed", o.chaos_seed}};
+    TransportControlCase rec;
+    rec.schedule = s.name;
+    rec.file = file.string();
+    rec.wall_mean_s = mean;
+    rec.wall_sd_s = sd;
+    rec.run = rt::to_json(run);
+    rec.chaos_seed = o.chaos_seed;
     // Both files are read back by name: before and after, they must still be this run's.
     for (const auto& f : {file, files.front()}) report.check_side_file(f);
     const reports::CompareReport cmp = reports::compare_files(file, files.front());
     for (const auto& f : {file, files.front()}) report.check_side_file(f);
-    rec["compared_to"] = files.front().string();
-    rec["datasets_compared"] = cmp.datasets.size();
-    rec["datasets_equal"] = cmp.count(reports::CompareStatus::equal);
-    rec["compare_exit"] = cmp.exit_code();
-    rec["states_nonfinite"] = nonfinite_latents(result.states);
-    if (rec["states_nonfinite"] != 0)
-      report.fail("transport-control: schedule " + s.name + ": " + rec["states_nonfinite"].dump() + " of " +
+    rec.compared_to = files.front().string();
+    rec.datasets_compared = std::int64_t(cmp.datasets.size());
+    rec.datasets_equal = cmp.count(reports::CompareStatus::equal);
+    rec.compare_exit = cmp.exit_code();
+    const int nonfinite = nonfinite_latents(result.states);
+    rec.states_nonfinite = nonfinite;
+    if (nonfinite != 0)
+      report.fail("transport-control: schedule " + s.name + ": " + std::to_string(nonfinite) + " of " +
                   std::to_string(2 * result.states.size()) + " states hold NaN or Inf; their bitwise equality proves nothing");
     if (cmp.exit_code() != 0) report.fail("transport-control: schedule " + s.name + " differs from " + files.front().stem().string() +
                                           " (psi compare " + file.string() + " " + files.front().string() + ")");
-    report.add_case(index++, std::move(rec));
+    report.add_case(index++, rec);
   }
 }
 
-std::vector<Table> tabulate_transport_control(const nlohmann::json& cases, const nlohmann::json& options) {
+std::vector<Table> tabulate_transport_control(const nlohmann::json& case_records, const nlohmann::json& options) {
   Table t;
-  t.title = "bitwise transport control over the 8+3 run (§IV-C) — model " + options.value("model", std::string("?"));
+  t.title = "bitwise transport control over the 8+3 run (§IV-C) — model " + recorded_model(options);
   t.columns = {"schedule", "states bitwise equal to the first schedule", "invocation wall (s, mean ± SD)",
                "weights H2D", "journal H2D + D2H", "blocking syncs", "managed peak / bound"};
-  for (auto& c : cases) {
-    const auto& r = c["run"];
-    t.add_row({c["schedule"],
-               std::to_string(c["datasets_equal"].get<long long>()) + " / " +
-                   std::to_string(c["datasets_compared"].get<long long>()) + (c["compare_exit"] == 0 ? " (equal)" : " (DIFFER)") +
-                   nonfinite_note(c.value("states_nonfinite", 0)),
-               fmt_fixed(c["wall_mean_s"], 3) + " ± " + fmt_fixed(c["wall_sd_s"], 3), fmt_mib(r["h2d_bytes"]["weights"]),
+  for (const auto& c : case_records.get<std::vector<TransportControlCase>>()) {
+    const auto& r = c.run;
+    t.add_row({c.schedule,
+               std::to_string(c.datasets_equal) + " / " + std::to_string(c.datasets_compared) +
+                   (c.compare_exit == 0 ? " (equal)" : " (DIFFER)") + nonfinite_note(c.states_nonfinite.value_or(0)),
+               fmt_fixed(c.wall_mean_s, 3) + " ± " + fmt_fixed(c.wall_sd_s, 3), fmt_mib(r["h2d_bytes"]["weights"]),
                fmt_mib(r["h2d_bytes"]["journal"].get<double>() + r["d2h_bytes"]["journal"].get<double>()),
                std::to_string(r["blocking_syncs"].get<long long>()),
                fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"])});

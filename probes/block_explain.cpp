@@ -5,10 +5,13 @@
 // (model::block_forward's teacher forcing) therefore gives each module on the inputs the
 // official block gave it. An element that differs in psi's block but not in the forced module
 // was inherited from upstream; one that differs in both departs inside the module itself.
+#include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/model/block_catalogue.h"
 #include "probes/probe_internal.h"
 
 namespace psi::probes::detail {
@@ -18,28 +21,38 @@ namespace {
 enum class Stream { video, audio };
 
 struct ProbeInfo {
-  const char* name;
   Bf16Tensor model::BlockProbes::*member;
   Stream stream;
   std::vector<int> upstream;  // indices into probe_info(), spec order
 };
 
-// The ten probes in spec order, and which earlier probes reach each one.
-const std::vector<ProbeInfo>& probe_info() {
+// Per probe of the catalogue (model::kProbeNames, spec order), the same index as its name: its
+// member, its stream and which earlier probes reach it.
+std::span<const ProbeInfo> probe_info() {
   using P = model::BlockProbes;
-  static const std::vector<ProbeInfo> info{
-      {"attn1", &P::attn1, Stream::video, {}},
-      {"attn2", &P::attn2, Stream::video, {0}},
-      {"audio_attn1", &P::audio_attn1, Stream::audio, {}},
-      {"audio_attn2", &P::audio_attn2, Stream::audio, {2}},
-      {"audio_to_video_attn", &P::audio_to_video_attn, Stream::video, {0, 1, 2, 3}},
-      {"video_to_audio_attn", &P::video_to_audio_attn, Stream::audio, {0, 1, 2, 3}},
-      {"ff", &P::ff, Stream::video, {0, 1, 4}},
-      {"audio_ff", &P::audio_ff, Stream::audio, {2, 3, 5}},
-      {"video_out", &P::video_out, Stream::video, {0, 1, 4, 6}},
-      {"audio_out", &P::audio_out, Stream::audio, {2, 3, 5, 7}},
+  static const ProbeInfo info[] = {
+      {&P::attn1, Stream::video, {}},
+      {&P::attn2, Stream::video, {0}},
+      {&P::audio_attn1, Stream::audio, {}},
+      {&P::audio_attn2, Stream::audio, {2}},
+      {&P::audio_to_video_attn, Stream::video, {0, 1, 2, 3}},
+      {&P::video_to_audio_attn, Stream::audio, {0, 1, 2, 3}},
+      {&P::ff, Stream::video, {0, 1, 4}},
+      {&P::audio_ff, Stream::audio, {2, 3, 5}},
+      {&P::video_out, Stream::video, {0, 1, 4, 6}},
+      {&P::audio_out, Stream::audio, {2, 3, 5, 7}},
   };
-  return info;
+  static_assert(std::size(info) == model::kProbeCount, "one entry per catalogue probe");
+  // The member at each index must be the one BlockProbes::named() pairs with that index's name.
+  static const std::span<const ProbeInfo> checked = [] {
+    const P probes{};
+    const auto named = probes.named();
+    for (std::size_t k = 0; k < model::kProbeCount; ++k)
+      if (named[k].second != &(probes.*info[k].member))
+        throw Error("explain: probe " + named[k].first + " is out of catalogue order");
+    return std::span<const ProbeInfo>(info);
+  }();
+  return checked;
 }
 
 // Per token row: whether any element of the row differs.
@@ -55,17 +68,19 @@ std::vector<char> differing_rows(const Bf16Tensor& a, const Bf16Tensor& b) {
 
 void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::BlockWeights& w,
                    const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockProbes& computed) {
-  const auto& info = probe_info();
+  const auto info = probe_info();
+  auto name_of = [](std::size_t k) { return std::string(model::kProbeNames[k]); };
   model::BlockProbes recorded;
-  for (const auto& p : info) {
-    StoredTensor st = ctx.rec.stored_bf16("math/" + std::string(p.name));
+  for (std::size_t k = 0; k < info.size(); ++k) {
+    const ProbeInfo& p = info[k];
+    StoredTensor st = ctx.rec.stored_bf16("math/" + name_of(k));
     if (!st.full) {
-      ctx.report.notes.push_back("explain " + v.name + ": not attributed, the recording stores " + p.name +
+      ctx.report.notes.push_back("explain " + v.name + ": not attributed, the recording stores " + name_of(k) +
                                  " only in part (teacher forcing needs every MATH probe in full)");
       return;
     }
     if (st.data.shape != (computed.*p.member).shape)
-      throw Error(ctx.rec.path().string() + ": recorded " + p.name + " is " + shape_str(st.data.shape) +
+      throw Error(ctx.rec.path().string() + ": recorded " + name_of(k) + " is " + shape_str(st.data.shape) +
                   ", psi computed " + shape_str((computed.*p.member).shape));
     recorded.*p.member = std::move(st.data);
   }
@@ -84,7 +99,7 @@ void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::B
     const Bf16Tensor &ours = computed.*p.member, &rec = recorded.*p.member, &alone = forced.*p.member;
     ProbeAttribution a;
     a.variant = v.name;
-    a.tensor = p.name;
+    a.tensor = name_of(k);
     a.total = ours.numel();
     std::vector<std::int64_t> by_upstream(info.size(), 0);
     std::int64_t unexplained = 0;
@@ -116,10 +131,10 @@ void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::B
     }
     for (char r : differing_rows(alone, rec)) a.module_alone_rows += r;
     for (std::size_t u = 0; u < info.size(); ++u)
-      if (by_upstream[u]) a.inherited.emplace_back(info[u].name, by_upstream[u]);
+      if (by_upstream[u]) a.inherited.emplace_back(name_of(u), by_upstream[u]);
     // Inherited with no upstream probe differing cannot happen: forcing changed nothing then.
     if (unexplained)
-      throw Error(std::string("explain: ") + p.name + " has " + std::to_string(unexplained) +
+      throw Error("explain: " + name_of(k) + " has " + std::to_string(unexplained) +
                   " elements that differ only with psi's own upstream probes, yet none of them differs");
     ctx.report.attributions.push_back(std::move(a));
   }

@@ -13,8 +13,8 @@
 #include "engine/error.h"
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
+#include "engine/pipeline/synthetic_block.h"
 #include "engine/psi/executor.h"
-#include "engine/psi/synthetic.h"
 #include "engine/measure/sizes.h"
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"
@@ -136,7 +136,7 @@ exec::ArenaSettings whole_tensor_arena(const model::ModelConfig& c, const model:
 // host-resident), on the same SynthInit weights as the host block.
 model::BlockProbes on_runtime(CaseContext& ctx, const model::ModelConfig& c, const model::BlockInputs& in,
                               const model::NumericsVariant& v) {
-  const ckpt::SynthSource weights = exec::synthetic_weights(c, ctx.rec.seed());
+  const ckpt::SynthSource weights = pipeline::synthetic_weights(c, ctx.rec.seed());
   const exec::Schedule& s = exec::schedule("reuse+prefetch");
   exec::ExecOptions eo;
   eo.backend = ctx.backend;

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/fuzz_*.cpp, clang, -DPSI_FUZZ=ON) and runs each for a
-# bounded time, continuing after crashes, then sorts the crashes by where they happened.
+# Builds the libFuzzer targets (fuzz/fuzz_*.cpp) in the clang AddressSanitizer build that
+# scripts/sanitize.sh asan also uses (scripts/configure-sanitized.sh; after it, only the targets
+# themselves are left to compile) and runs each for a bounded time, continuing after crashes,
+# then sorts the crashes by where they happened.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]      (default 60)
 #
-# Environment: PSI_BUILD_PREFIX (default "build-": the build goes to build-fuzz/),
+# Environment: PSI_BUILD_PREFIX (default "build-": the build is build-asan/),
 # PSI_FUZZ_TARGETS (default: all of fuzz/fuzz_*.cpp), PSI_JOBS (build jobs, default nproc),
 # PSI_CMAKE_ARGS (more configure arguments).
 # Per target it prints executions, corpus size and crashes, then one line per crash class:
@@ -18,16 +20,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs=${1:-60}
-build=${PSI_BUILD_PREFIX:-build-}fuzz
+build=${PSI_BUILD_PREFIX:-build-}asan
 jobs=${PSI_JOBS:-$(nproc)}
 targets=${PSI_FUZZ_TARGETS:-$(ls fuzz/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//')}
 
-if ! command -v clang++ >/dev/null; then
-  echo "psi fuzz: clang++ is needed (apt-get install clang)" >&2
-  exit 2
-fi
 t0=$(date +%s)
-CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSI_FUZZ=ON -DPSI_NO_CUDA=ON ${PSI_CMAKE_ARGS:-} >/dev/null
+bash scripts/configure-sanitized.sh "$build" address,undefined
 # shellcheck disable=SC2086
 cmake --build "$build" -j"$jobs" --target $targets >/dev/null
 echo "fuzz: build $(( $(date +%s) - t0 )) s"

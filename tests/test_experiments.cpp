@@ -68,6 +68,18 @@ void expect_report_structure(const fs::path& f, const std::string& experiment) {
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temporary file left: " << e.path();
 }
 
+// Every case a driver wrote reads back into its typed record and writes again byte for byte:
+// one to_json / from_json pair per experiment (experiments/records.h); the index is the Report's.
+template <class Case>
+void expect_records_round_trip(const nlohmann::json& cases) {
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    nlohmann::json again = c.get<Case>();
+    again["index"] = c.at("index");
+    EXPECT_EQ(again.dump(), c.dump());
+  }
+}
+
 }  // namespace
 
 TEST_F(Experiments, ListAndUnknownName) {
@@ -105,6 +117,7 @@ TEST_F(Experiments, OneToken) {
   // 2 contexts x (4 paths x (free-running, teacher-forced), the recorded official states, the
   // float64 states rounded to BF16)
   EXPECT_EQ(cases.size(), 20u);
+  expect_records_round_trip<exp::OneTokenCase>(cases);
   int runs = 0;
   for (auto& c : cases) {
     ASSERT_EQ(c["states_f64"].size(), 13u) << c["path"];
@@ -144,6 +157,7 @@ TEST_F(Experiments, FullPromptQuickWithFigures) {
   expect_report_structure(f, "full-prompt");
   const auto cases = read_json(f, "/report/cases");
   ASSERT_EQ(cases.size(), 1u);
+  expect_records_round_trip<exp::FullPromptCase>(cases);
   EXPECT_EQ(cases[0]["paths"]["dense"]["endpoint_video_rel_l2"].get<double>(), 0.0);
   EXPECT_GT(cases[0]["paths"]["baseline"]["endpoint_video_rel_l2"].get<double>(), 0.0);
   EXPECT_GT(cases[0]["paths"]["official-h200"]["endpoint_video_rel_l2"].get<double>(), 0.0);
@@ -167,6 +181,7 @@ TEST_F(Experiments, ProbesShardedAndMergedEqualOneRun) {
   CmdResult c = psi_cmd("compare " + merged.string() + " " + single.string() + " --only '^/probes/'");
   EXPECT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(read_json(merged, "/report/cases").size(), 3u);
+  expect_records_round_trip<exp::ProbesCase>(read_json(merged, "/report/cases"));
   EXPECT_NE(psi_cmd("merge" + shards.substr(0, shards.rfind(' ')) + " --out " + (dir_ / "m2.h5").string()).status, 0);
   EXPECT_FALSE(fs::exists(dir_ / "m2.h5"));
   EXPECT_EQ(psi_cmd("run one-token --shard 0/2 --out " + (dir_ / "s.h5").string()).status, 2);
@@ -181,9 +196,12 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
   expect_report_structure(b, "block-controls");
   // The recorded small block ran: the report says so, not the default model tiny.
   EXPECT_EQ(reports::StateReader(b).run_info().model_config, "small/ltx25");
+  expect_records_round_trip<exp::BlockControlsCase>(read_json(b, "/report/cases"));
   const auto bc = read_json(b, "/report/cases")[0];
   for (auto& row : bc["official_flash_vs_math"]) {
-    if (row["tensor"] == "video_out") EXPECT_EQ(row["differing"].get<long long>(), 63496);
+    if (row["tensor"] == "video_out") {
+      EXPECT_EQ(row["differing"].get<long long>(), 63496);
+    }
   }
   EXPECT_NE(rb.out.find("| psi official-h200 "), std::string::npos) << rb.out;
   // The official projections' arithmetic brings the block closer to the official MATH block.
@@ -205,6 +223,7 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
   // The exact value's cell keeps its exponent (it once lost it: "5.201001185923" for 5.2e-04).
   EXPECT_NE(rp.out.find("| ~5.20100118592e-04 "), std::string::npos) << rp.out;
   expect_report_structure(p, "projection-oracle");
+  expect_records_round_trip<exp::ProjectionOracleCase>(read_json(p, "/report/cases"));
   const auto po = read_json(p, "/report/cases")[0];
   ASSERT_TRUE(po.contains("explanation"));
   const auto& cands = po["explanation"]["candidates"];
@@ -221,6 +240,7 @@ TEST_F(Experiments, SchedulingBitwiseAcrossSchedules) {
   expect_report_structure(f, "scheduling");
   const auto cases = read_json(f, "/report/cases");
   ASSERT_EQ(cases.size(), 12u);  // (1 warm-up + 2 cycles) x 4 schedules
+  expect_records_round_trip<exp::SchedulingCase>(cases);
   std::map<std::string, nlohmann::json> run_of;
   for (auto& c : cases) {
     ASSERT_EQ(c["outcome"], "complete") << c.dump();
@@ -295,6 +315,7 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   expect_report_structure(f, "capacity");
   const auto cases = read_json(f, "/report/cases");
   ASSERT_EQ(cases.size(), 6u);
+  expect_records_round_trip<exp::CapacityCase>(cases);
   int complete = 0;
   for (auto& c : cases) {
     if (c["page_bytes"].get<long long>() * 2 == cases[0]["page_bytes"].get<long long>()) {
@@ -314,6 +335,7 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   expect_report_structure(m, "memory-scopes");
   const auto ms = read_json(m, "/report/cases");
   ASSERT_EQ(ms.size(), 2u);
+  expect_records_round_trip<exp::MemoryScopesCase>(ms);
   EXPECT_EQ(ms[0]["result"]["outcome"], "complete");
   EXPECT_LE(ms[0]["run"]["managed_peak_bytes"].get<long long>(), ms[0]["run"]["bound_bytes"].get<long long>());
   EXPECT_TRUE(fs::exists(dir_ / "ms.memory_scopes.svg"));
@@ -330,6 +352,7 @@ TEST_F(Experiments, TransportControlUnderChaos) {
     expect_report_structure(f, "transport-control");
     const auto cases = read_json(f, "/report/cases");
     ASSERT_EQ(cases.size(), 2u);
+    expect_records_round_trip<exp::TransportControlCase>(cases);
     for (auto& c : cases) {
       EXPECT_EQ(c["compare_exit"], 0) << c["schedule"];
       EXPECT_EQ(c["datasets_equal"], 26) << c["schedule"];
@@ -380,6 +403,7 @@ TEST_F(Experiments, FixedBudgetBitwiseToUncapped) {
   CmdResult r = psi_cmd("run fixed-budget --out " + f.string());
   ASSERT_EQ(r.status, 0) << r.out;
   expect_report_structure(f, "fixed-budget");
+  expect_records_round_trip<exp::FixedBudgetCase>(read_json(f, "/report/cases"));
   const auto c = read_json(f, "/report/cases")[0];
   EXPECT_TRUE(c["fits"].get<bool>());
   EXPECT_LE(c["held_bytes"].get<long long>(), c["cap_bytes"].get<long long>());

@@ -12,8 +12,8 @@ using namespace psi_exec_test;
 
 namespace {
 
-exec::SyntheticShape tiny_shape() { return {.frames = 2, .height = 4, .width = 4, .audio_tokens = 12, .context_rows = 9}; }
-exec::SyntheticShape small_shape() { return {.frames = 2, .height = 4, .width = 6, .audio_tokens = 20, .context_rows = 16}; }
+pipeline::SyntheticShape tiny_shape() { return {.frames = 2, .height = 4, .width = 4, .audio_tokens = 12, .context_rows = 9}; }
+pipeline::SyntheticShape small_shape() { return {.frames = 2, .height = 4, .width = 6, .audio_tokens = 20, .context_rows = 16}; }
 
 void expect_every_schedule_matches(const BlockCase& bc, const std::string& variant, std::int64_t row_tile = 0) {
   const auto& v = model::numerics_variant(variant);
@@ -31,9 +31,9 @@ void expect_every_schedule_matches(const BlockCase& bc, const std::string& varia
 }
 
 // Tiny with 72 video tokens (2 x 6 x 6), 20 audio tokens, 40 context rows.
-exec::SyntheticShape tiny_72() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
+pipeline::SyntheticShape tiny_72() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
 // Tiny with 288 video tokens (2 x 12 x 12; the tiny trajectory's stage-2 count).
-exec::SyntheticShape tiny_288() { return {.frames = 2, .height = 12, .width = 12, .audio_tokens = 20, .context_rows = 9}; }
+pipeline::SyntheticShape tiny_288() { return {.frames = 2, .height = 12, .width = 12, .audio_tokens = 20, .context_rows = 9}; }
 
 }  // namespace
 
@@ -52,13 +52,13 @@ TEST(PsiExec, Ltx2ProfileWithoutGatesOrTextAdaLn) {
 }
 
 TEST(PsiExec, PromptTablesWithoutPromptTimestep) {
-  exec::SyntheticShape s = tiny_shape();
+  pipeline::SyntheticShape s = tiny_shape();
   s.prompt_timestep = false;
   expect_every_schedule_matches(BlockCase("tiny", "ltx25", s), "modified");
 }
 
 TEST(PsiExec, PerTokenTimesteps) {
-  exec::SyntheticShape s = tiny_shape();
+  pipeline::SyntheticShape s = tiny_shape();
   s.per_token_timesteps = true;
   expect_every_schedule_matches(BlockCase("tiny", "ltx25", s), "baseline");
 }

@@ -11,7 +11,7 @@
 namespace psi_exec_test {
 namespace {
 
-exec::SyntheticShape two_row_tiles() {
+pipeline::SyntheticShape two_row_tiles() {
   return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40};
 }
 

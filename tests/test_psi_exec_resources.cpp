@@ -19,11 +19,11 @@ namespace {
 
 constexpr std::int64_t kMiB = 1 << 20;
 
-exec::SyntheticShape tiny_shape() { return {.frames = 2, .height = 4, .width = 4, .audio_tokens = 12, .context_rows = 9}; }
+pipeline::SyntheticShape tiny_shape() { return {.frames = 2, .height = 4, .width = 4, .audio_tokens = 12, .context_rows = 9}; }
 // Two video row tiles (72 = 64 + 8 at the tiny default of 64 rows).
-exec::SyntheticShape tiny_72() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
+pipeline::SyntheticShape tiny_72() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
 // Four video row tiles at small's default of 128 rows (448 = 3 x 128 + 64).
-exec::SyntheticShape capacity_shape() {
+pipeline::SyntheticShape capacity_shape() {
   return {.frames = 2, .height = 14, .width = 16, .audio_tokens = 64, .context_rows = 32};
 }
 

@@ -10,13 +10,14 @@
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
 #include "engine/pipeline/checkpoint_weights.h"
+#include "engine/pipeline/synthetic_block.h"
 #include "engine/psi/executor.h"
-#include "engine/psi/synthetic.h"
 
 namespace psi_exec_test {
 
 namespace exec = psi::exec;
 namespace model = psi::model;
+namespace pipeline = psi::pipeline;
 namespace rt = psi::rt;
 
 struct BlockCase {
@@ -25,16 +26,16 @@ struct BlockCase {
   model::BlockInputs inputs;
   int index = 0;
 
-  BlockCase(const std::string& name, const std::string& profile, const exec::SyntheticShape& shape, int block = 0,
+  BlockCase(const std::string& name, const std::string& profile, const pipeline::SyntheticShape& shape, int block = 0,
             std::uint64_t seed = 7)
       : config(model::model_config(name, profile)),
-        weights(std::make_shared<psi::ckpt::SynthSource>(exec::synthetic_weights(config, seed))),
-        inputs(exec::synthetic_block_inputs(config, shape, seed + 1)),
+        weights(std::make_shared<psi::ckpt::SynthSource>(pipeline::synthetic_weights(config, seed))),
+        inputs(pipeline::synthetic_block_inputs(config, shape, seed + 1)),
         index(block) {}
 
   // The host block on the very weights the executor streams.
   model::BlockProbes reference(const model::NumericsVariant& v) const {
-    psi::pipeline::CheckpointWeights src(weights);
+    pipeline::CheckpointWeights src(weights);
     return model::block_forward(config, model::load_block_weights(src, config, index), inputs, v);
   }
 };

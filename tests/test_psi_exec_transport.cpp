@@ -12,7 +12,7 @@ using namespace psi_exec_test;
 
 namespace {
 
-exec::SyntheticShape tiny_shape() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
+pipeline::SyntheticShape tiny_shape() { return {.frames = 2, .height = 6, .width = 6, .audio_tokens = 20, .context_rows = 40}; }
 
 exec::BlockRun run(const BlockCase& bc, const std::string& variant, const std::string& schedule,
                    exec::ExecOptions o) {

@@ -242,11 +242,13 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
                          << r.out;
     }
     const std::set<std::string> printed(out.begin(), out.end());
-    for (const auto& l : b.body)
-      if (!l.empty() && !l.starts_with("|"))
+    for (const auto& l : b.body) {
+      if (!l.empty() && !l.starts_with("|")) {
         EXPECT_TRUE(printed.count(l)) << "README.md:" << b.line << ": psi " << shape << " does not print\n  " << l
                                       << "\nit prints:\n"
                                       << r.out;
+      }
+    }
   }
   EXPECT_GT(checked, 0);
 }

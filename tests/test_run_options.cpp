@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "engine/error.h"
@@ -84,6 +85,38 @@ TEST_F(RunOptions, OptionsTheExperimentsOnRecordingsCannotHonourAreRefused) {
   expect_refused("projection-oracle --model huge", "unknown model config 'huge'");
   expect_refused("scheduling --model huge", "unknown model config 'huge'");
   expect_refused("capacity --zero-mask", "--zero-mask applies only to full-prompt");
+}
+
+// An experiment's own options are declared by that experiment alone (the CLI offers them from
+// the registry and refuses them elsewhere), and the report's record of the options reads back.
+TEST_F(RunOptions, EachExperimentDeclaresItsOwnOptions) {
+  std::map<std::string, std::string> owner;
+  for (const exp::Experiment& e : exp::experiments())
+    for (const exp::ExperimentOption& opt : e.options) EXPECT_TRUE(owner.emplace(opt.flag, e.name).second) << opt.flag;
+  EXPECT_EQ(owner, (std::map<std::string, std::string>{
+                       {"--zero-mask", "full-prompt"}, {"--pool", "fixed-budget"}, {"--row-tile", "scheduling"}}));
+  expect_refused("fixed-budget --row-tile fit", "--row-tile applies only to scheduling (not fixed-budget)");
+  expect_refused("scheduling --pool 1GiB", "--pool applies only to fixed-budget (not scheduling)");
+  expect_refused("one-token --zero-mask", "--zero-mask applies only to full-prompt (not one-token)");
+
+  exp::Options o;
+  o.model = "small";
+  o.seed = 7;
+  o.shard_index = 1;
+  o.shard_count = 3;
+  o.fixed_budget.pool_bytes = 1 << 30;
+  o.scheduling.row_tile = -1;
+  o.full_prompt.zero_mask = true;
+  EXPECT_EQ(exp::Options::from_json(o.to_json()).to_json(), o.to_json());
+  // A record from before the experiments' own options: their defaults.
+  nlohmann::json old = o.to_json();
+  for (const char* k : {"zero_mask", "pool_bytes", "row_tile"}) old.erase(k);
+  const exp::Options back = exp::Options::from_json(old);
+  EXPECT_EQ(back.model, "small");
+  EXPECT_EQ(back.shard_count, 3);
+  EXPECT_FALSE(back.full_prompt.zero_mask);
+  EXPECT_EQ(back.fixed_budget.pool_bytes, rt::kDefaultPoolBytes);
+  EXPECT_EQ(back.scheduling.row_tile, 0);
 }
 
 // The report records the config the recorded tensors are of and the recording's seed; a

@@ -1,6 +1,8 @@
 #pragma once
-// Synthetic block inputs and weight sources for running the PSI executor without recordings
-// (tests, benches, experiments): SynthInit v1 values for every input and weight.
+// Synthetic block inputs and weight sources for running a block without recordings (tests,
+// benches, the block probes' executor run): SynthInit v1 values for every input and weight.
+// Here rather than beside the PSI executor because it is input generation, and this is the
+// lowest layer that sees both the block's inputs (model) and the SynthInit source (checkpoint).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -9,7 +11,7 @@
 #include "engine/model/block.h"
 #include "engine/model/config.h"
 
-namespace psi::exec {
+namespace psi::pipeline {
 
 struct SyntheticShape {
   std::int64_t frames = 1, height = 4, width = 4;  // video latent grid (tokens = F·H·W)
@@ -28,4 +30,4 @@ std::map<std::string, Shape, std::less<>> block_tensor_shapes(const model::Model
 // The SynthInit source of every block tensor.
 ckpt::SynthSource synthetic_weights(const model::ModelConfig& c, std::uint64_t seed);
 
-}  // namespace psi::exec
+}  // namespace psi::pipeline

@@ -1,10 +1,10 @@
-#include "engine/psi/synthetic.h"
+#include "engine/pipeline/synthetic_block.h"
 
 #include "engine/model/weights.h"
 #include "engine/pipeline/positions.h"
 #include "engine/synthinit.h"
 
-namespace psi::exec {
+namespace psi::pipeline {
 
 model::BlockInputs synthetic_block_inputs(const model::ModelConfig& c, const SyntheticShape& s, std::uint64_t seed) {
   const std::int64_t Nv = s.frames * s.height * s.width, Na = s.audio_tokens, L = s.context_rows;
@@ -25,8 +25,8 @@ model::BlockInputs synthetic_block_inputs(const model::ModelConfig& c, const Syn
   };
   model::BlockInputs b{stream("video", Nv, Dv, c.cross_attention_dim),
                        stream("audio", Na, Da, c.audio_cross_attention_dim)};
-  const model::BlockRope rope = model::block_rope(c, pipeline::video_positions(s.frames, s.height, s.width, 24.0f),
-                                                  pipeline::audio_positions(Na));
+  const model::BlockRope rope = model::block_rope(c, video_positions(s.frames, s.height, s.width, 24.0f),
+                                                  audio_positions(Na));
   b.video.pe = rope.video;
   b.video.cross_pe = rope.video_cross;
   b.audio.pe = rope.audio;
@@ -45,4 +45,4 @@ ckpt::SynthSource synthetic_weights(const model::ModelConfig& c, std::uint64_t s
   return ckpt::SynthSource(seed, block_tensor_shapes(c));
 }
 
-}  // namespace psi::exec
+}  // namespace psi::pipeline
