@@ -13,11 +13,14 @@
 
 #include "engine/error.h"
 #include "engine/model/block.h"
+#include "engine/model/config.h"
+#include "engine/model/weights.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/nv_rsqrt.h"
 #include "engine/pipeline/positions.h"
 #include "engine/sha256.h"
 #include "probes/probe_cases.h"
+#include "probes/recording.h"
 #include "reports/h5.h"
 
 using namespace psi;
@@ -59,6 +62,68 @@ TEST(OfficialBlock, EverySmallBlockProbeIsBitwiseTheRecording) {
     }
     EXPECT_EQ(seen, 10) << c;
   }
+}
+
+// The full block's video text cross-attention on its first recorded rows, attn1 teacher-forced
+// with the recording (which official-h200 matches bitwise): the video rows are independent of
+// each other up to attn2, so eight of the 4,928 stand for all. The one-token context makes
+// to_k and to_v one-row products over K = 4,096, which the H200 splits in two
+// (tc::split_k_slices); as one chain they differ in 21,888 of the 1,048,576 elements the
+// recording stores (rows 0-255), in every row.
+TEST(OfficialBlock, FullBlockTextCrossAttentionRowsAreBitwise) {
+  constexpr std::int64_t R = 8;
+  probes::Recording rec(reference("block_full_math.h5"), "block_full_first");
+  const model::ModelConfig c = model::model_config("ltx2-22b", rec.attr_json("", "dims").at("profile").get<std::string>());
+  ASSERT_EQ(c.video_dim(), 4096);
+  model::SynthInitSource src(rec.seed());
+  const model::BlockWeights w = model::load_block_weights(src, c, 0);
+  auto first_rows = [&](const Bf16Tensor& t) {
+    if (t.dim(1) == 1) return t;
+    Bf16Tensor r({1, R, t.dim(2)});
+    std::copy(t.data.begin(), t.data.begin() + R * t.dim(2), r.data.begin());
+    return r;
+  };
+  auto stream = [&](const std::string& s, bool rows) {
+    model::StreamInputs in;
+    auto get = [&](const std::string& f) {
+      const Bf16Tensor t = rec.input_bf16("inputs/" + s + "." + f);
+      return rows ? first_rows(t) : t;
+    };
+    in.x = get("x");
+    in.timesteps = get("timesteps");
+    in.context = rec.input_bf16("inputs/" + s + ".context");
+    if (rec.has("inputs/" + s + ".prompt_timestep")) in.prompt_timestep = rec.input_bf16("inputs/" + s + ".prompt_timestep");
+    in.cross_scale_shift_timestep = get("cross_scale_shift_timestep");
+    in.cross_gate_timestep = rec.input_bf16("inputs/" + s + ".cross_gate_timestep");
+    return in;
+  };
+  model::BlockInputs in{stream("video", true), stream("audio", false)};
+  ASSERT_EQ(in.video.context.dim(1), 1);
+  const F32Tensor all = rec.input_f32("inputs/video.positions");
+  F32Tensor vp({1, 3, R, 2});
+  for (std::int64_t a = 0; a < 3; ++a)
+    std::copy_n(all.data.begin() + a * all.dim(2) * 2, R * 2, vp.data.begin() + a * R * 2);
+  const model::BlockRope t = model::block_rope(c, vp, rec.input_f32("inputs/audio.positions"), ops::F32Math::cuda);
+  in.video.pe = t.video;
+  in.video.cross_pe = t.video_cross;
+  in.audio.pe = t.audio;
+  in.audio.cross_pe = t.audio_cross;
+
+  // Teacher forcing replaces every module's output; only attn1's reaches attn2.
+  const std::int64_t Na = in.audio.x.dim(1);
+  model::BlockProbes forced;
+  forced.attn1 = first_rows(rec.stored_bf16("math/attn1").data);
+  for (Bf16Tensor* p : {&forced.attn2, &forced.audio_to_video_attn, &forced.ff, &forced.video_out})
+    *p = Bf16Tensor({1, R, c.video_dim()});
+  for (Bf16Tensor* p : {&forced.audio_attn1, &forced.audio_attn2, &forced.video_to_audio_attn, &forced.audio_ff,
+                        &forced.audio_out})
+    *p = Bf16Tensor({1, Na, c.audio_dim()});
+  const model::BlockProbes p = model::block_forward(c, w, in, model::numerics_variant("official-h200"), &forced);
+  const Bf16Tensor recorded = first_rows(rec.stored_bf16("math/attn2").data);
+  ASSERT_EQ(p.attn2.shape, recorded.shape);
+  std::int64_t differing = 0;
+  for (std::size_t i = 0; i < recorded.data.size(); ++i) differing += p.attn2.data[i].bits != recorded.data[i].bits;
+  EXPECT_EQ(differing, 0);
 }
 
 // The attribution: dense's differences are named (attn1 departs on its own, the residual sums

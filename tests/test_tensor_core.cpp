@@ -343,6 +343,35 @@ TEST(TensorCore, LinearEpilogueAddsTheBiasInFloat32) {
     }
 }
 
+// The split-K rule (tc::split_k_slices): a one-row product over K = 4,096 is two chains from +0,
+// one per half of K, added in FP32 before the epilogue; over K = 2,048, or with two rows, it is
+// one chain. OfficialBlock.FullBlockTextCrossAttentionRowsAreBitwise is the recording's evidence.
+TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
+  std::mt19937 g(5);
+  const int N = 6;
+  for (const auto& [M, K] : {std::pair{1, 4096}, std::pair{1, 2048}, std::pair{2, 4096}}) {
+    EXPECT_EQ(tc::split_k_slices(M, K), M == 1 && K == 4096 ? 2 : 1);
+    const std::vector<Bf16> A = random_vec(g, std::size_t(M) * K, 5), W = random_vec(g, std::size_t(N) * K, 5);
+    const auto b = random_vec(g, N, 3);
+    std::vector<Bf16> y(std::size_t(M) * N);
+    tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, b.data(), ops::BiasRule::fused_f32,
+               ops::Bf16Mat{y.data(), M, N, N});
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        const auto x0 = A.begin() + std::ptrdiff_t(m) * K, w0 = W.begin() + std::ptrdiff_t(n) * K;
+        float acc = 0.0f;
+        if (tc::split_k_slices(M, K) == 2) {
+          const float lo = reference_dot({x0, x0 + K / 2}, {w0, w0 + K / 2});
+          const float hi = reference_dot({x0 + K / 2, x0 + K}, {w0 + K / 2, w0 + K});
+          acc = lo + hi;
+        } else {
+          acc = reference_dot({x0, x0 + K}, {w0, w0 + K});
+        }
+        EXPECT_EQ(y[std::size_t(m) * N + n], psi::bf16_rne(acc + b[n].to_float())) << M << "x" << K << " n " << n;
+      }
+  }
+}
+
 TEST(TensorCore, BadShapesAreErrors) {
   std::vector<Bf16> a(12), w(12);
   std::vector<float> c(9);

@@ -347,6 +347,8 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
   });
 }
 
+int split_k_slices(std::int64_t rows, std::int64_t K) { return rows == 1 && K == 4096 ? 2 : 1; }
+
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
   if (x.cols != W.cols)
     throw Error("tensor-core linear: input width " + std::to_string(x.cols) + " but weight is [" +
@@ -354,8 +356,21 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) 
   if (y.rows != x.rows || y.cols != W.rows)
     throw Error("tensor-core linear: output is " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
                 ", expected " + std::to_string(x.rows) + "x" + std::to_string(W.rows));
-  std::vector<float> acc(std::size_t(x.rows * W.rows), 0.0f);
-  tc::gemm_accumulate(x, W, F32Mat{acc.data(), x.rows, W.rows, W.rows});
+  const std::size_t size = std::size_t(x.rows * W.rows);
+  std::vector<float> acc(size, 0.0f);
+  const std::int64_t slices = split_k_slices(x.rows, x.cols), width = x.cols / slices;
+  if (slices == 1) {
+    tc::gemm_accumulate(x, W, F32Mat{acc.data(), x.rows, W.rows, W.rows});
+  } else {
+    // Each slice is a chain of its own from +0; the partial sums are added in FP32, in order.
+    std::vector<float> part(size);
+    for (std::int64_t s = 0; s < slices; ++s) {
+      std::fill(part.begin(), part.end(), 0.0f);
+      tc::gemm_accumulate(CBf16Mat{x.data + s * width, x.rows, width, x.ld},
+                          CBf16Mat{W.data + s * width, W.rows, width, W.ld}, F32Mat{part.data(), x.rows, W.rows, W.rows});
+      for (std::size_t i = 0; i < size; ++i) acc[i] += part[i];
+    }
+  }
   for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
 }
 
