@@ -40,10 +40,7 @@ tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch
 # in the main test stage; under ASan their drivers, readers and writers are still exercised by
 # the shorter runs of the same commands (Trajectory.*, BlockControls, NonFinite, BadSafetensors,
 # FoundBug, ProbeCli, the bad-input suites), and their bulk is arithmetic ASan has seen once.
-# Also left out: the full-size block's cross-attention rows against the recording (a 386M-weight
-# SynthInit and a full-width block; its split-K product is TensorCore.OneRowProductOver4096IsSplitInTwo
-# under ASan).
-asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|OfficialBlock\.FullBlockTextCrossAttentionRowsAreBitwise'}
+asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport'}
 
 # TSan leaves out two tests that repeat, on the small config, schedules its tiny-config tests
 # already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles.
