@@ -19,6 +19,7 @@
 #include "engine/ops/nv_rsqrt.h"
 #include "engine/pipeline/positions.h"
 #include "engine/sha256.h"
+#include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
@@ -121,9 +122,7 @@ TEST(OfficialBlock, FullBlockTextCrossAttentionRowsAreBitwise) {
   const model::BlockProbes p = model::block_forward(c, w, in, model::numerics_variant("official-h200"), &forced);
   const Bf16Tensor recorded = first_rows(rec.stored_bf16("math/attn2").data);
   ASSERT_EQ(p.attn2.shape, recorded.shape);
-  std::int64_t differing = 0;
-  for (std::size_t i = 0; i < recorded.data.size(); ++i) differing += p.attn2.data[i].bits != recorded.data[i].bits;
-  EXPECT_EQ(differing, 0);
+  EXPECT_EQ(probes::distance(p.attn2.data, recorded.data).differing, 0);
 }
 
 // The attribution: dense's differences are named (attn1 departs on its own, the residual sums
