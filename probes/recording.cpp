@@ -2,7 +2,8 @@
 
 #include <charconv>
 #include <cmath>
-#include <regex>
+#include <string_view>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/sha256.h"
@@ -16,6 +17,22 @@ namespace {
 // 2^29 BF16 elements (1 GiB): 25 times the largest tensor a recording of the model describes
 // (the full-size video activations, 1 x 4,928 x 4,096).
 constexpr std::int64_t kMaxElements = std::int64_t(1) << 29;
+
+// The two digit runs of "rows_<first>_to_<last>_of_axis_1", or nothing when `stored` is not of
+// that form (hand-written: std::regex cost this file most of its compile time).
+std::optional<std::pair<std::string, std::string>> row_range_digits(std::string_view stored) {
+  constexpr std::string_view head = "rows_", mid = "_to_", tail = "_of_axis_1";
+  if (!stored.starts_with(head) || !stored.ends_with(tail)) return std::nullopt;
+  const std::string_view range = stored.substr(head.size(), stored.size() - head.size() - tail.size());
+  const std::size_t at = range.find(mid);
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::string_view first = range.substr(0, at), last = range.substr(at + mid.size());
+  const auto digits = [](std::string_view d) {
+    return !d.empty() && d.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (!digits(first) || !digits(last)) return std::nullopt;
+  return std::pair{std::string(first), std::string(last)};
+}
 
 Shape parse_shape(const nlohmann::json& j, const std::string& where) {
   if (!j.is_array()) throw Error(where + ": full_shape is not a JSON list");
@@ -87,8 +104,6 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
   st.full_shape = attr_text(rel, "full_shape") ? parse_shape(attr_json(rel, "full_shape"), where) : st.data.shape;
   st.sha256_full = attr_text(rel, "sha256_full").value_or("");
   const std::string stored = attr_text(rel, "stored").value_or("full");
-  static const std::regex rows_re("rows_([0-9]+)_to_([0-9]+)_of_axis_1");
-  std::smatch m;
   if (stored == "full") {
     st.full = true;
     if (st.data.shape != st.full_shape)
@@ -97,7 +112,7 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
     reports::verify_sha256_full(file_, abs(rel), st.data);
   } else if (stored == "none") {
     st.full = false;
-  } else if (std::regex_match(stored, m, rows_re)) {
+  } else if (const auto range = row_range_digits(stored)) {
     st.full = false;
     // The rows must lie inside full_shape's axis 1: the regenerated input is read at them.
     const auto row = [&](const std::string& digits) -> std::int64_t {
@@ -107,8 +122,8 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
         throw Error(where + ": stored '" + stored + "' names rows outside full_shape " + shape_str(st.full_shape));
       return v;
     };
-    st.first_row = row(m[1]);
-    const std::int64_t last = row(m[2]);
+    st.first_row = row(range->first);
+    const std::int64_t last = row(range->second);
     if (last < st.first_row) throw Error(where + ": stored '" + stored + "' ends before it starts");
     st.row_count = last - st.first_row + 1;
     if (st.data.shape.size() < 2 || st.data.dim(0) != 1 || st.data.dim(1) != st.row_count)

@@ -59,7 +59,9 @@ TEST(TableRender, CellNumbers) {
   EXPECT_EQ(cell_numbers("12.5%", unit), nlohmann::json(12.5));
   EXPECT_EQ(unit, "%");
   EXPECT_EQ(cell_numbers("(29, 2788)", unit), nlohmann::json({29, 2788}));
-  for (const char* text : {"yes (6 runs)", "psi dense", "0x3a05 (1 ULP)", "5 MiB / 3 ms", "1,2345", "", "MiB"})
+  EXPECT_EQ(cell_numbers("-1,234.5E+2", unit), nlohmann::json(-123450.0));
+  for (const char* text : {"yes (6 runs)", "psi dense", "0x3a05 (1 ULP)", "5 MiB / 3 ms", "1,2345", "", "MiB", "1234,567",
+                           "1,23", "1.", ".5", "1e", "1e+", "--1", "1.2.3", "1e5x"})
     EXPECT_TRUE(cell_numbers(text, unit).is_null()) << text;
 }
 
