@@ -12,7 +12,7 @@
 
 namespace {
 
-struct Opts {
+struct CompareOpts {
   std::string a, b;
   std::string only;
   std::vector<std::string> maps;
@@ -22,9 +22,9 @@ struct Opts {
   bool allow_partial = false;
 };
 
-psi::cli::Registrar reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
+psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
                         [](CLI::App& sub) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<CompareOpts>();
   sub.add_option("A", o->a, "first file (psi output, a recording, or any HDF5 file)")->required();
   sub.add_option("B", o->b, "second file, the reference of the relative L2 error")->required();
   sub.add_option("--only", o->only,

@@ -15,13 +15,13 @@
 
 namespace {
 
-struct Opts {
+struct DeviceOpts {
   int repeats = 10;
   bool json = false;
   std::string dir, out, json_out;
 };
 
-int summary(const Opts& o) {
+int summary(const DeviceOpts& o) {
   const auto inputs = psi::device::check_folder_inputs(o.dir);
   if (!o.json_out.empty()) psi::reports::check_output(o.json_out, inputs, "device summary: --json");
   if (!o.out.empty()) psi::reports::check_output(o.out, inputs, "device summary: --out");
@@ -33,11 +33,11 @@ int summary(const Opts& o) {
   return 0;
 }
 
-psi::cli::Registrar reg("device",
+psi::cli::Registrar device_reg("device",
                         "GPU measurements: `psi device ceilings` (pinned copy bandwidth, cuBLAS BF16 rate), "
                         "`psi device summary DIR` (the device check's summary)",
                         [](CLI::App& sub) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<DeviceOpts>();
   sub.require_subcommand(1);
   CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");
   ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)")

@@ -15,9 +15,8 @@
 #include "experiments/report.h"
 #include "experiments/table.h"
 
+namespace psi::cli {
 namespace {
-
-using namespace psi;
 
 psi::cli::Registrar list_reg("list", "list the experiments (one per table of the PSI study)", [](CLI::App&) {
   return [] {
@@ -187,3 +186,4 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
 });
 
 }  // namespace
+}  // namespace psi::cli

@@ -271,7 +271,7 @@ int run_explain(const ExplainOpts& o) {
   return 0;
 }
 
-psi::cli::Registrar reg("oracle", "exact-rational oracle: certify recorded projection outputs, explain one element",
+psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorded projection outputs, explain one element",
                         [](CLI::App& sub) {
   sub.require_subcommand(1);
   auto c = std::make_shared<CertifyOpts>();

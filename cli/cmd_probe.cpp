@@ -17,7 +17,7 @@
 
 namespace {
 
-struct Opts {
+struct ProbeOpts {
   std::string name;
   std::string reference;
   std::string flash_reference;
@@ -59,9 +59,9 @@ void print_report(const psi::probes::ProbeReport& r) {
   std::printf("(%.1f s)\n", r.seconds);
 }
 
-psi::cli::Registrar reg("probe", "re-run a recorded official case through psi's numerics variants and compare",
+psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through psi's numerics variants and compare",
                         [](CLI::App& sub) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ProbeOpts>();
   std::string cases;
   for (const auto& c : psi::probes::probe_cases()) cases += "\n  " + c.name + ": " + c.description;
   sub.add_option("name", o->name, "probe case:" + cases)->required();

@@ -12,7 +12,7 @@
 
 namespace {
 
-struct Opts {
+struct SynthinitOpts {
   std::string name;
   std::vector<std::int64_t> shape;
   std::uint64_t seed = 0;
@@ -20,9 +20,9 @@ struct Opts {
   std::string out;
 };
 
-psi::cli::Registrar reg("synthinit", "print the first values and the SHA-256 of a SynthInit v1 tensor",
+psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the SHA-256 of a SynthInit v1 tensor",
                         [](CLI::App& sub) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SynthinitOpts>();
   sub.add_option("name", o->name, "tensor name, e.g. transformer_blocks.0.attn1.to_q.weight")->required();
   sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->check(psi::cli::whole_number());
   sub.add_option("--seed", o->seed, "global seed G")->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));

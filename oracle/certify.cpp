@@ -13,14 +13,6 @@
 
 namespace psi::oracle {
 
-namespace {
-
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
-
 CertifyReport certify(const LinearProblem& p, const Bf16Tensor& y, const CertifyOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   CertifyReport rep;
@@ -71,8 +63,8 @@ CertifyReport certify(const LinearProblem& p, const Bf16Tensor& y, const Certify
       rep.elements.push_back(std::move(el));
     }
   }
-  rep.seconds_compare = since(t1);
-  rep.seconds_total = since(t0);
+  rep.seconds_compare = seconds_since(t1);
+  rep.seconds_total = seconds_since(t0);
   return rep;
 }
 

@@ -20,10 +20,6 @@ namespace {
 
 using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 bool all_finite(std::span<const Bf16> v) {
   return std::all_of(v.begin(), v.end(), [](Bf16 b) { return b.is_finite(); });
 }
@@ -61,7 +57,7 @@ CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> 
     // The exact path reports what is wrong with the operands (or decides the non-finite ones).
     out.correct = correctly_rounded_linear(x, w, b, K, row_begin, row_end, threads);
     out.sent_exact = out.correct.numel();
-    out.seconds_exact = since(t0);
+    out.seconds_exact = seconds_since(t0);
     return out;
   }
   const std::int64_t rows = std::int64_t(x.size()) / K, N = std::int64_t(w.size()) / K;
@@ -98,7 +94,7 @@ CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> 
     }
   out.decided_by_filter = M * N - std::int64_t(undecided.size());
   out.sent_exact = std::int64_t(undecided.size());
-  out.seconds_filter = since(t0);
+  out.seconds_filter = seconds_since(t0);
 
   const auto t1 = std::chrono::steady_clock::now();
   split_range(std::int64_t(undecided.size()), threads, 1, [&](std::int64_t i0, std::int64_t i1) {
@@ -110,7 +106,7 @@ CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> 
       out.correct.data[std::size_t(e)] = exact_dot_fixed(xr, wc, bc).round_bf16();
     }
   });
-  out.seconds_exact = since(t1);
+  out.seconds_exact = seconds_since(t1);
   return out;
 }
 

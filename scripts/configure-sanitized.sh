@@ -22,8 +22,11 @@ if ! command -v "$cxx" >/dev/null; then
   echo "psi: the $sanitize build needs $cxx (scripts/setup.sh installs it)" >&2
   exit 2
 fi
+# Ninja for a new folder (scripts/setup.sh says why); one configured before keeps its generator.
+generator=()
+[ -f "$dir/CMakeCache.txt" ] || ! command -v ninja >/dev/null || generator=(-G Ninja)
 # shellcheck disable=SC2086
-cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPSI_NO_CUDA=ON -DPSI_SANITIZE="$sanitize" -DPSI_FUZZ="$fuzz" \
   -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" ${PSI_CMAKE_ARGS:-} "$@" \
   >/dev/null

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make pkg-config git libgmp-dev libboost-dev libhdf5-dev libeigen3-dev
+packages=(cmake g++ make ninja-build pkg-config git libgmp-dev libboost-dev libhdf5-dev libeigen3-dev
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
           hdf5-tools clang librsvg2-bin fonts-dejavu-core)
 missing=()
@@ -21,5 +21,10 @@ fi
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 
 jobs=${PSI_JOBS:-$(nproc)}
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${PSI_CMAKE_ARGS:-} >/dev/null
+# Ninja for a new build folder: unlike make it starts a layer's compiles before the layer below
+# is archived, which on two cores took the sanitized build from 794 s to 527 s. A folder
+# configured before keeps its generator.
+generator=()
+[ -f build/CMakeCache.txt ] || generator=(-G Ninja)
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${PSI_CMAKE_ARGS:-} >/dev/null
 cmake --build build -j"$jobs"

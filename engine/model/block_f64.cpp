@@ -151,14 +151,14 @@ F64Tensor to_tensor(const Mat& m) {
 }
 
 // Steps 1–10 of spec §3.3 for one stream, as block.cpp's self_and_text.
-struct SelfAndText {
+struct SelfAndTextF64 {
   Mat o_attn1, o_attn2, x2;
 };
 
-SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
+SelfAndTextF64 self_and_text_f64(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
                           const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputsF64& in,
                           double eps) {
-  SelfAndText r;
+  SelfAndTextF64 r;
   const Mat x = to_mat(in.x);
   const Mat h = ada_zero(x, ada_value(table, in.timesteps, ada_row::scale_msa),
                          ada_value(table, in.timesteps, ada_row::shift_msa), eps);
@@ -235,9 +235,9 @@ BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, co
   BlockProbesF64 p;
 
   // Video and audio self-attention and text cross-attention (steps 1–10).
-  const SelfAndText vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table,
+  const SelfAndTextF64 vs = self_and_text_f64(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table,
                                        in.video, eps);
-  const SelfAndText as = self_and_text(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table,
+  const SelfAndTextF64 as = self_and_text_f64(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table,
                                        w.audio_prompt_scale_shift_table, in.audio, eps);
   const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
   const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;

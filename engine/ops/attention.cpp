@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,25 +16,22 @@ namespace psi::ops {
 
 namespace {
 
-typedef float V8 __attribute__((vector_size(32)));
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr std::int64_t kQueryRowsPerTask = 16;
 
 // Σ a[c]·b[c] over c < n in the reduce.h order (n ≤ kChunk here: one chunk, eight strided
-// lanes, the lane tree, added to +0), vectorized as one V8 of lanes. n is a multiple of 8.
+// lanes, the lane tree, added to +0), vectorized as one vector of lanes. n is a multiple of 8.
 PSI_ISA_CLONES
 float dot_ordered(const float* a, const float* b, std::int64_t n) {
-  V8 acc = {};
+  Lanes acc = {};
   for (std::int64_t c = 0; c < n; c += kLanes) {
-    V8 x, y;
-    std::memcpy(&x, a + c, sizeof x);
-    std::memcpy(&y, b + c, sizeof y);
-    const V8 prod = x * y;
+    Lanes x, y;
+    load_lanes(x, a + c);
+    load_lanes(y, b + c);
+    const Lanes prod = x * y;
     acc = acc + prod;
   }
-  float lanes[kLanes];
-  std::memcpy(lanes, &acc, sizeof lanes);
-  return 0.0f + lane_tree(lanes);
+  return 0.0f + lane_tree(acc);
 }
 
 // o[c] += p·v[c], one float32 product and one float32 sum per channel.

@@ -1,7 +1,6 @@
 #include "engine/ops/gemm.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,11 +13,6 @@
 namespace psi::ops {
 
 namespace {
-
-// Eight float lanes as one value: GCC lowers it to whatever vector unit the target has, always
-// lane by lane, so the arithmetic is the same on every x86-64 level.
-typedef float V8 __attribute__((vector_size(32)));
-static_assert(kLanes == 8);
 
 constexpr int kMr = 4;              // register block: kMr rows of A ...
 constexpr int kNr = 4;              // ... times kNr rows of W
@@ -56,25 +50,21 @@ void chunk_kernel(const float* Ap, const float* Wp, std::int64_t kc_pad, std::in
                   std::int64_t nr, float* P, std::int64_t ldp) {
   for (std::int64_t m = 0; m < mr; m += kMr) {
     for (std::int64_t n = 0; n < nr; n += kNr) {
-      V8 acc[kMr][kNr] = {};
+      Lanes acc[kMr][kNr] = {};
       const float* a = Ap + m * kc_pad;
       const float* w = Wp + n * kc_pad;
       for (std::int64_t k = 0; k < kc_pad; k += kLanes) {
-        V8 av[kMr], wv[kNr];
-        for (int i = 0; i < kMr; ++i) std::memcpy(&av[i], a + i * kc_pad + k, sizeof(V8));
-        for (int j = 0; j < kNr; ++j) std::memcpy(&wv[j], w + j * kc_pad + k, sizeof(V8));
+        Lanes av[kMr], wv[kNr];
+        for (int i = 0; i < kMr; ++i) load_lanes(av[i], a + i * kc_pad + k);
+        for (int j = 0; j < kNr; ++j) load_lanes(wv[j], w + j * kc_pad + k);
         for (int i = 0; i < kMr; ++i)
           for (int j = 0; j < kNr; ++j) {
-            const V8 prod = av[i] * wv[j];
+            const Lanes prod = av[i] * wv[j];
             acc[i][j] = acc[i][j] + prod;
           }
       }
       for (int i = 0; i < kMr; ++i)
-        for (int j = 0; j < kNr; ++j) {
-          float lanes[kLanes];
-          std::memcpy(lanes, &acc[i][j], sizeof lanes);
-          P[(m + i) * ldp + n + j] = lane_tree(lanes);
-        }
+        for (int j = 0; j < kNr; ++j) P[(m + i) * ldp + n + j] = lane_tree(acc[i][j]);
     }
   }
 }

@@ -33,6 +33,26 @@ inline float lane_tree(const float* l) {
   return lane_tree(l, [](float a, float b) { return a + b; });
 }
 
+// The eight lanes as one value: GCC and clang lower it to whatever vector unit the target has,
+// always lane by lane, so the arithmetic is the same on every x86-64 level.
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+static_assert(kLanes == 8);
+
+// Eight consecutive floats from memory of any alignment. A vector load, not std::memcpy: under
+// AddressSanitizer a 32-byte memcpy stays a library call with a region check, which was a
+// quarter of a sanitized `psi run` in the GEMM alone. Passed by reference: a 32-byte vector
+// return value would change the ABI between the ISA clones.
+inline void load_lanes(Lanes& v, const float* p) {
+  typedef float Unaligned __attribute__((vector_size(kLanes * sizeof(float)), aligned(alignof(float)), may_alias));
+  v = *reinterpret_cast<const Unaligned*>(p);
+}
+
+inline float lane_tree(const Lanes& v) {
+  float l[kLanes];
+  for (int i = 0; i < kLanes; ++i) l[i] = v[i];
+  return lane_tree(l);
+}
+
 // Sum of f(k) for k in [0, n) in the order above. f returns a float32 term.
 template <class F>
 float ordered_sum(std::int64_t n, F&& f) {
