@@ -34,9 +34,9 @@ int summary(const DeviceOpts& o) {
 }
 
 psi::cli::Registrar device_reg("device",
-                        "GPU measurements: `psi device ceilings` (pinned copy bandwidth, cuBLAS BF16 rate), "
-                        "`psi device summary DIR` (the device check's summary)",
-                        [](CLI::App& sub) {
+                               "GPU measurements: `psi device ceilings` (pinned copy bandwidth, cuBLAS BF16 rate), "
+                               "`psi device summary DIR` (the device check's summary)",
+                               [](CLI::App& sub) {
   auto o = std::make_shared<DeviceOpts>();
   sub.require_subcommand(1);
   CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");

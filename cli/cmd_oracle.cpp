@@ -163,7 +163,7 @@ int run_certify(const CertifyOpts& o) {
   const psi::Bf16Tensor y = po::load_output(l.file, l.output, p);
   if (!o.in.output.empty()) require_projection_output(l, y, o.in.output);
   const auto [r0, r1] = parse_rows(o.rows, p.rows);
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_s = psi::seconds_since(t0);
 
   // Two steps: the operands are loaded, then every element is decided (the long part).
   psi::Progress progress("oracle certify", 2);
@@ -272,7 +272,7 @@ int run_explain(const ExplainOpts& o) {
 }
 
 psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorded projection outputs, explain one element",
-                        [](CLI::App& sub) {
+                               [](CLI::App& sub) {
   sub.require_subcommand(1);
   auto c = std::make_shared<CertifyOpts>();
   CLI::App* cert = sub.add_subcommand(

@@ -60,7 +60,7 @@ void print_report(const psi::probes::ProbeReport& r) {
 }
 
 psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through psi's numerics variants and compare",
-                        [](CLI::App& sub) {
+                              [](CLI::App& sub) {
   auto o = std::make_shared<ProbeOpts>();
   std::string cases;
   for (const auto& c : psi::probes::probe_cases()) cases += "\n  " + c.name + ": " + c.description;

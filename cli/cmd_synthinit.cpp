@@ -21,7 +21,7 @@ struct SynthinitOpts {
 };
 
 psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the SHA-256 of a SynthInit v1 tensor",
-                        [](CLI::App& sub) {
+                                  [](CLI::App& sub) {
   auto o = std::make_shared<SynthinitOpts>();
   sub.add_option("name", o->name, "tensor name, e.g. transformer_blocks.0.attn1.to_q.weight")->required();
   sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->check(psi::cli::whole_number());

@@ -11,6 +11,11 @@
 
 namespace psi {
 
+// Steady-clock seconds since t0: the wall times runs and reports record.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class Progress {
  public:
   Progress(std::string title, long total);

@@ -106,7 +106,7 @@ void run_memory_scopes(const Options& o, Report& report) {
     rec.blocks = c.layers;
     rec.arena = arena.label;
     rec.backend = o.backend;
-    rec.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rec.wall_s = seconds_since(t0);
     rec.run = rt::to_json(r);
     rec.process_peak_kind = on_gpu ? "GPU, NVML" : "host VmHWM (CPU backend)";
     // None when NVML did not list the process: the reason is in run.gpu_memory.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "oracle/explain.h"
 #include "oracle/f32_orders.h"
 #include "oracle/fixed_dot.h"

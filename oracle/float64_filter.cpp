@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "oracle/fixed_dot.h"
 #include "oracle/split.h"
 

@@ -13,18 +13,12 @@
 // sums of squares, themselves rounded: B = 2 K u ||x||^ ||w||^ + 4 u |v| covers both for every
 // K the exact path accepts (K u < 2^-21), and the interval's ends are stepped one float64 ulp
 // outward for the rounding of v -/+ B.
-#include <chrono>
 #include <cstdint>
 #include <span>
 
 #include "engine/tensor.h"
 
 namespace psi::oracle {
-
-// Seconds since t0: the phase timers of the filter's and the certificate's reports.
-inline double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 struct CertifiedLinear {
   Bf16Tensor correct;                   // [row_end - row_begin, N]: every element's correctly rounded BF16

@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "engine/progress.h"
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"
 #include "psi_version.h"
@@ -98,7 +99,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
     detail::run_attention_case(ctx);
   else
     detail::run_block_case(ctx);
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.seconds = seconds_since(t0);
   return report;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "engine/error.h"
 #include "engine/ops/parallel.h"

@@ -7,6 +7,7 @@
 #include "engine/pipeline/model.h"
 #include "engine/pipeline/positions.h"
 #include "engine/pipeline/sampler.h"
+#include "engine/progress.h"
 #include "engine/synthinit.h"
 
 namespace psi::pipeline {
@@ -106,7 +107,7 @@ TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCa
       if (hooks.on_block) on_block = [&](int b) { hooks.on_block(st.index, k + 1, b + 1, int(c.layers)); };
       ModelOutputOf<E> out = forward(video, audio, on_block);
       result.invocations.push_back(
-          {st.index, k + 1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+          {st.index, k + 1, seconds_since(t0)});
       Tensor<E> x0v = to_denoised(xv, out.video_velocity, sigma);
       Tensor<E> x0a = to_denoised(xa, out.audio_velocity, sigma);
       if (st.ancestral) {

@@ -5,12 +5,13 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "engine/measure/sizes.h"
+#include "engine/progress.h"
 #include "engine/psi/block_program.h"
 #include "engine/psi/tiling.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/resident_weights.h"
-#include "engine/measure/sizes.h"
 
 namespace psi::exec {
 
@@ -124,7 +125,7 @@ model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& i
     if (s.resident) {
       const auto t0 = std::chrono::steady_clock::now();
       s.resident->load(s.plan.tiles);
-      s.preload_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      s.preload_seconds = seconds_since(t0);
     }
     const auto b0 = std::chrono::steady_clock::now();
     put_inputs(s.journal, task.jblock, s.config, in, s.row_tile);
@@ -134,7 +135,7 @@ model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& i
     s.transport->flush();
     ++s.blocks_run;
     model::BlockProbes probes = collect_probes(s.journal, task.jblock, task.shapes, s.row_tile);
-    s.block_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    s.block_seconds = seconds_since(b0);
     return probes;
   } catch (const std::exception& e) {
     s.failed = e.what();
@@ -220,7 +221,7 @@ BlockRun run_block(const model::ModelConfig& c, const ckpt::WeightSource& w, int
     if (ex.has_runtime()) r.report = ex.report();
     r.report.outcome = f.outcome();
   }
-  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.wall_seconds = seconds_since(t0);
   r.plan = ex.last_plan();
   r.exec = ex.exec_counters();
   return r;
