@@ -197,7 +197,7 @@ TEST(OfficialAttention, RecordedSdpaOutBitwise) {
 
   // The same through ops::sdpa with the official-h200 variant's options.
   const ops::SdpaOptions opt = psi::model::numerics_variant("official-h200").sdpa(64);
-  EXPECT_EQ(opt.math_core, ops::MathCore::h200);
+  EXPECT_EQ(opt.core, ops::AttentionCore::h200_math);
   Bf16Tensor via_sdpa(r->q.shape);
   ops::sdpa(ops::as_matrix(r->q), ops::as_matrix(r->k), ops::as_matrix(r->v), kRecordedHeads, opt,
             ops::as_matrix(via_sdpa));

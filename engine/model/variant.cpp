@@ -23,9 +23,18 @@ std::vector<NumericsVariant> make_variants() {
                      "CUDA (libdevice cosf/sinf/expf, division by a scalar as a product with its reciprocal): the "
                      "official bits";
   official.product = ops::Product::h200_tensor_core;
-  official.math_core = ops::MathCore::h200;
+  official.core = ops::AttentionCore::h200_math;
   official.norm = ops::NormKernel::h200;
   official.model_math = ops::F32Math::cuda;
+  official.claims = "math";
+
+  NumericsVariant flash = official;
+  flash.name = "official-h200-flash";
+  flash.summary = "official-h200 with every attention through the SDPA FLASH core as the H200 computes it "
+                  "(FlashAttention-2's forward: tensor-core products, ex2.approx, BF16 P, the split-KV kernel and "
+                  "its log-sum-exp combine with libdevice logf): the official FLASH bits";
+  flash.core = ops::AttentionCore::h200_flash;
+  flash.claims = "flash";
 
   NumericsVariant baseline;
   baseline.name = "baseline";
@@ -47,7 +56,7 @@ std::vector<NumericsVariant> make_variants() {
   modified.ffn_schedule = ops::FfnSchedule::reuse;
   modified.ffn_up_bias = ops::BiasRule::fused_f32;
 
-  return {dense, official, baseline, modified};
+  return {dense, official, flash, baseline, modified};
 }
 
 const std::vector<NumericsVariant>& variants() {
@@ -60,7 +69,7 @@ const std::vector<NumericsVariant>& variants() {
 ops::SdpaOptions NumericsVariant::sdpa(std::int64_t head_dim) const {
   ops::SdpaOptions o;
   o.form = attention;
-  o.math_core = math_core;
+  o.core = core;
   o.key_tile = key_tile;
   o.p_bf16 = head_dim <= 64 ? p_bf16_narrow_heads : p_bf16_wide_heads;
   return o;

@@ -7,6 +7,7 @@
 // |---------------|-------------------------------|---------------------|----------------------------|-------------------------|----------------------------|
 // | dense         | MATH (whole score matrix), psi's reduce.h sums and std::exp | float32, normalized | whole tensors | bf(acc + b)  (official) | psi's float32 order |
 // | official-h200 | MATH, the H200 core (official_attention.h): FMA-chain GEMMs, warp/block softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h); RMS norms and LayerNorm: the H200 kernels (norm.h) |
+// | official-h200-flash | FLASH, the H200 core (official_flash.h): FlashAttention-2's forward, split-KV and combine | BF16, unnormalized | whole tensors | bf(acc + b)  (official) | as official-h200 |
 // | baseline      | online softmax, 128-key tiles | BF16 (all heads)    | 1,024-channel tiles, reuse | bf(bf(acc) + b)         | psi's float32 order        |
 // | modified      | online softmax, 128-key tiles | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) | psi's float32 order |
 //
@@ -22,7 +23,12 @@
 // then GELU written BF16; FlashAttention-style BF16 numerator weights); modified is the paper's
 // modified PSI (the audio FFN bias added in float32 before the single BF16 write; float32 online
 // accumulation for the 64-dimensional audio and A/V heads). The FFN tiles are bitwise neutral (ffn.h), so dense and
-// modified FFNs agree bit for bit.
+// modified FFNs agree bit for bit. official-h200-flash is official-h200 with every attention
+// through the SDPA FLASH core as the H200 computed it (the official path production runs use).
+//
+// A variant's claim names the recorded official path it reproduces bit for bit: official-h200
+// the MATH recording, official-h200-flash the FLASH one; the others claim nothing (their
+// distances are measurements). `psi probe --require-bitwise` checks exactly the claims.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,7 +46,7 @@ struct NumericsVariant {
   std::string name;
   std::string summary;
   ops::SoftmaxForm attention = ops::SoftmaxForm::math;
-  ops::MathCore math_core = ops::MathCore::psi_f32;  // MATH attention's arithmetic
+  ops::AttentionCore core = ops::AttentionCore::psi_f32;  // whole-tensor attention's arithmetic
   std::int64_t key_tile = 128;          // online attention only
   bool p_bf16_narrow_heads = true;      // online: P rounded to BF16 for heads of <= 64 channels
   bool p_bf16_wide_heads = true;        // online: P rounded to BF16 for wider heads (128)
@@ -51,6 +57,10 @@ struct NumericsVariant {
   ops::NormKernel norm = ops::NormKernel::psi_f32;       // every RMS norm's arithmetic
   // positions, RoPE tables and timestep sinusoid (model level, outside the blocks' kernels)
   ops::F32Math model_math = ops::F32Math::host;
+  // The recorded official path this variant reproduces bit for bit ("math", "flash"), or empty.
+  // A recording of one path only (the projection probes, "official") is claimed by every
+  // variant that claims a path: both official paths compute the projections alike.
+  std::string claims;
 
   // The dense forms (MATH attention, whole-tensor FFN) run on whole host tensors; the PSI
   // forms through the executor's arena.
@@ -62,7 +72,8 @@ struct NumericsVariant {
   ops::FfnOptions ffn(std::int64_t hidden) const;
 };
 
-// "dense", "official-h200", "baseline", "modified"; an unknown name is a psi::Error.
+// "dense", "official-h200", "official-h200-flash", "baseline", "modified"; an unknown name is a
+// psi::Error.
 const NumericsVariant& numerics_variant(std::string_view name);
 std::vector<std::string> numerics_variant_names();
 

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/official_attention.h"
+#include "engine/ops/official_flash.h"
 #include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
 
@@ -213,8 +214,14 @@ void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOpti
     return;
   }
   const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : Nk;
-  if (opt.math_core == MathCore::h200) {
+  if (opt.core == AttentionCore::h200_math) {
     sdpa_math_h200(q, k, v, heads, opt.mask, mask_ld, ExpModel::ex2_table, out);
+    return;
+  }
+  if (opt.core == AttentionCore::h200_flash) {
+    // PyTorch runs FLASH only without a mask (an attn_mask sends SDPA to another backend).
+    if (opt.mask) throw Error("sdpa (h200 FLASH core): an additive mask (SDPA FLASH takes none)");
+    sdpa_flash_h200(q, k, v, heads, out);
     return;
   }
   const float factor = sdpa_qk_factor(d);

@@ -19,9 +19,11 @@
 //
 // All sums (score dots, softmax sums, P·V in the MATH form) follow reduce.h.
 //
-// MATH with math_core = h200 is instead the official core as the H200 computed it
+// MATH with core = h200_math is instead the official MATH core as the H200 computed it
 // (official_attention.h): float32 FMA-chain GEMMs, PyTorch's warp softmax with libdevice expf,
-// bitwise the recorded official attention core.
+// bitwise the recorded official attention core; core = h200_flash is the official FLASH core,
+// FlashAttention-2's forward as the H200 computed it (official_flash.h), bitwise the recorded
+// FLASH attention. Both take whole tensors, as MATH does.
 //
 // The online form is also exposed in pieces (sdpa_online_begin / _update / _end) for callers
 // that hold the running state themselves and see the keys a block at a time (the PSI executor
@@ -36,14 +38,15 @@ namespace psi::ops {
 
 enum class SoftmaxForm { math, online };
 
-// The MATH form's arithmetic: psi's (reduce.h sums, std::exp) or the official core as the H200
-// computes it (official_attention.h). A field of its own rather than a third SoftmaxForm: the
-// h200 core is still the MATH form (whole score matrix) everywhere a caller asks which form runs.
-enum class MathCore { psi_f32, h200 };
+// The whole-tensor form's arithmetic: psi's MATH (reduce.h sums, std::exp), or one of the two
+// official cores as the H200 computes them: SDPA MATH (official_attention.h) or SDPA FLASH
+// (official_flash.h). A field of its own rather than more SoftmaxForms: every one of them runs
+// on whole tensors, which is what a caller asking for the form (math or online) wants to know.
+enum class AttentionCore { psi_f32, h200_math, h200_flash };
 
 struct SdpaOptions {
   SoftmaxForm form = SoftmaxForm::math;
-  MathCore math_core = MathCore::psi_f32;  // math only
+  AttentionCore core = AttentionCore::psi_f32;  // math form only
   std::int64_t key_tile = 128;  // online only; any positive size, the last tile may be shorter
   bool p_bf16 = true;           // online only
   // Additive float32 mask [Nq, Nk] shared by all heads, or null. −∞ masks.

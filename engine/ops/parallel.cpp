@@ -12,6 +12,10 @@ namespace psi::ops {
 
 namespace {
 std::atomic<int> g_override{0};
+// Set while this thread runs a parallel_for task: a parallel_for inside a task runs inline, so
+// an operator built from threaded ones (the FLASH core's per-tile products) neither multiplies
+// the threads nor pays their start-up per call.
+thread_local bool t_in_task = false;
 
 int default_threads() {
   if (const char* s = std::getenv("PSI_THREADS")) {
@@ -33,7 +37,7 @@ void set_thread_count(int n) { g_override.store(std::max(0, n)); }
 
 void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task) {
   if (n <= 0) return;
-  const int threads = int(std::min<std::int64_t>(thread_count(), n));
+  const int threads = t_in_task ? 1 : int(std::min<std::int64_t>(thread_count(), n));
   if (threads <= 1) {
     for (std::int64_t i = 0; i < n; ++i) task(i);
     return;
@@ -43,9 +47,13 @@ void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task)
   std::exception_ptr error;
   std::mutex error_mutex;
   auto worker = [&] {
+    t_in_task = true;
     for (;;) {
       std::int64_t i = next.fetch_add(1);
-      if (i >= n) return;
+      if (i >= n) {
+        t_in_task = false;
+        return;
+      }
       try {
         task(i);
       } catch (...) {

@@ -12,7 +12,8 @@ int thread_count();
 // Overrides thread_count() for this process (0 restores the default); for tests and benches.
 void set_thread_count(int n);
 
-// Runs task(i) for every i in [0, n). Tasks must not write shared outputs.
+// Runs task(i) for every i in [0, n). Tasks must not write shared outputs. Called from inside
+// a task, it runs its own tasks inline on that thread.
 void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task);
 
 }  // namespace psi::ops
