@@ -1,7 +1,8 @@
 // psi probe: re-run one recorded official computation on its recorded inputs through psi's
 // numerics variants and compare every output with the recording (MATH, and FLASH where
-// recorded). The distances are a measurement: exit 0 when it ran (as `psi run probes`), unless
-// --require-bitwise asks for bitwise equality, then 1 when any compared tensor differs.
+// recorded). The distances are a measurement: exit 0 when it ran (as `psi run probes`). Each
+// variant that claims a recorded path (official-h200: MATH, official-h200-flash: FLASH) has its
+// claim checked and printed; --require-bitwise makes a failed claim exit 1.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -59,6 +60,22 @@ void print_report(const psi::probes::ProbeReport& r) {
   std::printf("(%.1f s)\n", r.seconds);
 }
 
+// One line per claim: what it says and whether this run bears it out.
+void print_claims(const std::vector<psi::probes::ClaimCheck>& claims) {
+  for (const auto& c : claims) {
+    std::string verdict;
+    if (c.checked == 0) verdict = "NOT CHECKED (the recording stores no " + c.path + " tensor)";
+    else if (c.held()) verdict = "held (" + std::to_string(c.checked) + (c.checked == 1 ? " tensor" : " tensors") + " bitwise equal)";
+    else {
+      verdict = "FAILED (" + std::to_string(c.failed.size()) + " of " + std::to_string(c.checked) + " differ:";
+      for (const auto& t : c.failed) verdict += " " + t;
+      verdict += ")";
+    }
+    std::printf("claim: %s reproduces the recorded %s path bit for bit: %s\n", c.variant.c_str(), c.path.c_str(),
+                verdict.c_str());
+  }
+}
+
 psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through psi's numerics variants and compare",
                               [](CLI::App& sub) {
   auto o = std::make_shared<ProbeOpts>();
@@ -71,8 +88,8 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   sub.add_option("--flash-reference", o->flash_reference,
                  "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)");
   sub.add_option("--variant", o->variants,
-                 "dense, official-h200, baseline, modified or all (repeatable); float64: the dense block in "
-                 "float64 (block cases, not part of all)");
+                 "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
+                 "dense block in float64 (block cases, not part of all)");
   sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file");
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
       ->check(psi::cli::whole_number(1, 1024));
@@ -81,14 +98,16 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "executor and the projections as one product on that runtime backend")
       ->check(CLI::IsMember({"host", "cpu", "cuda", "auto"}));
   sub.add_flag("--require-bitwise", o->require_bitwise,
-               "exit 1 unless every compared tensor is bitwise equal to the recording (without it the distances "
+               "exit 1 unless every claim holds: official-h200 bitwise equal to the MATH recording, "
+               "official-h200-flash to the FLASH recording (each in every tensor it stores; a recording of one "
+               "path counts for both); exit 2 when no variant asked for makes a claim (without it the distances "
                "are a measurement and psi probe exits 0)");
   sub.add_flag("--explain-differences", o->explain,
                "block cases: for every probe, which differing elements arise in its own module and which are "
                "inherited, from which upstream probe (teacher forcing with the recorded MATH probes)");
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi probe: the distances to the recording are a measurement, so a tensor that differs is exit 0 "
-             "(as in psi run probes); with --require-bitwise it is exit 1.");
+             "(as in psi run probes); with --require-bitwise a failed claim is exit 1.");
   return [o] {
     // "all" stands for every numerics variant; float64 (and any other name) is added beside it.
     std::vector<std::string> variants;
@@ -103,6 +122,12 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       if (v != psi::probes::kFloat64Variant) psi::model::numerics_variant(v);  // rejects unknown names before any work
       add(v);
     }
+    if (o->require_bitwise &&
+        std::none_of(variants.begin(), variants.end(), [](const std::string& v) {
+          return v != psi::probes::kFloat64Variant && !psi::model::numerics_variant(v).claims.empty();
+        }))
+      throw psi::Error("probe: --require-bitwise checks the variants' claims, and none of the variants asked for "
+                       "claims a recording bit for bit (official-h200 claims MATH, official-h200-flash FLASH)");
     if (o->threads > 0) psi::ops::set_thread_count(o->threads);
     // A folder of recordings (psi run's --reference) stands for the case's files in it.
     const psi::probes::ProbeCase& pc = psi::probes::probe_case(o->name);
@@ -122,14 +147,15 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     }
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
     print_report(r);
+    const auto claims = psi::probes::check_claims(r);
+    print_claims(claims);
     if (!o->out.empty()) {
       psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(o->backend == "cuda" ? "cuda" : "cpu"));
       std::printf("outputs written to %s\n", o->out.c_str());
     }
     if (!o->require_bitwise) return int(psi::Exit::ok);
-    for (const auto& t : r.results)
-      if ((t.distance && !t.distance->bitwise_equal()) || (t.full_sha_equal && !*t.full_sha_equal))
-        return int(psi::Exit::differs);
+    for (const auto& c : claims)
+      if (!c.held()) return int(psi::Exit::differs);
     return int(psi::Exit::ok);
   };
 });

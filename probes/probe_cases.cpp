@@ -1,5 +1,6 @@
 #include "probes/probe_cases.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -197,5 +198,22 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
 }
 
 }  // namespace detail
+
+std::vector<ClaimCheck> check_claims(const ProbeReport& r) {
+  std::vector<ClaimCheck> checks;
+  for (const auto& t : r.results) {
+    if (t.variant == kFloat64Variant) continue;
+    const std::string& path = model::numerics_variant(t.variant).claims;
+    if (path.empty()) continue;
+    auto it = std::find_if(checks.begin(), checks.end(), [&](const ClaimCheck& c) { return c.variant == t.variant; });
+    if (it == checks.end()) it = checks.insert(checks.end(), ClaimCheck{t.variant, path, 0, {}});
+    if (t.backend != path && t.backend != "official") continue;
+    if (!t.distance && !t.full_sha_equal) continue;  // nothing stored to compare with
+    ++it->checked;
+    if ((t.distance && !t.distance->bitwise_equal()) || (t.full_sha_equal && !*t.full_sha_equal))
+      it->failed.push_back(t.tensor);
+  }
+  return checks;
+}
 
 }  // namespace psi::probes

@@ -108,6 +108,20 @@ ProbeFiles probe_files(const ProbeCase& pc, const ProbeOptions& opt);
 
 ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt);
 
+// One variant's bitwise claim (model::NumericsVariant::claims) checked against a probe's
+// comparisons: every tensor compared with the claimed recording ("math" or "flash"; a recording
+// of one path, "official", is claimed by every claiming variant), by its stored elements or its
+// full-tensor SHA-256.
+struct ClaimCheck {
+  std::string variant;
+  std::string path;                 // the claimed recording: "math" or "flash"
+  std::int64_t checked = 0;         // tensors compared with it
+  std::vector<std::string> failed;  // those not bitwise equal
+  bool held() const { return checked > 0 && failed.empty(); }
+};
+// One entry per variant of the report that claims a path, in the report's order.
+std::vector<ClaimCheck> check_claims(const ProbeReport& r);
+
 // psi's outputs as a psi-h5/1 file (reports/state_file.h: BF16 as uint16 + dtype attribute,
 // every dataset's check values, the run's root attributes; written to a temporary name and
 // renamed): /<group>/<variant>/<tensor>; the float64 block's as float64 datasets under

@@ -167,8 +167,13 @@ TEST(ProbeCli, WritesOutputs) {
   // Everything psi writes is psi-h5/1: psi compare sees the schema and the run it came from.
   EXPECT_EQ(f.attr_string("/", "schema"), "psi-h5/1");
   EXPECT_EQ(f.attr_string("/", "experiment"), "probe video-q-proj");
+  // --require-bitwise checks claims: dense makes none (exit 2); official-h200 claims the
+  // recorded projection, which it reproduces.
   std::string strict;
-  EXPECT_EQ(run("probe video-q-proj --variant dense --require-bitwise", &strict), 1) << strict;
+  EXPECT_EQ(run("probe video-q-proj --variant dense --require-bitwise", &strict), 2) << strict;
+  EXPECT_EQ(run("probe video-q-proj --variant official-h200 --require-bitwise", &strict), 0) << strict;
+  EXPECT_NE(strict.find("claim: official-h200 reproduces the recorded math path bit for bit: held (1 tensor bitwise equal)"),
+            std::string::npos) << strict;
   std::string cmp;
   EXPECT_EQ(run("compare " + out.string() + " " + out.string(), &cmp), 0) << cmp;
   EXPECT_NE(cmp.find("psi-h5/1"), std::string::npos) << cmp;
