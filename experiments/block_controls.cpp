@@ -5,10 +5,12 @@
 // float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs.
 #include "experiments/drivers.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
+#include "engine/ops/math_to_flash.h"
 #include "experiments/probe_results.h"
 #include "probes/metrics.h"
 #include "probes/recording.h"
@@ -25,6 +27,13 @@ std::string block_case(const Options& o) {
   return o.profile == "ltx2" ? "block-small-alt" : "block-small";
 }
 
+// "all", or the token rows [first, first + count) of `of`.
+std::string rows_label(std::int64_t first, std::int64_t count, std::int64_t of) {
+  return count == of ? "all"
+                     : "rows " + std::to_string(first) + "-" + std::to_string(first + count - 1) + " of " +
+                           std::to_string(of);
+}
+
 // A BF16 path's rows [first, first + count) of axis 1 against the float64 block: relative L2 in
 // double against the float64 values, and the elements that differ from their BF16 rounding.
 BlockControlsCase::Float64Row distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
@@ -32,10 +41,71 @@ BlockControlsCase::Float64Row distance_to_f64(const std::string& path, const std
   const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1)), n = count * inner;
   const probes::Distance d = probes::distance(std::span<const Bf16>(ours, std::size_t(n)),
                                               std::span<const double>(ref.ptr() + first * inner, std::size_t(n)));
-  const std::string rows = count == ref.dim(1) ? "all" : "rows " + std::to_string(first) + "-" +
-                                                              std::to_string(first + count - 1) + " of " +
-                                                              std::to_string(ref.dim(1));
-  return {path, tensor, rows, d.rel_l2, d.differing, n};
+  return {path, tensor, rows_label(first, count, ref.dim(1)), d.rel_l2, d.differing, n};
+}
+
+using NamedOutputs = std::vector<std::pair<std::string, Bf16Tensor>>;
+
+const NamedOutputs* outputs_of(const probes::ProbeReport& r, const std::string& variant) {
+  for (const auto& [v, tensors] : r.outputs)
+    if (v == variant) return &tensors;
+  return nullptr;
+}
+
+const Bf16Tensor* tensor_of(const NamedOutputs& o, const std::string& name) {
+  for (const auto& [n, t] : o)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+// Every element where the recorded FLASH and MATH blocks differ, on the rows both store, put down
+// to a step of engine/ops/math_to_flash.h: the block under official-h200 (step 0), math-to-flash-1
+// … 6 (`steps`) and official-h200-flash (7), and the element to the last step whose block changes
+// it. Elements where step 0 or 7 is not the recording count as not reproduced, so the columns add
+// up to the recorded differing count whatever psi reproduces.
+std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeReport& r, const probes::ProbeReport& steps) {
+  std::vector<const NamedOutputs*> chain{outputs_of(r, "official-h200")};
+  for (int k = 1; k < ops::kMathToFlashSteps; ++k) chain.push_back(outputs_of(steps, model::math_to_flash_variant(k).name));
+  chain.push_back(outputs_of(r, "official-h200-flash"));
+  if (std::find(chain.begin(), chain.end(), nullptr) != chain.end()) return {};
+  probes::Recording math(r.file, r.group);
+  std::optional<probes::Recording> flash;
+  if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
+  std::vector<BlockControlsCase::FlashCause> causes;
+  for (const auto& [name, t0] : *chain.front()) {
+    probes::Recording& fr = flash && flash->has("flash/" + name) ? *flash : math;
+    if (!math.has("math/" + name) || !fr.has("flash/" + name)) continue;
+    const probes::StoredTensor m = math.stored_bf16("math/" + name), f = fr.stored_bf16("flash/" + name);
+    if (f.full_shape != m.full_shape || f.full != m.full || f.first_row != m.first_row || f.row_count != m.row_count)
+      continue;
+    std::vector<const Bf16*> at;
+    for (const NamedOutputs* o : chain) {
+      const Bf16Tensor* t = tensor_of(*o, name);
+      if (!t || t->shape != t0.shape) throw Error("block-controls: a math-to-flash step has no " + name);
+      at.push_back(t->ptr());
+    }
+    const std::int64_t first = m.full ? 0 : m.first_row, count = m.full ? t0.dim(1) : m.row_count;
+    const std::int64_t inner = t0.numel() / (t0.dim(0) * t0.dim(1)), n = count * inner;
+    BlockControlsCase::FlashCause c{name, rows_label(first, count, t0.dim(1)), n, 0,
+                                    std::vector<std::int64_t>(ops::kMathToFlashSteps, 0), 0};
+    for (std::int64_t e = 0; e < n; ++e) {
+      const std::uint16_t rm = m.data.data[std::size_t(e)].bits, rf = f.data.data[std::size_t(e)].bits;
+      if (rm == rf) continue;
+      ++c.differing;
+      const std::int64_t i = first * inner + e;
+      if (at.front()[i].bits != rm || at.back()[i].bits != rf) {
+        ++c.not_reproduced;
+        continue;
+      }
+      for (int k = ops::kMathToFlashSteps; k >= 1; --k)
+        if (at[std::size_t(k - 1)][i].bits != at[std::size_t(k)][i].bits) {
+          ++c.by_step[std::size_t(k - 1)];
+          break;
+        }
+    }
+    causes.push_back(std::move(c));
+  }
+  return causes;
 }
 
 // Every path's distance to the float64 block, probe by probe, on the rows the MATH recording
@@ -91,6 +161,20 @@ void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r) {
   j.at("total").get_to(r.total);
 }
 
+void to_json(nlohmann::json& j, const BlockControlsCase::FlashCause& r) {
+  j = {{"tensor", r.tensor},       {"rows", r.rows},       {"total", r.total},
+       {"differing", r.differing}, {"by_step", r.by_step}, {"not_reproduced", r.not_reproduced}};
+}
+
+void from_json(const nlohmann::json& j, BlockControlsCase::FlashCause& r) {
+  j.at("tensor").get_to(r.tensor);
+  j.at("rows").get_to(r.rows);
+  j.at("total").get_to(r.total);
+  j.at("differing").get_to(r.differing);
+  j.at("by_step").get_to(r.by_step);
+  j.at("not_reproduced").get_to(r.not_reproduced);
+}
+
 void to_json(nlohmann::json& j, const BlockControlsCase& r) {
   j = {{"case", r.case_name},
        {"file", r.file},
@@ -100,6 +184,7 @@ void to_json(nlohmann::json& j, const BlockControlsCase& r) {
        {"official_timing_and_memory", r.official_timing_and_memory},
        {"notes", r.notes}};
   if (r.float64_rows) j["float64_rows"] = *r.float64_rows;
+  if (r.flash_causes) j["flash_causes"] = *r.flash_causes;
 }
 
 void from_json(const nlohmann::json& j, BlockControlsCase& r) {
@@ -111,6 +196,7 @@ void from_json(const nlohmann::json& j, BlockControlsCase& r) {
   read_if_present(j, "seed", r.seed);
   read_if_present(j, "notes", r.notes);
   read_optional(j, "float64_rows", r.float64_rows);
+  read_optional(j, "flash_causes", r.flash_causes);
 }
 
 void run_block_controls(const Options& o, Report& report) {
@@ -147,8 +233,15 @@ void run_block_controls(const Options& o, Report& report) {
     const probes::Distance d = probes::distance(a.span(), b.span());
     flash_rows.push_back({t, d.rel_l2, d.differing, d.total});
   }
+  // The math-to-flash steps between the two official cores, on the host: what the cause table
+  // is computed from (their outputs are not kept in the report).
+  probes::ProbeOptions steps_po = po;
+  steps_po.backend = "host";
+  steps_po.variants.clear();
+  for (int k = 1; k < ops::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
+  const probes::ProbeReport steps = probes::run_probe(name, steps_po);
   report.add_case(0, BlockControlsCase{name, r.file.filename().string(), r.seed, probe_rows(r), flash_rows,
-                                       float64_rows(r), official, r.notes});
+                                       float64_rows(r), flash_causes(r, steps), official, r.notes});
 }
 
 namespace {
@@ -157,7 +250,8 @@ namespace {
 // block by relative L2.
 Table float64_table(const std::vector<BlockControlsCase>& cases) {
   const std::vector<std::string> paths = {"official MATH (recorded)", "official FLASH (recorded)", "psi dense",
-                                          "psi official-h200", "psi baseline", "psi modified"};
+                                          "psi official-h200", "psi official-h200-flash", "psi baseline",
+                                          "psi modified"};
   Table t;
   t.title = "distance to the float64 block (same BF16 weights and inputs, no BF16 write inside): relative L2 / "
             "elements differing from its BF16 rounding";
@@ -205,6 +299,34 @@ Table float64_table(const std::vector<BlockControlsCase>& cases) {
   return t;
 }
 
+// Probes as rows, the math-to-flash steps as columns: how many of the elements where the
+// recorded FLASH and MATH blocks differ each step accounts for.
+Table flash_cause_table(const std::vector<BlockControlsCase>& cases) {
+  Table t;
+  t.title = "why the recorded FLASH and MATH blocks differ, element by element: each differing element to the last "
+            "step that changes it on the way from the MATH core to the FLASH core (engine/ops/math_to_flash.h)";
+  t.columns = {"probe", "FLASH vs MATH differing"};
+  for (int k = 1; k <= ops::kMathToFlashSteps; ++k) t.columns.push_back(ops::math_to_flash_step_name(k));
+  t.columns.push_back("not reproduced");
+  for (const BlockControlsCase& c : cases) {
+    if (!c.flash_causes) continue;
+    for (const auto& fc : *c.flash_causes) {
+      std::vector<std::string> cells{fc.tensor + " (" + fmt_count(fc.total) + (fc.rows == "all" ? "" : ", " + fc.rows) +
+                                         ")",
+                                     fmt_count(fc.differing)};
+      for (std::int64_t n : fc.by_step) cells.push_back(fmt_count(n));
+      cells.push_back(fmt_count(fc.not_reproduced));
+      t.add_row(std::move(cells));
+    }
+    t.notes.push_back("steps: the MATH core (official-h200) given FLASH's QK product on the tensor cores, its ex2 "
+                      "exponent, its row-sum order, the reciprocal after P·V, P rounded to BF16, P·V on the tensor "
+                      "cores, and last the key split (tiles, split-KV and combine), which is the FLASH core "
+                      "(official-h200-flash); the blocks in between are psi run with --variant math-to-flash-K. Not "
+                      "reproduced: official-h200 or official-h200-flash differs from its recording at that element.");
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, const nlohmann::json&) {
@@ -240,6 +362,7 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
   }
   std::vector<Table> tables{t};
   if (Table f = float64_table(cases); !f.rows.empty()) tables.push_back(std::move(f));  // reports before it have none
+  if (Table f = flash_cause_table(cases); !f.rows.empty()) tables.push_back(std::move(f));
   return tables;
 }
 

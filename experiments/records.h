@@ -169,12 +169,21 @@ struct BlockControlsCase {
     double rel_l2 = 0;
     std::int64_t differing = 0, total = 0;
   };
+  // "flash_causes": one probe's elements where the recorded FLASH and MATH blocks differ, each
+  // put down to the last step of engine/ops/math_to_flash.h that changes it.
+  struct FlashCause {
+    std::string tensor, rows;
+    std::int64_t total = 0, differing = 0;
+    std::vector<std::int64_t> by_step;  // steps 1 … 7
+    std::int64_t not_reproduced = 0;    // official-h200 or official-h200-flash not the recording there
+  };
   std::string case_name;  // "case"
   std::string file;
   std::uint64_t seed = 0;
   std::vector<ProbeRow> rows;
   std::vector<Distance> official_flash_vs_math;
   std::optional<std::vector<Float64Row>> float64_rows;  // absent in reports before the float64 block
+  std::optional<std::vector<FlashCause>> flash_causes;  // absent in reports before the FLASH core
   nlohmann::json official_timing_and_memory;            // the recording machine's, as recorded
   std::vector<std::string> notes;
 };
@@ -182,6 +191,8 @@ void to_json(nlohmann::json& j, const BlockControlsCase::Distance& r);
 void from_json(const nlohmann::json& j, BlockControlsCase::Distance& r);
 void to_json(nlohmann::json& j, const BlockControlsCase::Float64Row& r);
 void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r);
+void to_json(nlohmann::json& j, const BlockControlsCase::FlashCause& r);
+void from_json(const nlohmann::json& j, BlockControlsCase::FlashCause& r);
 void to_json(nlohmann::json& j, const BlockControlsCase& r);
 void from_json(const nlohmann::json& j, BlockControlsCase& r);
 

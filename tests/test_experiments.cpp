@@ -210,14 +210,34 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
     if (row["tensor"] == "video_out" && row["backend"] == "math") video_out[row["variant"]] = row["differing"];
   ASSERT_TRUE(video_out.count("dense") && video_out.count("official-h200"));
   EXPECT_LT(10 * video_out["official-h200"], video_out["dense"]);
-  // The second table: every path's distance to the float64 block, ten probes x six paths.
+  // official-h200-flash reproduces the recorded FLASH block: against MATH it differs exactly
+  // where FLASH does.
+  ASSERT_TRUE(video_out.count("official-h200-flash"));
+  EXPECT_EQ(video_out["official-h200-flash"], 63496);
+  // The second table: every path's distance to the float64 block, ten probes x seven paths.
   EXPECT_NE(rb.out.find("distance to the float64 block"), std::string::npos) << rb.out;
-  ASSERT_EQ(bc["float64_rows"].size(), 60u);
+  ASSERT_EQ(bc["float64_rows"].size(), 70u);
   for (auto& row : bc["float64_rows"]) {
     EXPECT_GT(row["rel_l2"].get<double>(), 0.0) << row.dump();
     EXPECT_LT(row["rel_l2"].get<double>(), 1e-2) << row.dump();  // the BF16 paths' error, test_block_f64.cpp
   }
-  EXPECT_EQ(read_json(b, "/report/tables").size(), 2u);
+  // The third: every element where the recorded FLASH and MATH blocks differ has one cause, so
+  // each probe's causes add up to its differing count (video_out: the FLASH row's 63,496);
+  // psi reproduces both ends everywhere, and the P-to-BF16 step and the key split both matter.
+  ASSERT_EQ(bc["flash_causes"].size(), 10u);
+  for (auto& c : bc["flash_causes"]) {
+    long long sum = c["not_reproduced"].get<long long>();
+    for (auto& n : c["by_step"]) sum += n.get<long long>();
+    EXPECT_EQ(sum, c["differing"].get<long long>()) << c.dump();
+    EXPECT_EQ(c["not_reproduced"].get<long long>(), 0) << c.dump();
+    ASSERT_EQ(c["by_step"].size(), 7u);
+    EXPECT_GT(c["by_step"][4].get<long long>(), 0) << c.dump();
+    if (c["tensor"] == "video_out") {
+      EXPECT_EQ(c["differing"].get<long long>(), 63496);
+      EXPECT_GT(c["by_step"][6].get<long long>(), 0) << c.dump();
+    }
+  }
+  EXPECT_EQ(read_json(b, "/report/tables").size(), 3u);
   CmdResult rp = psi_cmd("run projection-oracle --out " + p.string());
   ASSERT_EQ(rp.status, 0) << rp.out;
   // The exact value's cell keeps its exponent (it once lost it: "5.201001185923" for 5.2e-04).

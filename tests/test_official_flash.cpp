@@ -20,6 +20,7 @@
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
 #include "engine/ops/attention.h"
+#include "engine/ops/math_to_flash.h"
 #include "engine/ops/nv_logf.h"
 #include "engine/ops/official_flash.h"
 #include "engine/sha256.h"
@@ -107,6 +108,35 @@ TEST(OfficialFlash, RecordedAttentionCoreIsBitwise) {
   const std::vector<float> mask(126 * 126, 0.0f);
   opt.mask = mask.data();
   EXPECT_THROW(ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 32, opt, ops::as_matrix(via)), Error);
+}
+
+// The MATH-to-FLASH chain's ends are the two official cores: step 0 the recorded MATH sdpa_out,
+// steps 6 and 7 the recorded FLASH one (126 keys are one tile of the plain kernel, so the key
+// split changes nothing there); steps in between are neither.
+TEST(OfficialFlash, MathToFlashEndsAreTheRecordedCores) {
+  probes::Recording rec(probes::shared_dir() / "reference" / "probe_attn_traj.h5", "probe_audio_self_attn");
+  const Bf16Tensor q = rec.stored_bf16("math/q").data, k = rec.stored_bf16("math/k").data,
+                   v = rec.stored_bf16("math/v").data;
+  const Bf16Tensor math = rec.stored_bf16("math/sdpa_out").data, flash = rec.stored_bf16("flash/sdpa_out").data;
+  auto run = [&](int steps) {
+    Bf16Tensor out(q.shape);
+    ops::sdpa_math_to_flash(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 32, steps, ops::as_matrix(out));
+    return out;
+  };
+  EXPECT_EQ(run(0).data, math.data);
+  // Steps 1–5 on the MATH side's own code path (not sdpa_math_h200): step 1 alone already moves
+  // some elements, and 5 (P to BF16) is where most of the FLASH differences appear.
+  for (int s = 1; s <= 5; ++s) {
+    const Bf16Tensor o = run(s);
+    EXPECT_NE(o.data, math.data) << s;
+    EXPECT_NE(o.data, flash.data) << s;
+  }
+  EXPECT_EQ(run(6).data, flash.data);
+  EXPECT_EQ(run(7).data, flash.data);
+  EXPECT_THROW(run(8), Error);
+  EXPECT_STREQ(ops::math_to_flash_step_name(5), "P to BF16");
+  EXPECT_EQ(model::numerics_variant("math-to-flash-3").sdpa(64).flash_steps, 3);
+  EXPECT_THROW(model::math_to_flash_variant(7), Error);
 }
 
 // All ten probes of every recorded small block, bitwise the FLASH recording: the split-KV kernel

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/error.h"
+#include "engine/ops/math_to_flash.h"
 
 namespace psi::model {
 
@@ -64,12 +65,31 @@ const std::vector<NumericsVariant>& variants() {
   return v;
 }
 
+const std::vector<NumericsVariant>& step_variants() {
+  static const std::vector<NumericsVariant> steps = [] {
+    std::vector<NumericsVariant> s;
+    for (int k = 1; k < ops::kMathToFlashSteps; ++k) {
+      NumericsVariant v = numerics_variant("official-h200");
+      v.name = "math-to-flash-" + std::to_string(k);
+      v.summary = "official-h200 with the MATH attention core given FLASH's first " + std::to_string(k) +
+                  " steps (engine/ops/math_to_flash.h), the last: " + ops::math_to_flash_step_name(k);
+      v.core = ops::AttentionCore::h200_math_to_flash;
+      v.flash_steps = k;
+      v.claims.clear();
+      s.push_back(std::move(v));
+    }
+    return s;
+  }();
+  return steps;
+}
+
 }  // namespace
 
 ops::SdpaOptions NumericsVariant::sdpa(std::int64_t head_dim) const {
   ops::SdpaOptions o;
   o.form = attention;
   o.core = core;
+  o.flash_steps = flash_steps;
   o.key_tile = key_tile;
   o.p_bf16 = head_dim <= 64 ? p_bf16_narrow_heads : p_bf16_wide_heads;
   return o;
@@ -87,9 +107,20 @@ ops::FfnOptions NumericsVariant::ffn(std::int64_t hidden) const {
 const NumericsVariant& numerics_variant(std::string_view name) {
   for (const auto& v : variants())
     if (v.name == name) return v;
+  if (name.starts_with("math-to-flash-"))
+    for (const auto& v : step_variants())
+      if (v.name == name) return v;
   std::string known;
   for (const auto& v : variants()) known += (known.empty() ? "" : ", ") + v.name;
-  throw Error("unknown numerics variant '" + std::string(name) + "' (known: " + known + ")");
+  throw Error("unknown numerics variant '" + std::string(name) + "' (known: " + known + "; math-to-flash-1 … " +
+              std::to_string(ops::kMathToFlashSteps - 1) + ")");
+}
+
+const NumericsVariant& math_to_flash_variant(int steps) {
+  if (steps < 1 || steps >= ops::kMathToFlashSteps)
+    throw Error("math-to-flash: step " + std::to_string(steps) + " (1 to " + std::to_string(ops::kMathToFlashSteps - 1) +
+                "; 0 is official-h200, " + std::to_string(ops::kMathToFlashSteps) + " official-h200-flash)");
+  return step_variants()[std::size_t(steps - 1)];
 }
 
 std::vector<std::string> numerics_variant_names() {

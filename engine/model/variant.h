@@ -61,6 +61,7 @@ struct NumericsVariant {
   // A recording of one path only (the projection probes, "official") is claimed by every
   // variant that claims a path: both official paths compute the projections alike.
   std::string claims;
+  int flash_steps = 0;  // core h200_math_to_flash: how many of FLASH's steps (math_to_flash.h)
 
   // The dense forms (MATH attention, whole-tensor FFN) run on whole host tensors; the PSI
   // forms through the executor's arena.
@@ -72,9 +73,15 @@ struct NumericsVariant {
   ops::FfnOptions ffn(std::int64_t hidden) const;
 };
 
-// "dense", "official-h200", "official-h200-flash", "baseline", "modified"; an unknown name is a
-// psi::Error.
+// "dense", "official-h200", "official-h200-flash", "baseline", "modified", or one of the
+// math-to-flash steps below; an unknown name is a psi::Error.
 const NumericsVariant& numerics_variant(std::string_view name);
+// The five numerics variants above (what --variant all means), not the steps.
 std::vector<std::string> numerics_variant_names();
+
+// "math-to-flash-K", K = 1 … 6: official-h200 with every attention through the MATH core with
+// FLASH's first K steps (ops::sdpa_math_to_flash); official-h200 is step 0, official-h200-flash
+// step 7. What psi run block-controls attributes the FLASH-vs-MATH differences with.
+const NumericsVariant& math_to_flash_variant(int steps);
 
 }  // namespace psi::model

@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/math_to_flash.h"
 #include "engine/ops/official_attention.h"
 #include "engine/ops/official_flash.h"
 #include "engine/ops/parallel.h"
@@ -222,6 +223,11 @@ void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOpti
     // PyTorch runs FLASH only without a mask (an attn_mask sends SDPA to another backend).
     if (opt.mask) throw Error("sdpa (h200 FLASH core): an additive mask (SDPA FLASH takes none)");
     sdpa_flash_h200(q, k, v, heads, out);
+    return;
+  }
+  if (opt.core == AttentionCore::h200_math_to_flash) {
+    if (opt.mask) throw Error("sdpa (MATH to FLASH): an additive mask (SDPA FLASH takes none)");
+    sdpa_math_to_flash(q, k, v, heads, opt.flash_steps, out);
     return;
   }
   const float factor = sdpa_qk_factor(d);

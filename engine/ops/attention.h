@@ -42,11 +42,13 @@ enum class SoftmaxForm { math, online };
 // official cores as the H200 computes them: SDPA MATH (official_attention.h) or SDPA FLASH
 // (official_flash.h). A field of its own rather than more SoftmaxForms: every one of them runs
 // on whole tensors, which is what a caller asking for the form (math or online) wants to know.
-enum class AttentionCore { psi_f32, h200_math, h200_flash };
+// h200_math_to_flash: the MATH core with FLASH's first flash_steps steps (math_to_flash.h).
+enum class AttentionCore { psi_f32, h200_math, h200_flash, h200_math_to_flash };
 
 struct SdpaOptions {
   SoftmaxForm form = SoftmaxForm::math;
   AttentionCore core = AttentionCore::psi_f32;  // math form only
+  int flash_steps = 0;                          // core h200_math_to_flash only
   std::int64_t key_tile = 128;  // online only; any positive size, the last tile may be shorter
   bool p_bf16 = true;           // online only
   // Additive float32 mask [Nq, Nk] shared by all heads, or null. −∞ masks.

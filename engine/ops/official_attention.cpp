@@ -29,20 +29,14 @@ void fma_step(float a, const float* b, float* acc, std::int64_t n) {
 
 // The warp softmax of one row of n ≤ 2,048 keys (softmax_warp_forward).
 void warp_softmax_row(float* s, std::int64_t n, ExpModel exp) {
-  int width = 1;
-  while (width < n && width < kWarpSize) width *= 2;
   float m = kNegInf;
   for (std::int64_t j = 0; j < n; ++j) m = m > s[j] ? m : s[j];
   if (m == kNegInf) {  // every key masked: _safe_softmax writes zeros over the kernel's NaN
     std::fill(s, s + n, 0.0f);
     return;
   }
-  float lane[kWarpSize] = {};
-  for (std::int64_t j = 0; j < n; ++j) {
-    s[j] = nv_expf(s[j] - m, exp);
-    lane[j % width] = lane[j % width] + s[j];  // lane j % W sees its keys in ascending order
-  }
-  const float sum = warp_butterfly_sum(lane, width);
+  for (std::int64_t j = 0; j < n; ++j) s[j] = nv_expf(s[j] - m, exp);
+  const float sum = h200_softmax_sum(s, n);
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
 }
 
@@ -56,12 +50,8 @@ void block_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   }
   float m = std::numeric_limits<float>::lowest();
   for (std::int64_t j = 0; j < n; ++j) m = std::fmax(m, s[j]);  // ::max: fmaxf
-  float thread[kSoftmaxBlockThreads] = {};
-  for (std::int64_t j = 0; j < n; ++j) {
-    s[j] = nv_expf(s[j] - m, exp);  // the epilogue recomputes the same expf
-    thread[j % kSoftmaxBlockThreads] = thread[j % kSoftmaxBlockThreads] + s[j];  // keys t, t+1024, … in order
-  }
-  const float sum = block_reduce_sum(thread, kSoftmaxBlockThreads);
+  for (std::int64_t j = 0; j < n; ++j) s[j] = nv_expf(s[j] - m, exp);  // the epilogue recomputes the same expf
+  const float sum = h200_softmax_sum(s, n);
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
 }
 
@@ -95,6 +85,23 @@ float warp_butterfly_sum(const float* lanes, int width) {
     std::copy(next, next + width, v);
   }
   return v[0];
+}
+
+float h200_softmax_sum(const float* e, std::int64_t n) {
+  if (n <= kWarpSoftmaxMaxKeys) {
+    int width = 1;
+    while (width < n && width < kWarpSize) width *= 2;
+    float lane[kWarpSize] = {};
+    for (std::int64_t j = 0; j < n; ++j) lane[j % width] = lane[j % width] + e[j];  // lane j % W: its keys ascending
+    return warp_butterfly_sum(lane, width);
+  }
+  if (n > kRegSoftmaxMaxKeys)
+    throw Error("sdpa (h200 MATH core): softmax rows of " + std::to_string(n) + " keys (more than " +
+                std::to_string(kRegSoftmaxMaxKeys) + ") take cunn_SoftMaxForwardSmem or cunn_SoftMaxForward, not modelled");
+  float thread[kSoftmaxBlockThreads] = {};
+  for (std::int64_t j = 0; j < n; ++j)  // thread t: keys t, t+1024, … in order
+    thread[j % kSoftmaxBlockThreads] = thread[j % kSoftmaxBlockThreads] + e[j];
+  return block_reduce_sum(thread, kSoftmaxBlockThreads);
 }
 
 void h200_softmax_row(float* s, std::int64_t n, ExpModel exp) {

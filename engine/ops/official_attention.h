@@ -51,6 +51,11 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
 // block softmax for n ≤ 9,216; longer rows throw (their kernels are not modelled).
 void h200_softmax_row(float* s, std::int64_t n, ExpModel exp);
 
+// The softmax sum of one row's n exponentials as the kernel for n sums them: the warp
+// softmax's lanes and butterfly (n ≤ 2,048), the register block softmax's 1,024 threads and
+// BlockReduce (n ≤ 9,216); longer rows throw.
+float h200_softmax_sum(const float* e, std::int64_t n);
+
 // cuda_utils::BlockReduce's sum of one value per thread, `threads` a multiple of 32 up to
 // 1,024: each warp's lane 0 by shfl_down at offsets 16, …, 1 (lane l adds lane l + offset),
 // then the same over the warp sums, padded with +0 to 32; thread 0's result.

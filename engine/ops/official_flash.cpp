@@ -77,22 +77,13 @@ void run_split(CBf16Mat q, CBf16Mat k, CBf16Mat vt, std::int64_t block_n, std::i
       }
       const float max_scaled = m == kNegInf ? 0.0f : m * sc.log2;
       for (std::int64_t j = 0; j < block_n; ++j) sr[j] = ex2_approx_ftz(sr[j] * sc.log2 - max_scaled);
-      for (int th = 0; th < kThreadsPerRow; ++th) {
-        float& sum = sums[r * kThreadsPerRow + th];
-        for (std::int64_t i = 0; i < block_n / 8; ++i)
-          for (int pair = 0; pair < 2; ++pair) {
-            const float x = sr[8 * i + 2 * th + pair];
-            if (i == 0 && pair == 0) sum = first ? x : std::fma(sum, rescale, x);
-            else sum = sum + x;
-          }
-      }
+      flash_thread_sums(sr, block_n, first, rescale, sums.data() + r * kThreadsPerRow);
       for (std::int64_t j = 0; j < nk; ++j) p[r * block_n + j] = bf16_rne(sr[j]);
     }
     tc::gemm_accumulate(CBf16Mat{p.data(), rows, nk, block_n}, vt.block(0, d, j0, nk), o);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float* th = sums.data() + r * kThreadsPerRow;
-    const float sum = (th[0] + th[2]) + (th[1] + th[3]);
+    const float sum = flash_row_sum(sums.data() + r * kThreadsPerRow);
     const bool degenerate = sum == 0.0f || std::isnan(sum);
     const float inv = degenerate ? 1.0f : 1.0f / sum;
     for (std::int64_t c = 0; c < d; ++c) o.at(r, c) = o.at(r, c) * inv;
@@ -130,6 +121,20 @@ void combine_row(const std::vector<SplitOut>& parts, std::int64_t row, std::int6
 }
 
 }  // namespace
+
+void flash_thread_sums(const float* p, std::int64_t block_n, bool first, float rescale, float sums[4]) {
+  for (int th = 0; th < kThreadsPerRow; ++th) {
+    float& sum = sums[th];
+    for (std::int64_t i = 0; i < block_n / 8; ++i)
+      for (int pair = 0; pair < 2; ++pair) {
+        const float x = p[8 * i + 2 * th + pair];
+        if (i == 0 && pair == 0) sum = first ? x : std::fma(sum, rescale, x);
+        else sum = sum + x;
+      }
+  }
+}
+
+float flash_row_sum(const float sums[4]) { return (sums[0] + sums[2]) + (sums[1] + sums[3]); }
 
 int flash_num_splits(int batch_heads_mblocks, int num_sms, int num_n_blocks, int max_splits) {
   if (float(batch_heads_mblocks) >= 0.8f * float(num_sms)) return 1;

@@ -58,6 +58,14 @@ FlashLaunch flash_launch(std::int64_t heads, std::int64_t Nq, std::int64_t Nk, s
 // previous count's blocks per split, the smallest whose last-wave occupancy is ≥ 0.85 × the best.
 int flash_num_splits(int batch_heads_mblocks, int num_sms, int num_n_blocks, int max_splits);
 
+// One tile's contribution to a row's four per-thread sums (block_n a multiple of 8, p[0,
+// block_n) with 0 for keys past the end): thread q adds columns 8i + 2q, 8i + 2q + 1, i
+// ascending; on the first tile visited it starts from its first value, on later ones from
+// fma(sum, rescale, first value).
+void flash_thread_sums(const float* p, std::int64_t block_n, bool first, float rescale, float sums[4]);
+// The row's sum from the four: (s0 + s2) + (s1 + s3), the quad's butterfly.
+float flash_row_sum(const float sums[4]);
+
 // q [Nq, H·d], k and v [Nk, H·d], out [Nq, H·d].
 void sdpa_flash_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, Bf16Mat out);
 
