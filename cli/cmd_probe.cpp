@@ -4,6 +4,7 @@
 // variant that claims a recorded path (official-h200: MATH, official-h200-flash: FLASH) has its
 // claim checked and printed; --require-bitwise makes a failed claim exit 1.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -35,22 +36,23 @@ void print_report(const psi::probes::ProbeReport& r) {
               r.group.c_str(), (unsigned long long)r.seed);
   if (!r.flash_file.empty()) std::printf("  FLASH probes from %s\n", r.flash_file.string().c_str());
   for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
-  std::printf("%-13s %-26s %-8s %-18s %s\n", "variant", "tensor", "vs", "rows", "result");
+  std::printf("%-19s %-26s %-8s %-18s %s\n", "variant", "tensor", "vs", "rows", "result");
   for (const auto& t : r.results) {
     std::string res = t.distance ? psi::probes::format_distance(*t.distance) : std::string("(not stored)");
     if (t.full_sha_equal) res += *t.full_sha_equal ? "; full tensor sha256 equal" : "; full tensor sha256 differs";
-    std::printf("%-13s %-26s %-8s %-18s %s\n", t.variant.c_str(), t.tensor.c_str(), t.backend.c_str(),
+    std::printf("%-19s %-26s %-8s %-18s %s\n", t.variant.c_str(), t.tensor.c_str(), t.backend.c_str(),
                 t.rows.c_str(), res.c_str());
   }
   if (!r.attributions.empty()) {
-    std::printf("differences from the MATH recording, by where they arise (own: the module on the recorded upstream "
-                "probes still differs; inherited: first upstream probe differing in the token row)\n");
-    std::printf("%-13s %-22s %-18s %-30s %s\n", "variant", "tensor", "differs", "own (module alone, its rows)",
+    std::printf("differences from the recording each variant claims (MATH when it claims none), by where they arise "
+                "(own: the module on the recorded upstream probes still differs; inherited: first upstream probe "
+                "differing in the token row)\n");
+    std::printf("%-19s %-22s %-8s %-18s %-30s %s\n", "variant", "tensor", "vs", "differs", "own (module alone, its rows)",
                 "inherited");
     for (const auto& a : r.attributions) {
       std::string inh;
       for (const auto& [name, n] : a.inherited) inh += (inh.empty() ? "" : ", ") + name + " " + std::to_string(n);
-      std::printf("%-13s %-22s %-18s %-30s %s\n", a.variant.c_str(), a.tensor.c_str(),
+      std::printf("%-19s %-22s %-8s %-18s %-30s %s\n", a.variant.c_str(), a.tensor.c_str(), a.against.c_str(),
                   (std::to_string(a.differing) + "/" + std::to_string(a.total)).c_str(),
                   (std::to_string(a.own) + " (" + std::to_string(a.module_alone) + " in " +
                    std::to_string(a.module_alone_rows) + " rows)").c_str(),
@@ -71,7 +73,9 @@ void print_claims(const std::vector<psi::probes::ClaimCheck>& claims) {
       for (const auto& t : c.failed) verdict += " " + t;
       verdict += ")";
     }
-    std::printf("claim: %s reproduces the recorded %s path bit for bit: %s\n", c.variant.c_str(), c.path.c_str(),
+    std::string path = c.path;
+    for (char& ch : path) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    std::printf("claim: %s reproduces the recorded %s path bit for bit: %s\n", c.variant.c_str(), path.c_str(),
                 verdict.c_str());
   }
 }

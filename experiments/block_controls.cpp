@@ -1,8 +1,11 @@
 // block-controls (Table VI): on identical frozen block inputs, psi's dense path, official-h200
-// (dense with the H200 tensor-core projections), baseline PSI and modified PSI against the recorded official MATH block (and the recorded FLASH block as the
+// (the H200's MATH arithmetic), official-h200-flash (its FLASH arithmetic), baseline PSI and
+// modified PSI against the recorded official MATH block (and the recorded FLASH block as the
 // official implementation's own control): video and audio relative L2 to MATH, and peaks.
 // A second table ranks every path, the recorded official ones included, by its distance to the
-// float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs.
+// float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs; a third puts
+// every element where the recorded FLASH and MATH blocks differ down to a step of
+// engine/ops/math_to_flash.h.
 #include "experiments/drivers.h"
 
 #include <algorithm>

@@ -54,8 +54,8 @@ const std::vector<Experiment>& experiments() {
        .shardable = true},
       {.name = "block-controls",
        .reproduces = "Table VI",
-       .summary = "dense, official-h200, baseline and modified PSI vs the recorded official MATH and FLASH block on "
-                  "identical frozen inputs",
+       .summary = "dense, official-h200, official-h200-flash, baseline and modified PSI vs the recorded official MATH "
+                  "and FLASH block on identical frozen inputs, and why FLASH and MATH differ, element by element",
        .run = run_block_controls,
        .tabulate = tabulate_block_controls,
        .settle = settle_block_controls},

@@ -70,17 +70,24 @@ void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::B
                    const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockProbes& computed) {
   const auto info = probe_info();
   auto name_of = [](std::size_t k) { return std::string(model::kProbeNames[k]); };
+  const std::string path = v.claims == "flash" ? "flash" : "math";
   model::BlockProbes recorded;
   for (std::size_t k = 0; k < info.size(); ++k) {
     const ProbeInfo& p = info[k];
-    StoredTensor st = ctx.rec.stored_bf16("math/" + name_of(k));
+    const std::string rel = path + "/" + name_of(k);
+    Recording& src = ctx.flash && ctx.flash->has(rel) ? *ctx.flash : ctx.rec;
+    if (!src.has(rel)) {
+      ctx.report.notes.push_back("explain " + v.name + ": not attributed, the recording has no " + rel);
+      return;
+    }
+    StoredTensor st = src.stored_bf16(rel);
     if (!st.full) {
-      ctx.report.notes.push_back("explain " + v.name + ": not attributed, the recording stores " + name_of(k) +
-                                 " only in part (teacher forcing needs every MATH probe in full)");
+      ctx.report.notes.push_back("explain " + v.name + ": not attributed, the recording stores " + rel +
+                                 " only in part (teacher forcing needs every probe in full)");
       return;
     }
     if (st.data.shape != (computed.*p.member).shape)
-      throw Error(ctx.rec.path().string() + ": recorded " + name_of(k) + " is " + shape_str(st.data.shape) +
+      throw Error(src.path().string() + ": recorded " + rel + " is " + shape_str(st.data.shape) +
                   ", psi computed " + shape_str((computed.*p.member).shape));
     recorded.*p.member = std::move(st.data);
   }
@@ -100,6 +107,7 @@ void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::B
     ProbeAttribution a;
     a.variant = v.name;
     a.tensor = name_of(k);
+    a.against = path;
     a.total = ours.numel();
     std::vector<std::int64_t> by_upstream(info.size(), 0);
     std::int64_t unexplained = 0;

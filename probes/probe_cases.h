@@ -68,12 +68,14 @@ struct TensorResult {
 // Where one block probe's differing elements come from (--explain-differences). The probe's
 // module is recomputed by teacher forcing (model::block_forward with the recorded probes as
 // every residual update): on the official inputs of the module, as far as the block's own
-// probes can give them.
+// probes can give them. Against the recording of the path the variant claims (FLASH for
+// official-h200-flash), MATH for a variant that claims none.
 struct ProbeAttribution {
   std::string variant;
   std::string tensor;
+  std::string against = "math";   // the recording: the variant's claimed path ("flash" for FLASH), else MATH
   std::int64_t total = 0;
-  std::int64_t differing = 0;     // psi's block against the MATH recording
+  std::int64_t differing = 0;     // psi's block against that recording
   std::int64_t own = 0;           // of those, differing also with the module on the recorded upstream probes
   std::int64_t module_alone = 0;  // the module on the recorded upstream probes differs (all elements)
   std::int64_t module_alone_rows = 0;  // the token rows those lie in

@@ -42,11 +42,12 @@ tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch
 # FoundBug, ProbeCli, the bad-input suites), and their bulk is arithmetic ASan has seen once.
 # Four more repeat, on more data, code the rest of the ASan run covers (289 of 2,242
 # test-seconds): the second one-token run with a NaN weight (NonFinite.RunWithANaNWeight-
-# ReportsNonFiniteStates runs the same command), the full-size block's attn2 rows (its split-K is
-# TensorCore.OneRowProductOver4096IsSplitInTwo's arithmetic, its reading every block probe's),
+# ReportsNonFiniteStates runs the same command), the full-size block's attn2 rows under MATH and
+# FLASH (their split-K is TensorCore.OneRowProductOver4096IsSplitInTwo's arithmetic, the FLASH
+# core OfficialFlash.*'s, their reading every block probe's),
 # SynthInit over every recorded weight and the SHA-256 of every recorded tensor (the generator
 # and the hash every recording read runs).
-asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlockTextCrossAttentionRowsAreBitwise|SynthInit\.MatchesEveryRecordedWeightAndInput|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
+asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlock(TextCrossAttentionRowsAreBitwise|RowsAreBitwiseTheFlashRecording)|SynthInit\.MatchesEveryRecordedWeightAndInput|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
 
 # TSan leaves out two tests that repeat, on the small config, schedules its tiny-config tests
 # already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles.

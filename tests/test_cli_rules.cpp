@@ -42,7 +42,7 @@ TEST(CliRules, EveryCommandsHelpStatesTheExitRule) {
                              "130 interrupted"})
       EXPECT_NE(r.out.find(part), std::string::npos) << "psi " << c << " --help lacks '" << part << "':\n" << r.out;
   }
-  EXPECT_NE(run_psi("probe --help").out.find("with --require-bitwise it is exit 1"), std::string::npos);
+  EXPECT_NE(run_psi("probe --help").out.find("with --require-bitwise a failed claim is exit 1"), std::string::npos);
   EXPECT_NE(run_psi("compare --help").out.find("nothing was compared"), std::string::npos);
 }
 

@@ -65,15 +65,22 @@ TEST(OfficialBlock, EverySmallBlockProbeIsBitwiseTheRecording) {
   }
 }
 
-// The full block's video text cross-attention on its first recorded rows, attn1 teacher-forced
-// with the recording (which official-h200 matches bitwise): the video rows are independent of
-// each other up to attn2, so eight of the 4,928 stand for all. The one-token context makes
-// to_k and to_v one-row products over K = 4,096, which the H200 splits in two
-// (tc::split_k_slices); as one chain they differ in 21,888 of the 1,048,576 elements the
-// recording stores (rows 0-255), in every row.
-TEST(OfficialBlock, FullBlockTextCrossAttentionRowsAreBitwise) {
+// The full block's video text cross-attention on its first recorded rows, and the audio
+// stream's self and text cross-attention in full, with every module's output teacher-forced from
+// the recording of the path the variant claims: the video rows are independent of each other up
+// to attn2, so eight of the 4,928 stand for all, and the audio stream up to audio_attn2 does not
+// see the video. The one-token context makes to_k and to_v one-row products over K = 4,096,
+// which the H200 splits in two (tc::split_k_slices); as one chain they differ in 21,888 of the
+// 1,048,576 elements the MATH recording stores (rows 0-255), in every row. Under FLASH the audio
+// self-attention (32 heads x 64, 126 keys) is the plain kernel's one 128-key tile and the
+// one-key text cross-attentions mask 127 of their tile's keys.
+namespace {
+
+void expect_full_block_rows_bitwise(const std::string& variant, const std::string& path) {
   constexpr std::int64_t R = 8;
   probes::Recording rec(reference("block_full_math.h5"), "block_full_first");
+  probes::Recording probes_rec(reference(path == "flash" ? "block_full_flash.h5" : "block_full_math.h5"),
+                               "block_full_first");
   const model::ModelConfig c = model::model_config("ltx2-22b", rec.attr_json("", "dims").at("profile").get<std::string>());
   ASSERT_EQ(c.video_dim(), 4096);
   model::SynthInitSource src(rec.seed());
@@ -110,37 +117,56 @@ TEST(OfficialBlock, FullBlockTextCrossAttentionRowsAreBitwise) {
   in.audio.pe = t.audio;
   in.audio.cross_pe = t.audio_cross;
 
-  // Teacher forcing replaces every module's output; only attn1's reaches attn2.
+  // Teacher forcing replaces every module's output: attn1's reaches attn2, audio_attn1's
+  // audio_attn2; the others are zeros nothing checked reads.
   const std::int64_t Na = in.audio.x.dim(1);
+  auto recorded = [&](const char* probe) { return probes_rec.stored_bf16(path + "/" + probe).data; };
   model::BlockProbes forced;
-  forced.attn1 = first_rows(rec.stored_bf16("math/attn1").data);
+  forced.attn1 = first_rows(recorded("attn1"));
+  forced.audio_attn1 = recorded("audio_attn1");
   for (Bf16Tensor* p : {&forced.attn2, &forced.audio_to_video_attn, &forced.ff, &forced.video_out})
     *p = Bf16Tensor({1, R, c.video_dim()});
-  for (Bf16Tensor* p : {&forced.audio_attn1, &forced.audio_attn2, &forced.video_to_audio_attn, &forced.audio_ff,
-                        &forced.audio_out})
+  for (Bf16Tensor* p : {&forced.audio_attn2, &forced.video_to_audio_attn, &forced.audio_ff, &forced.audio_out})
     *p = Bf16Tensor({1, Na, c.audio_dim()});
-  const model::BlockProbes p = model::block_forward(c, w, in, model::numerics_variant("official-h200"), &forced);
-  const Bf16Tensor recorded = first_rows(rec.stored_bf16("math/attn2").data);
-  ASSERT_EQ(p.attn2.shape, recorded.shape);
-  EXPECT_EQ(probes::distance(p.attn2.data, recorded.data).differing, 0);
+  const model::BlockProbes p = model::block_forward(c, w, in, model::numerics_variant(variant), &forced);
+  const Bf16Tensor attn2 = first_rows(recorded("attn2"));
+  ASSERT_EQ(p.attn2.shape, attn2.shape);
+  EXPECT_EQ(probes::distance(p.attn2.data, attn2.data).differing, 0) << variant;
+  EXPECT_EQ(probes::distance(p.audio_attn1.data, recorded("audio_attn1").data).differing, 0) << variant;
+  EXPECT_EQ(probes::distance(p.audio_attn2.data, recorded("audio_attn2").data).differing, 0) << variant;
+}
+
+}  // namespace
+
+TEST(OfficialBlock, FullBlockTextCrossAttentionRowsAreBitwise) { expect_full_block_rows_bitwise("official-h200", "math"); }
+
+TEST(OfficialBlock, FullBlockRowsAreBitwiseTheFlashRecording) {
+  expect_full_block_rows_bitwise("official-h200-flash", "flash");
 }
 
 // The attribution: dense's differences are named (attn1 departs on its own, the residual sums
-// only inherit, and every differing element is accounted for); official-h200 has none left.
+// only inherit, and every differing element is accounted for); official-h200 has none left
+// against MATH, official-h200-flash none against FLASH (the path it claims), and the
+// math-to-flash-5 step (MATH with BF16 P) is attributed against MATH as its own attention.
 TEST(OfficialBlock, ExplainDifferencesAttributesEveryElement) {
   probes::ProbeOptions o;
-  o.variants = {"dense", "official-h200"};
+  o.variants = {"dense", "official-h200", "official-h200-flash", "math-to-flash-5"};
   o.explain = true;
   const auto r = probes::run_probe("block-small", o);
-  ASSERT_EQ(r.attributions.size(), 20u);
+  ASSERT_EQ(r.attributions.size(), 40u);
   for (const auto& a : r.attributions) {
     std::int64_t inherited = 0;
     for (const auto& [name, n] : a.inherited) inherited += n;
     EXPECT_EQ(a.own + inherited, a.differing) << a.variant << " " << a.tensor;
-    EXPECT_EQ(a.differing, find(r, a.variant, a.tensor, "math").distance->differing) << a.variant << " " << a.tensor;
+    EXPECT_EQ(a.against, a.variant == "official-h200-flash" ? "flash" : "math") << a.variant;
+    EXPECT_EQ(a.differing, find(r, a.variant, a.tensor, a.against).distance->differing) << a.variant << " " << a.tensor;
     EXPECT_LE(a.own, a.module_alone) << a.variant << " " << a.tensor;
-    if (a.variant == "official-h200") {
-      EXPECT_EQ(a.differing + a.module_alone, 0) << a.tensor;
+    if (a.variant == "official-h200" || a.variant == "official-h200-flash") {
+      EXPECT_EQ(a.differing + a.module_alone, 0) << a.variant << " " << a.tensor;
+    }
+    if (a.variant == "math-to-flash-5" && a.tensor == "audio_attn1") {
+      EXPECT_EQ(a.own, a.differing);
+      EXPECT_GT(a.own, 0);
     }
     if (a.variant != "dense") continue;
     if (a.tensor == "attn1") {

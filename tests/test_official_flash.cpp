@@ -218,9 +218,9 @@ TEST(OfficialFlash, LibdeviceLogfModel) {
 TEST(OfficialFlash, RequireBitwiseChecksTheClaims) {
   auto r = run_psi("probe audio-self-attn --variant official-h200 --variant official-h200-flash --require-bitwise");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("claim: official-h200 reproduces the recorded math path bit for bit: held"), std::string::npos)
+  EXPECT_NE(r.out.find("claim: official-h200 reproduces the recorded MATH path bit for bit: held"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("claim: official-h200-flash reproduces the recorded flash path bit for bit: held"),
+  EXPECT_NE(r.out.find("claim: official-h200-flash reproduces the recorded FLASH path bit for bit: held"),
             std::string::npos) << r.out;
   r = run_psi("probe audio-self-attn --variant dense --require-bitwise");
   EXPECT_EQ(r.status, 2) << r.out << r.err;
