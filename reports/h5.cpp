@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <new>
 
 #include "engine/error.h"
@@ -18,6 +19,54 @@ namespace psi::h5 {
 namespace {
 
 Error h5_error(const std::string& what) { return Error(what, Exit::bad_input); }
+
+constexpr const char* kOnlyHere = "; psi reads only what is stored in the file it opened";
+
+// What a link that is not a hard link points at, for the refusal.
+std::string link_description(hid_t file, const std::string& path, const H5L_info_t& li) {
+  if (li.type == H5L_TYPE_SOFT || li.type == H5L_TYPE_EXTERNAL) {
+    std::string val(li.u.val_size + 1, '\0');
+    if (H5Lget_val(file, path.c_str(), val.data(), val.size(), H5P_DEFAULT) >= 0) {
+      if (li.type == H5L_TYPE_SOFT) return "a soft link to " + std::string(val.c_str());
+      const char *target_file = nullptr, *target_path = nullptr;
+      if (H5Lunpack_elink_val(val.data(), val.size(), nullptr, &target_file, &target_path) >= 0)
+        return "an external link to " + std::string(target_file ? target_file : "?") + ":" +
+               std::string(target_path ? target_path : "?");
+    }
+    return li.type == H5L_TYPE_SOFT ? "a soft link" : "an external link";
+  }
+  return "a user-defined link";
+}
+
+// A dataset whose elements are not stored in its own file: external raw storage, or a virtual
+// dataset mapped from other datasets or files (whose missing sources read as fill values).
+std::optional<std::string> stored_elsewhere(hid_t dataset) {
+  Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  if (!dcpl) return "a dataset whose storage cannot be read";
+  if (H5Pget_layout(dcpl.get()) == H5D_VIRTUAL) {
+    std::string what = "a virtual dataset (its elements are mapped from other datasets";
+    size_t count = 0;
+    if (H5Pget_virtual_count(dcpl.get(), &count) >= 0 && count > 0) {
+      const ssize_t n = H5Pget_virtual_filename(dcpl.get(), 0, nullptr, 0);
+      if (n > 0) {
+        std::string name(std::size_t(n) + 1, '\0');
+        H5Pget_virtual_filename(dcpl.get(), 0, name.data(), name.size());
+        what += ", the first in " + std::string(name.c_str());
+      }
+    }
+    return what + ")";
+  }
+  if (const int n = H5Pget_external_count(dcpl.get()); n != 0) {
+    char name[512] = {};
+    off_t offset = 0;
+    hsize_t size = 0;
+    std::string what = "a dataset with external storage";
+    if (n > 0 && H5Pget_external(dcpl.get(), 0, sizeof name, name, &offset, &size) >= 0)
+      what += " (its elements live in " + std::string(name) + ")";
+    return what;
+  }
+  return std::nullopt;
+}
 
 Handle open_object(hid_t file, const std::string& path, const std::string& where) {
   hid_t id = H5Oopen(file, path.c_str(), H5P_DEFAULT);
@@ -209,18 +258,32 @@ std::string File::where(const std::string& object) const { return final_path_.st
 
 bool File::exists(const std::string& path) const {
   if (path == "/" || path.empty()) return true;
-  // Check each prefix: H5Lexists fails on a missing intermediate group.
+  // Each prefix in turn, so that HDF5 never traverses a link before psi has seen it: only hard
+  // links lead on (a soft link may lead anywhere, an external link into another file, which
+  // HDF5 would open). H5Lexists fails on a missing intermediate group anyway.
   std::size_t pos = 0;
-  while ((pos = path.find('/', pos + 1)) != std::string::npos) {
-    if (H5Lexists(file_.get(), path.substr(0, pos).c_str(), H5P_DEFAULT) <= 0) return false;
+  while (true) {
+    pos = path.find('/', pos + 1);
+    const std::string prefix = path.substr(0, pos);
+    if (H5Lexists(file_.get(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    H5L_info_t li;
+    if (H5Lget_info(file_.get(), prefix.c_str(), &li, H5P_DEFAULT) < 0) return false;
+    if (li.type != H5L_TYPE_HARD)
+      throw h5_error(where(prefix) + " is " + link_description(file_.get(), prefix, li) + kOnlyHere);
+    if (pos == std::string::npos) return true;
   }
-  return H5Lexists(file_.get(), path.c_str(), H5P_DEFAULT) > 0;
 }
 
-DatasetInfo File::info(const std::string& dataset) const {
+Handle File::open_dataset(const std::string& dataset) const {
   if (!exists(dataset)) throw h5_error(where(dataset) + ": no such dataset");
   Handle d(H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
   if (!d) throw h5_error(where(dataset) + ": not a dataset");
+  if (const auto elsewhere = stored_elsewhere(d.get())) throw h5_error(where(dataset) + " is " + *elsewhere + kOnlyHere);
+  return d;
+}
+
+DatasetInfo File::info(const std::string& dataset) const {
+  Handle d = open_dataset(dataset);
   DatasetInfo out;
   out.path = dataset;
   out.dtype_attr = read_string_attr(d.get(), "dtype").value_or("");
@@ -248,6 +311,9 @@ std::vector<DatasetInfo> File::list_datasets(const std::string& under) const {
     if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(op)->push_back(name);
     return 0;
   };
+  if (!exists(under)) throw h5_error(where(under) + ": no such object");
+  // Before H5Ovisit sees the tree: every link in it hard, every dataset stored here.
+  check_stored_here(under);
   Handle root = open_object(file_.get(), under, where(under));
   if (H5Ovisit2(root.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &names, H5O_INFO_BASIC) < 0)
     throw h5_error(where(under) + ": cannot list datasets");
@@ -268,7 +334,7 @@ std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& 
   shape = di.shape;
   const std::uint64_t n = std::uint64_t(psi::numel(shape));
   if (n == 0) return {};
-  Handle d(H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  Handle d = open_dataset(dataset);
   // Contiguous and compact data lie in the file uncompressed: a dataset that claims more bytes
   // than both its storage and the whole file is corrupt; refuse it before allocating.
   Handle dcpl(H5Dget_create_plist(d.get()), H5Pclose);
@@ -329,7 +395,7 @@ std::string File::read_text(const std::string& dataset) const {
 }
 
 std::optional<AttrValue> File::attr(const std::string& object, const std::string& name) const {
-  if (!exists(object)) return std::nullopt;
+  if (!exists(object)) return std::nullopt;  // refuses a path through anything but hard links
   Handle o = open_object(file_.get(), object, where(object));
   if (H5Aexists(o.get(), name.c_str()) <= 0) return std::nullopt;
   if (auto s = read_string_attr(o.get(), name.c_str())) return AttrValue(*s);
@@ -359,6 +425,7 @@ std::string File::attr_string(const std::string& object, const std::string& name
 
 Attrs File::attrs(const std::string& object) const {
   Attrs out;
+  if (!exists(object)) throw h5_error(where(object) + ": no such object");
   Handle o = open_object(file_.get(), object, where(object));
   std::vector<std::string> names;
   auto cb = [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
@@ -439,10 +506,14 @@ void File::set_attrs(const std::string& object, const Attrs& a) {
 
 void File::copy_from(const File& src, const std::string& path) {
   if (!writable_) throw Error(where(path) + ": file is read-only", Exit::run_failed);
+  if (!src.exists(path)) throw Error(src.where(path) + ": no such object");
   H5O_info_t info;
   if (H5Oget_info_by_name(src.id(), path.c_str(), &info, H5P_DEFAULT) < 0)
     throw Error(src.where(path) + ": no such object");
   if (!exists(path)) {
+    // H5Ocopy would carry soft and external links, virtual datasets and external storage over
+    // as they are: everything under `path` must be stored in `src` itself.
+    src.check_stored_here(path);
     auto slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) ensure_group(path.substr(0, slash));
     if (H5Ocopy(src.id(), path.c_str(), file_.get(), path.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
@@ -460,6 +531,48 @@ void File::copy_from(const File& src, const std::string& path) {
   H5Literate(g.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr, cb, &children);
   const std::string prefix = path == "/" ? "/" : path + "/";
   for (const auto& c : children) copy_from(src, prefix + c);
+}
+
+void File::check_stored_here(const std::string& path) const {
+  H5O_info_t info;
+  if (!exists(path) || H5Oget_info_by_name(file_.get(), path.c_str(), &info, H5P_DEFAULT) < 0)
+    throw h5_error(where(path) + ": no such object");
+  const H5O_type_t type = info.type;
+  if (type == H5O_TYPE_DATASET) {
+    open_dataset(path);
+    return;
+  }
+  if (type != H5O_TYPE_GROUP) return;
+  struct Walk {
+    const File* file;
+    std::string prefix;
+  } walk{this, path == "/" ? "/" : path + "/"};
+  // Every link under the group, depth first; a child that is not a hard link, or a dataset
+  // stored elsewhere, throws out of the walk (caught and rethrown below: HDF5 is C).
+  std::exception_ptr error;
+  auto cb = [](hid_t, const char* name, const H5L_info_t* li, void* op) -> herr_t {
+    auto* w = static_cast<std::pair<Walk*, std::exception_ptr*>*>(op);
+    try {
+      const std::string child = w->first->prefix + name;
+      if (li->type != H5L_TYPE_HARD)
+        throw h5_error(w->first->file->where(child) + " is " +
+                       link_description(w->first->file->id(), child, *li) + kOnlyHere);
+      H5O_info_t oi;
+      if (H5Oget_info_by_name(w->first->file->id(), child.c_str(), &oi, H5P_DEFAULT) >= 0 &&
+          oi.type == H5O_TYPE_DATASET)
+        w->first->file->open_dataset(child);
+    } catch (...) {
+      *w->second = std::current_exception();
+      return -1;
+    }
+    return 0;
+  };
+  std::pair<Walk*, std::exception_ptr*> op{&walk, &error};
+  Handle g(H5Gopen2(file_.get(), path.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!g) throw h5_error(where(path) + ": cannot open group");
+  const herr_t rc = H5Lvisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &op);
+  if (error) std::rethrow_exception(error);
+  if (rc < 0) throw h5_error(where(path) + ": cannot list its links");
 }
 
 }  // namespace psi::h5

@@ -67,7 +67,10 @@ class File {
   const std::filesystem::path& temp_path() const { return temp_path_; }
   hid_t id() const { return file_.get(); }
 
-  bool exists(const std::string& path) const;  // a link at `path` (group or dataset)
+  // A link at `path` (group or dataset). psi reads only what is stored in the file it opened:
+  // a soft or external link anywhere on the path is refused (psi::Error, exit 2), before HDF5
+  // could follow it; so is a dataset with external storage or a virtual dataset when read.
+  bool exists(const std::string& path) const;
   std::vector<DatasetInfo> list_datasets(const std::string& under = "/") const;
   DatasetInfo info(const std::string& dataset) const;
 
@@ -107,6 +110,11 @@ class File {
   std::vector<T> read_as(const std::string& dataset, hid_t mem_type, Shape& shape,
                          ElemKind want) const;
   std::string where(const std::string& object) const;
+  // Opens a dataset reached through hard links only whose elements lie in this file: a soft or
+  // external link on its path, external storage or a virtual dataset is refused (exit 2).
+  Handle open_dataset(const std::string& dataset) const;
+  // The same for every link and dataset under `path` (a group or a dataset).
+  void check_stored_here(const std::string& path) const;
 
   Handle file_;
   std::filesystem::path final_path_;

@@ -347,3 +347,79 @@ TEST(BadHdf5, RecordingAttributesOutOfRangeAreRefused) {
                  b.file.filename().string());
   }
 }
+
+// Datasets whose elements are not stored in the file psi opened (class 1 of the round-three
+// trust issue): external raw storage pointing at any file on the machine (its bytes were read,
+// compared and printed as a "first difference"), a virtual dataset whose source is missing (read
+// as fill values and compared as data), an external link into another file, a soft link.
+// psi refuses each, naming the dataset and what it points at, before reading a byte of it; the
+// refusal holds in every reader (psi compare, psi report, the h5 layer, a merge's copy).
+TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
+  const fs::path dir = fresh_dir("h5_elsewhere");
+  const std::string secret_bytes = "SECRET-PASSWORD-0123456789abcdef";
+  const fs::path secret = dir / "secret.bin";
+  write_bytes(secret, secret_bytes);
+  const fs::path other = plain_file(dir / "other.h5", [](h5::File& f) { f.write_bf16("/y", bf16_tensor({16}, 2.0f)); });
+  auto bf16_dataset = [](h5::File& f, const char* name, hid_t dcpl) {
+    const hsize_t n = 16;
+    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle d(H5Dcreate2(f.id(), name, H5T_STD_U16LE, space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
+    ASSERT_TRUE(d) << name;
+    h5::Handle as(H5Screate(H5S_SCALAR), H5Sclose);
+    h5::Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(t.get(), 8);
+    h5::Handle a(H5Acreate2(d.get(), "dtype", t.get(), as.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    H5Awrite(a.get(), t.get(), "bfloat16");
+  };
+  const fs::path external = plain_file(dir / "external_storage.h5", [&](h5::File& f) {
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_external(dcpl.get(), secret.c_str(), 0, secret_bytes.size());
+    bf16_dataset(f, "/x", dcpl.get());
+  });
+  const fs::path vds = plain_file(dir / "virtual.h5", [&](h5::File& f) {
+    const hsize_t n = 16;
+    h5::Handle src_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_virtual(dcpl.get(), src_space.get(), (dir / "nowhere.h5").c_str(), "/y", src_space.get());
+    bf16_dataset(f, "/x", dcpl.get());
+  });
+  const fs::path elink = plain_file(dir / "external_link.h5", [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(other.c_str(), "/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  const fs::path elink_group = plain_file(dir / "external_link_group.h5", [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(other.c_str(), "/", f.id(), "/g", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  const fs::path soft = plain_file(dir / "soft_link.h5", [&](h5::File& f) {
+    f.write_bf16("/y", bf16_tensor({16}, 2.0f));
+    ASSERT_GE(H5Lcreate_soft("/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  const std::vector<std::pair<fs::path, std::vector<std::string>>> cases{
+      {external, {":/x is a dataset with external storage", secret.string(), "stored in the file it opened"}},
+      {vds, {":/x is a virtual dataset", "nowhere.h5"}},
+      {elink, {":/x is an external link to " + other.string() + ":/y"}},
+      {soft, {":/x is a soft link to /y"}},
+  };
+  for (const auto& [file, mentions] : cases) {
+    const std::vector<std::string> args{"compare", file.string(), file.string()};
+    const PsiRun r = run_psi(args);
+    expect_rejected(r, args, Exit::bad_input, mentions);
+    EXPECT_EQ(r.out.find("SECRET"), std::string::npos) << r.out;
+    expect_error([&] { h5::File::open_read(file).read_bf16("/x"); }, Exit::bad_input, mentions, "read_bf16 of " + file.string());
+    expect_error([&] { h5::File::open_read(file).list_datasets(); }, Exit::bad_input, mentions, "list of " + file.string());
+    auto out = h5::File::create(dir / "copy.h5");
+    expect_error([&] { out.copy_from(h5::File::open_read(file), "/"); }, Exit::bad_input, mentions,
+                 "copy of " + file.string());
+  }
+  // An external link in the middle of a path is refused before HDF5 follows it into the other file.
+  expect_error([&] { (void)h5::File::open_read(elink_group).exists("/g/y"); }, Exit::bad_input,
+               {":/g is an external link to " + other.string() + ":/"}, "a path through an external link");
+  // psi report on a report whose tables are an external link.
+  const fs::path report = report_file(dir / "r.h5", kGoodTables);
+  {
+    h5::Handle f(H5Fopen(report.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Ldelete(f.get(), "/report/tables", H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lcreate_external(other.c_str(), "/y", f.get(), "/report/tables", H5P_DEFAULT, H5P_DEFAULT), 0);
+  }
+  const std::vector<std::string> args{"report", report.string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input, {":/report/tables is an external link"});
+}
