@@ -1,7 +1,9 @@
 // psi device ceilings: the measured limits of the GPU a streamed block is compared with.
 // psi device summary DIR: the device check's summary page (scripts/device-check.sh).
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -21,10 +23,22 @@ struct DeviceOpts {
   std::string dir, out, json_out;
 };
 
+// A summary JSON psi wrote: an object (of at most 64 MiB) with its "context" and "steps".
+bool is_summary_json(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(p, ec);
+  if (ec || size > (std::uintmax_t(64) << 20)) return false;
+  std::ifstream in(p, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() && j.contains("context") && j.contains("steps");
+}
+
 int summary(const DeviceOpts& o) {
   const auto inputs = psi::device::check_folder_inputs(o.dir);
-  if (!o.json_out.empty()) psi::reports::check_output(o.json_out, inputs, "device summary: --json");
-  if (!o.out.empty()) psi::reports::check_output(o.out, inputs, "device summary: --out");
+  if (!o.json_out.empty()) psi::reports::check_output(o.json_out, inputs, "device summary: --json", is_summary_json);
+  if (!o.out.empty())
+    psi::reports::check_output(o.out, inputs, "device summary: --out",
+                               psi::reports::first_line_starts_with(psi::device::kSummaryTitle));
   const auto folder = psi::device::read_check_folder(o.dir);
   const std::string md = psi::device::render_markdown(folder);
   if (!o.json_out.empty()) psi::reports::write_file_atomically(o.json_out, psi::device::to_json(folder).dump(1) + "\n");
@@ -44,6 +58,7 @@ psi::cli::Registrar device_reg("device",
       ->check(psi::cli::whole_number(1, 100000));
   ceil->add_flag("--json", o->json, "JSON lines as in the recordings' h200-ceilings.jsonl");
   CLI::App* sum = sub.add_subcommand("summary", "the device check's summary from a check folder (scripts/device-check.sh)");
+  psi::cli::add_force_flag(*sum);
   sum->add_option("dir", o->dir, "check folder: context.tsv, steps.tsv, ceilings.jsonl, <experiment>.h5, tests/*.json")
       ->required();
   sum->add_option("--out", o->out, "also write the Markdown here");

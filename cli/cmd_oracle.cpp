@@ -132,7 +132,7 @@ std::string operand_desc(const std::string& name, bool synthinit, const psi::Sha
 // --list obeys the output rule (reports/output_path.h: not the input under any name, not a
 // directory or a device) and goes into an existing folder; checked before the certification runs.
 void check_list_path(const std::string& list, const std::string& input) {
-  psi::reports::check_output(list, {input}, "oracle certify: --list");
+  psi::reports::check_output(list, {input}, "oracle certify: --list", psi::reports::first_line_is(po::kListCsvHeader));
   const fs::path lp(list);
   const fs::path dir = lp.parent_path().empty() ? fs::path(".") : lp.parent_path();
   std::error_code ec;
@@ -283,6 +283,7 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
       ->check(psi::cli::whole_number(1, 1024));
   cert->add_flag("--json", c->json, "print one JSON object");
   cert->add_option("--list", c->list, "write the not correctly rounded elements to this CSV file");
+  psi::cli::add_force_flag(*cert);
 
   auto e = std::make_shared<ExplainOpts>();
   CLI::App* expl = sub.add_subcommand("explain", "explain one output element: exact value, conditioning, candidates");

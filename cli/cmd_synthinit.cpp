@@ -31,6 +31,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
   sub.add_option("--out", o->out,
                  "also write the tensor to this HDF5 file as dataset /<name> (BF16 as uint16, dtype "
                  "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)");
+  psi::cli::add_force_flag(sub);
   return [o] {
     for (std::int64_t d : o->shape)
       if (d < 0) throw psi::Error("synthinit: --shape " + std::to_string(d) + " is negative");
@@ -45,6 +46,8 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
     if (!o->out.empty()) {
       psi::h5::File f = psi::h5::File::create(o->out);
       f.write_bf16("/" + o->name, t);
+      // Not a psi-h5/1 report, but psi's: a later --out may replace it (reports/output_path.h).
+      f.set_attr("/", "schema", std::string("psi-synthinit/1"));
       f.commit();
     }
     return 0;

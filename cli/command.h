@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "reports/output_path.h"
+
 namespace psi::cli {
 
 using Runner = std::function<int()>;
@@ -39,6 +41,14 @@ inline CLI::Validator whole_number(std::uint64_t lo = 0,
         return "";
       },
       "UINT", "whole_number");
+}
+
+// --force on a command that writes files: an existing output that psi did not write (a
+// recording, anyone's file) is replaced instead of refused (reports/output_path.h).
+inline void add_force_flag(CLI::App& sub) {
+  sub.add_flag_callback("--force", [] { reports::set_force_replace(true); },
+                        "replace an existing output file even if psi did not write it (without it such a file is "
+                        "refused, exit 2)");
 }
 
 // The exit-status rule of every psi command (psi::Exit), printed under each command's help.

@@ -570,7 +570,7 @@ std::string render_markdown(const CheckFolder& f) {
   for (const auto& [name, r] : f.reports)
     if (device.empty()) device = r.info.device_name;
   const std::string date = f.context_value("date");
-  o << "# psi device check — " << (device.empty() ? "device unknown" : device) << " — "
+  o << kSummaryTitle << (device.empty() ? "device unknown" : device) << " — "
     << (date.empty() ? "date unknown" : date) << "\n\n";
   render_context(f, o);
   render_steps(f, o);

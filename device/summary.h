@@ -112,6 +112,8 @@ std::vector<std::filesystem::path> check_folder_inputs(const std::filesystem::pa
 TestProgram parse_gtest_json(const std::string& name, const std::string& text);
 
 std::string render_markdown(const CheckFolder& f);
+// The start of the summary's first line (its title): how a later --out knows the file for psi's.
+inline constexpr const char* kSummaryTitle = "# psi device check — ";
 nlohmann::json to_json(const CheckFolder& f);
 
 }  // namespace psi::device

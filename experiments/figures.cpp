@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -46,10 +47,13 @@ std::pair<std::vector<std::string>, std::vector<std::string>> axes(const Items& 
   return {cats, series};
 }
 
+// The first line of every SVG psi writes: how a later run knows the file for its own.
+constexpr const char* kSvgMark = "<!-- psi figure -->";
+
 struct Frame {
   std::ostringstream s;
   Frame(const std::string& title, const std::string& ylabel) {
-    s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << kW << "' height='" << kH
+    s << kSvgMark << "\n<svg xmlns='http://www.w3.org/2000/svg' width='" << kW << "' height='" << kH
       << "' font-family='DejaVu Sans, sans-serif' font-size='12'>\n"
       << "<rect width='100%' height='100%' fill='white'/>\n"
       << "<text x='" << kW / 2 << "' y='24' text-anchor='middle' font-size='15'>" << esc(title) << "</text>\n"
@@ -153,6 +157,17 @@ std::filesystem::path figure_file(const std::filesystem::path& report, const Fig
   std::filesystem::path p = report;
   p.replace_extension("." + fig.name + ext);
   return p;
+}
+
+bool is_psi_figure(const std::filesystem::path& p) {
+  if (p.extension() == ".svg") return reports::first_line_is(kSvgMark)(p);
+  if (p.extension() != ".png") return false;
+  std::ifstream in(p, std::ios::binary);
+  char magic[8] = {};
+  if (!in.read(magic, 8) || std::string(magic, 8) != "\x89PNG\r\n\x1a\n") return false;
+  std::filesystem::path svg = p;
+  svg.replace_extension(".svg");
+  return reports::first_line_is(kSvgMark)(svg);
 }
 
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,

@@ -40,6 +40,10 @@ std::string render_svg(const BarChart& b);
 // Where a figure goes beside `report`: <report stem>.<name><ext> (ext ".svg" or ".png").
 std::filesystem::path figure_file(const std::filesystem::path& report, const Figure& fig, const std::string& ext);
 
+// Whether an existing file is a figure psi wrote (the output rule's recognizer): an SVG whose
+// first line is psi's mark, or a PNG beside such an SVG of the same name.
+bool is_psi_figure(const std::filesystem::path& p);
+
 // Writes every figure beside `report` (atomically) and returns the files written; a PNG that
 // could not be made is reported in `notes`.
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,

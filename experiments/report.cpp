@@ -95,7 +95,8 @@ std::vector<Table> Report::commit() {
   // The figures' names come from the cases: checked here, before the report is renamed into place.
   const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};
   for (const Figure& f : figs)
-    for (const char* ext : {".svg", ".png"}) reports::check_output(figure_file(path(), f, ext), inputs_, "figure");
+    for (const char* ext : {".svg", ".png"})
+      reports::check_output(figure_file(path(), f, ext), inputs_, "figure", is_psi_figure);
   writer_.commit();
   if (!figs.empty()) {
     std::vector<std::string> notes;

@@ -109,7 +109,7 @@ nlohmann::json to_json(const CertifyReport& rep, double seconds_load) {
 
 std::string list_csv(const CertifyReport& rep) {
   const auto& orders = f32_orders();
-  std::string out = "row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders\n";
+  std::string out = std::string(kListCsvHeader) + "\n";
   for (const auto& el : rep.elements) {
     std::string names;
     for (std::size_t i : el.orders) names += (names.empty() ? "" : ";") + orders[i].name;

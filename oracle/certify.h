@@ -73,5 +73,7 @@ nlohmann::json to_json(const CertifyReport& rep, double seconds_load);
 // row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders (BF16 as 0xBITS, exact
 // to 25 significant digits and as p/2^q, orders joined by ';', empty when none).
 std::string list_csv(const CertifyReport& rep);
+// The list's first line, its header: how a later --list knows the file for psi's.
+inline constexpr const char* kListCsvHeader = "row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders";
 
 }  // namespace psi::oracle

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -10,6 +11,7 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "reports/h5.h"
 
 namespace fs = std::filesystem;
 
@@ -39,13 +41,56 @@ fs::path resolved(const fs::path& p) {
   return ec ? p.lexically_normal() : r;
 }
 
+std::atomic<bool> g_force{false};
+
+std::string first_line(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::string line;
+  char c;
+  while (line.size() < 4096 && in.get(c) && c != '\n') line += c;
+  return line;
+}
+
 }  // namespace
 
-void check_output(const fs::path& out, const std::vector<fs::path>& inputs, const std::string& what) {
+bool is_psi_h5(const fs::path& p) {
+  try {
+    const auto schema = h5::File::open_read(p).attr("/", "schema");
+    return schema && std::holds_alternative<std::string>(*schema) &&
+           std::get<std::string>(*schema).starts_with("psi-");
+  } catch (const Error&) {
+    return false;  // not HDF5, unreadable, or links elsewhere: not a file psi wrote
+  }
+}
+
+Recognizer first_line_is(std::string line) {
+  return [line = std::move(line)](const fs::path& p) { return first_line(p) == line; };
+}
+
+Recognizer first_line_starts_with(std::string prefix) {
+  return [prefix = std::move(prefix)](const fs::path& p) { return first_line(p).starts_with(prefix); };
+}
+
+void set_force_replace(bool on) { g_force = on; }
+
+fs::path write_target(const fs::path& out) {
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(out, ec))) return out;
+  const fs::path target = fs::canonical(out, ec);
+  if (ec) throw Error(out.string() + " is a symbolic link to a missing file (" + fs::read_symlink(out, ec).string() +
+                      "); not written through");
+  return target;
+}
+
+void check_output(const fs::path& out, const std::vector<fs::path>& inputs, const std::string& what,
+                  const Recognizer& mine) {
   const std::string name = (what.empty() ? "" : what + " ") + out.string();
+  if (out.empty()) throw Error((what.empty() ? std::string("output") : what) + ": an empty path");
+  const fs::path target = write_target(out);  // refuses a dangling link
+  const std::string via = target == out ? "" : " (a symbolic link to " + target.string() + ")";
   const auto so = stat_of(out);
   if (so && !S_ISREG(so->st_mode))
-    throw Error(name + " is " + kind_of(so->st_mode) + ", not a regular file; not replaced");
+    throw Error(name + via + " is " + kind_of(so->st_mode) + ", not a regular file; not replaced");
   const fs::path out_resolved = resolved(out);
   for (const fs::path& in : inputs) {
     if (in.empty()) continue;
@@ -58,18 +103,22 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
                                         : " (a hard link to it)";
     throw Error(name + " is the input file " + in.string() + how + "; not overwritten");
   }
+  if (so && !g_force && !(mine && mine(target)))
+    throw Error(name + via + " exists and is not a file psi wrote of this kind (a recording, or someone else's "
+                "file); not replaced (--force replaces it)");
 }
 
 fs::path temp_name(const fs::path& path) {
   std::random_device rd;
   char buf[32];
   std::snprintf(buf, sizeof buf, ".tmp.%d.%08x", int(::getpid()), unsigned(rd()));
-  fs::path t = path;
+  fs::path t = write_target(path);
   t += buf;
   return t;
 }
 
-void rename_partial_into_place(const fs::path& temp, const fs::path& target) {
+void rename_partial_into_place(const fs::path& temp, const fs::path& out) {
+  const fs::path target = write_target(out);
   if (const auto st = stat_of(target); st && !S_ISREG(st->st_mode))
     throw Error(target.string() + " became " + kind_of(st->st_mode) + " while it was being written; not replaced");
   std::error_code ec;

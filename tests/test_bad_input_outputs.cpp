@@ -351,3 +351,68 @@ TEST(BadOutputs, MergeRefusesShardsWithMalformedJson) {
     EXPECT_FALSE(fs::exists(dir / "merged.h5")) << b.name;
   }
 }
+
+// An existing output is replaced only if psi wrote it (class 2 of the round-three trust issue):
+// `psi run scheduling --out <a recording>` used to replace the recording with exit 0. A file psi
+// did not write (an HDF5 file without psi's schema, a text file, a CSV that is not psi's list)
+// is refused before the run, unchanged, with nothing left beside it; --force replaces it; a file
+// psi wrote is replaced as before. A symbolic link at the output is written through (the link
+// stays, the file it names is replaced, under the same rule); a dangling one is refused.
+TEST(BadOutputs, OnlyFilesPsiWroteAreReplaced) {
+  const fs::path dir = fresh_dir("foreign");
+  // A recording-like HDF5 file: a dataset, no psi schema.
+  {
+    psi::h5::File f = psi::h5::File::create(dir / "recording.h5");
+    f.write_text("/probe/x", "official tensor");
+    f.commit();
+  }
+  const Input recording{dir / "recording.h5", sha256_of(dir / "recording.h5")};
+  const Input notes = make_input(dir / "notes.txt", 100);
+  const std::vector<std::string> present{"recording.h5", "notes.txt"};
+  for (const Input* in : {&recording, &notes})
+    expect_refused({"run", "scheduling", "--quick", "--out", "OUT"}, in->path, "is not a file psi wrote", *in, dir,
+                   present);
+  expect_refused({"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out", "OUT"},
+                 recording.path, "is not a file psi wrote", recording, dir, present);
+  expect_refused({"probe", "audio-ff-up", "--variant", "dense", "--out", "OUT"}, recording.path,
+                 "is not a file psi wrote", recording, dir, present);
+
+  // A symbolic link to the recording: refused the same way, the link and the recording kept.
+  const fs::path link = dir / "link.h5";
+  fs::create_symlink(recording.path, link);
+  std::vector<std::string> with_link = present;
+  with_link.push_back("link.h5");
+  expect_refused({"run", "scheduling", "--quick", "--out", "OUT"}, link, "a symbolic link to " + recording.path.string(),
+                 recording, dir, with_link);
+  EXPECT_TRUE(fs::is_symlink(link));
+  const fs::path dangling = dir / "dangling.h5";
+  fs::create_symlink(dir / "missing.h5", dangling);
+  with_link.push_back("dangling.h5");
+  expect_refused({"run", "scheduling", "--quick", "--out", "OUT"}, dangling, "a symbolic link to a missing file",
+                 recording, dir, with_link);
+
+  // psi's own report is replaced, also through a link, which stays a link.
+  const fs::path report = dir / "r.h5";
+  ASSERT_EQ(run_psi({"run", "capacity", "--quick", "--out", report.string()}).status, 0);
+  ASSERT_EQ(run_psi({"run", "capacity", "--quick", "--out", report.string()}).status, 0);
+  const fs::path to_report = dir / "to_report.h5";
+  fs::create_symlink(report, to_report);
+  const std::string before = sha256_of(report);
+  const PsiRun through = run_psi({"run", "capacity", "--quick", "--out", to_report.string()});
+  EXPECT_EQ(through.status, 0) << through.err;
+  EXPECT_TRUE(fs::is_symlink(to_report));
+  EXPECT_NE(sha256_of(report), before);  // a new run id: the file the link names was rewritten
+
+  // --force replaces the recording (a copy of it).
+  fs::copy_file(recording.path, dir / "copy.h5");
+  const PsiRun forced = run_psi({"run", "capacity", "--quick", "--force", "--out", (dir / "copy.h5").string()});
+  EXPECT_EQ(forced.status, 0) << forced.err;
+  EXPECT_TRUE(psi::reports::is_psi_h5(dir / "copy.h5"));
+  EXPECT_EQ(sha256_of(recording.path), recording.sha);
+
+  // The text outputs: psi's own kinds only (a CSV list, a summary) — anyone else's file is refused.
+  EXPECT_FALSE(psi::reports::first_line_is("row,col")(notes.path));
+  write_bytes(dir / "list.csv", "row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders\n1,2\n");
+  EXPECT_TRUE(psi::reports::first_line_is("row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders")(
+      dir / "list.csv"));
+}
