@@ -102,8 +102,9 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
   StoredTensor st;
   st.data = file_.read_bf16(abs(rel));
   st.full_shape = attr_text(rel, "full_shape") ? parse_shape(attr_json(rel, "full_shape"), where) : st.data.shape;
-  st.sha256_full = attr_text(rel, "sha256_full").value_or("");
-  const std::string stored = attr_text(rel, "stored").value_or("full");
+  const reports::Integrity integrity = reports::read_integrity(file_, abs(rel));
+  st.sha256_full = integrity.sha256_full;
+  const std::string& stored = integrity.stored;
   if (stored == "full") {
     st.full = true;
     if (st.data.shape != st.full_shape)

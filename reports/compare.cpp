@@ -144,7 +144,7 @@ Side describe(const h5::File& f, const h5::DatasetInfo& di) {
   s.info = di;
   std::string fs = string_attr(f, di.path, attr::full_shape);
   s.full = fs.empty() ? di.shape : parse_shape_json(fs, where);
-  s.region = parse_stored(string_attr(f, di.path, attr::stored), where);
+  s.region = parse_stored(read_integrity(f, di.path).stored, where);
   if (s.region.kind == StoredRegion::Kind::none) return s;
   if (s.region.kind == StoredRegion::Kind::rows &&
       (s.region.axis >= int(s.full.size()) || s.region.last >= s.full[s.region.axis]))

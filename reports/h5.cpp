@@ -416,6 +416,12 @@ std::optional<AttrValue> File::attr(const std::string& object, const std::string
   return std::nullopt;
 }
 
+bool File::has_attr(const std::string& object, const std::string& name) const {
+  if (!exists(object)) return false;
+  Handle o = open_object(file_.get(), object, where(object));
+  return H5Aexists(o.get(), name.c_str()) > 0;
+}
+
 std::string File::attr_string(const std::string& object, const std::string& name) const {
   auto v = attr(object, name);
   if (!v || !std::holds_alternative<std::string>(*v))

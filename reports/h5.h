@@ -80,7 +80,10 @@ class File {
   std::vector<std::uint8_t> read_u8(const std::string& dataset) const;
   std::string read_text(const std::string& dataset) const;  // a uint8 dataset holding UTF-8
 
+  // A scalar string, integer or float attribute; absent (or of another type or shape): nullopt.
   std::optional<AttrValue> attr(const std::string& object, const std::string& name) const;
+  // Whether the attribute exists at all, whatever its type and shape.
+  bool has_attr(const std::string& object, const std::string& name) const;
   std::string attr_string(const std::string& object, const std::string& name) const;  // throws if absent
   Attrs attrs(const std::string& object) const;
 

@@ -64,17 +64,41 @@ TensorStats tensor_stats(const Bf16Tensor& t) { return stats_of(t); }
 TensorStats tensor_stats(const F32Tensor& t) { return stats_of(t); }
 TensorStats tensor_stats(const F64Tensor& t) { return stats_of(t); }
 
-Sha256Check check_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
-  const auto recorded = f.attr(dataset, attr::sha256_full);
-  if (!recorded || !std::holds_alternative<std::string>(*recorded)) return Sha256Check::not_recorded;
-  const auto stored = f.attr(dataset, attr::stored);
-  if (stored) {
-    const auto* text = std::get_if<std::string>(&*stored);
-    if (!text || !(text->empty() || *text == "full")) return Sha256Check::not_whole;
+Integrity read_integrity(const h5::File& f, const std::string& dataset) {
+  const std::string where = f.path().string() + ":" + dataset;
+  auto describe = [](const std::optional<h5::AttrValue>& v) -> std::string {
+    if (!v) return "not a scalar string";
+    if (std::holds_alternative<std::int64_t>(*v)) return "an integer";
+    if (std::holds_alternative<double>(*v)) return "a float";
+    return "'" + std::get<std::string>(*v).substr(0, 80) + "'";
+  };
+  Integrity in;
+  in.stored = "full";
+  if (f.has_attr(dataset, attr::sha256_full)) {
+    const auto v = f.attr(dataset, attr::sha256_full);
+    const auto* s = v ? std::get_if<std::string>(&*v) : nullptr;
+    const bool hex = s && s->size() == 64 && s->find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+    if (!hex)
+      throw Error(where + ": its sha256_full attribute is " + describe(v) +
+                  ", not a SHA-256 (64 hexadecimal digits); the data cannot be checked, so it is not read");
+    in.sha256_full = *s;
+    std::transform(in.sha256_full.begin(), in.sha256_full.end(), in.sha256_full.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
   }
-  std::string want = std::get<std::string>(*recorded);
-  std::transform(want.begin(), want.end(), want.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return sha256_hex(data, bytes) == want ? Sha256Check::match : Sha256Check::mismatch;
+  if (f.has_attr(dataset, attr::stored)) {
+    const auto v = f.attr(dataset, attr::stored);
+    const auto* s = v ? std::get_if<std::string>(&*v) : nullptr;
+    if (!s) throw Error(where + ": its stored attribute is " + describe(v) + ", not a string");
+    in.stored = s->empty() ? "full" : *s;
+  }
+  return in;
+}
+
+Sha256Check check_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
+  const Integrity in = read_integrity(f, dataset);
+  if (in.sha256_full.empty()) return Sha256Check::not_recorded;
+  if (in.stored != "full") return Sha256Check::not_whole;
+  return sha256_hex(data, bytes) == in.sha256_full ? Sha256Check::match : Sha256Check::mismatch;
 }
 
 std::string sha256_mismatch_message(const h5::File& f, const std::string& dataset) {

@@ -50,7 +50,18 @@ TensorStats tensor_stats(const Bf16Tensor& t);
 TensorStats tensor_stats(const F32Tensor& t);
 TensorStats tensor_stats(const F64Tensor& t);
 
-// A dataset's data checked against its `sha256_full` attribute. The hash is over the whole
+// A dataset's integrity attributes, read by one rule in every command (compare, probe, oracle,
+// report, merge): `sha256_full` absent means the dataset records no hash; present, it must be a
+// scalar string of 64 hexadecimal digits. `stored` absent means the whole tensor; present, it
+// must be a scalar string (its form is parse_stored's). An integrity attribute of any other
+// type, shape or form is a refusal (psi::Error, exit 2) naming it, never a skipped check.
+struct Integrity {
+  std::string sha256_full;  // lowercase; empty: none recorded
+  std::string stored;       // "full" when absent
+};
+Integrity read_integrity(const h5::File& f, const std::string& dataset);
+
+// A dataset's data checked against its `sha256_full` attribute (read_integrity). The hash is over the whole
 // tensor, so only a dataset that stores all of it (stored='full' or no `stored`) can be checked.
 enum class Sha256Check { match, mismatch, not_recorded, not_whole };
 // `data`/`bytes`: the dataset's elements as read, little-endian (the host order psi runs on).

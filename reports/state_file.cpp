@@ -220,12 +220,13 @@ TensorRecord StateReader::record(const std::string& dataset) const {
   r.info = file_.info(dataset);
   std::string fs = string_or_empty(file_, dataset, attr::full_shape);
   r.full_shape = fs.empty() ? r.info.shape : parse_shape_json(fs, where);
-  r.stored = parse_stored(string_or_empty(file_, dataset, attr::stored), where);
+  const Integrity integrity = read_integrity(file_, dataset);
+  r.stored = parse_stored(integrity.stored, where);
   Shape expect = stored_shape(r.full_shape, r.stored);
   if (r.stored.kind == StoredRegion::Kind::none ? numel(r.info.shape) != 0 : expect != r.info.shape)
     throw Error(where + ": stored shape " + shape_str(r.info.shape) + " does not match stored='" +
                 stored_name(r.stored) + "' of full_shape " + shape_str(r.full_shape));
-  r.stats.sha256_full = string_or_empty(file_, dataset, attr::sha256_full);
+  r.stats.sha256_full = integrity.sha256_full;
   auto sum = number(file_, dataset, attr::sum_f64), sumsq = number(file_, dataset, attr::sumsq_f64),
        absmax = number(file_, dataset, attr::absmax), nonfinite = number(file_, dataset, attr::nonfinite_count);
   r.has_stats = !r.stats.sha256_full.empty() && sum && sumsq && absmax && nonfinite;

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 
 #include "engine/bf16.h"
+#include "engine/sha256.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
+#include "reports/schema.h"
 #include "reports/state_file.h"
 #include "tests/test_bad_input_support.h"
 
@@ -422,4 +424,69 @@ TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
   }
   const std::vector<std::string> args{"report", report.string()};
   expect_rejected(run_psi(args), args, Exit::bad_input, {":/report/tables is an external link"});
+}
+
+// Integrity attributes that a type could switch off (class 3 of the round-three trust issue):
+// a sha256_full or stored attribute of an unexpected type or form used to read as "no hash" or
+// "not whole", so edited data passed psi compare, psi probe and psi oracle. Present but
+// malformed is now a refusal (exit 2) naming the attribute, by one reader (reports::read_integrity)
+// in every command.
+TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
+  const fs::path dir = fresh_dir("h5_integrity");
+  const psi::Bf16Tensor t = bf16_tensor({2, 4}, 1.0f);
+  auto with_attr = [&](const std::string& name, const std::function<void(hid_t)>& set) {
+    return plain_file(dir / (name + ".h5"), [&](h5::File& f) {
+      f.write_bf16("/g/x", t);
+      h5::Handle d(H5Dopen2(f.id(), "/g/x", H5P_DEFAULT), H5Dclose);
+      set(d.get());
+    }, {{"synthinit_global_seed", std::int64_t(0)}});
+  };
+  auto scalar_int = [](const char* attr) {
+    return [attr](hid_t d) {
+      const std::int64_t v = 5;
+      h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+      h5::Handle a(H5Acreate2(d, attr, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      H5Awrite(a.get(), H5T_NATIVE_INT64, &v);
+    };
+  };
+  auto int_array = [](const char* attr) {
+    return [attr](hid_t d) {
+      const hsize_t n = 2;
+      const std::int64_t v[2] = {1, 2};
+      h5::Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
+      h5::Handle a(H5Acreate2(d, attr, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      H5Awrite(a.get(), H5T_NATIVE_INT64, v);
+    };
+  };
+  const std::vector<std::pair<fs::path, std::string>> cases{
+      {with_attr("sha_int", scalar_int("sha256_full")), "sha256_full attribute is an integer"},
+      {with_attr("sha_array", int_array("sha256_full")), "sha256_full attribute is not a scalar string"},
+      {with_attr("sha_short", [](hid_t d) { h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+         h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose); H5Tset_size(ty.get(), 6);
+         h5::Handle a(H5Acreate2(d, "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+         H5Awrite(a.get(), ty.get(), "abcdef"); }), "sha256_full attribute is 'abcdef'"},
+      {with_attr("stored_int", scalar_int("stored")), "stored attribute is an integer"},
+      {with_attr("stored_array", int_array("stored")), "stored attribute is not a scalar string"},
+  };
+  for (const auto& [file, mention] : cases) {
+    const std::vector<std::string> args{"compare", file.string(), file.string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {file.string() + ":/g/x", mention});
+    expect_error([&] { rp::read_integrity(h5::File::open_read(file), "/g/x"); }, Exit::bad_input, {mention},
+                 "read_integrity of " + file.string());
+    expect_error([&] { psi::probes::Recording(file, "g").stored_bf16("x"); }, Exit::bad_input, {mention},
+                 "a recording's tensor in " + file.string());
+  }
+  // A well-formed hash still checks the data (any case), and no attribute still means none.
+  const fs::path good = with_attr("good", [&](hid_t d) {
+    std::string sha = psi::sha256_hex(t);
+    for (char& c : sha) c = char(std::toupper(static_cast<unsigned char>(c)));
+    h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+    h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(ty.get(), 64);
+    h5::Handle a(H5Acreate2(d, "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    H5Awrite(a.get(), ty.get(), sha.c_str());
+  });
+  EXPECT_EQ(rp::check_sha256_full(h5::File::open_read(good), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::match);
+  const fs::path none = with_attr("none", [](hid_t) {});
+  EXPECT_EQ(rp::check_sha256_full(h5::File::open_read(none), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::not_recorded);
 }
