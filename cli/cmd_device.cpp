@@ -61,8 +61,8 @@ psi::cli::Registrar device_reg("device",
   psi::cli::add_force_flag(*sum);
   sum->add_option("dir", o->dir, "check folder: context.tsv, steps.tsv, ceilings.jsonl, <experiment>.h5, tests/*.json")
       ->required();
-  sum->add_option("--out", o->out, "also write the Markdown here");
-  sum->add_option("--json", o->json_out, "also write everything read, as JSON, here");
+  sum->add_option("--out", o->out, "also write the Markdown here")->check(psi::cli::output_path());
+  sum->add_option("--json", o->json_out, "also write everything read, as JSON, here")->check(psi::cli::output_path());
   return [o, sum]() -> int {
     if (sum->parsed()) return summary(*o);
     std::string why;

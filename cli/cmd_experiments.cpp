@@ -74,7 +74,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                               "SynthInit global seed (default: the recording's, else 0); the experiments on "
                               "recordings refuse a seed other than the recording's")
                   ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
-  sub.add_option("--out", r->out, "report file (default out/<experiment>.h5)");
+  sub.add_option("--out", r->out, "report file (default out/<experiment>.h5)")->check(output_path());
   add_force_flag(sub);
   sub.add_option("--checkpoint", r->o.checkpoint, "a safetensors checkpoint instead of SynthInit weights");
   sub.add_option("--reference", r->reference,
@@ -172,7 +172,7 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
                               [](CLI::App& sub) {
   auto m = std::make_shared<MergeOpts>();
   sub.add_option("shards", m->shards, "shard reports (psi run ... --shard i/n)")->required();
-  sub.add_option("--out", m->out, "merged report")->required();
+  sub.add_option("--out", m->out, "merged report")->required()->check(output_path());
   add_force_flag(sub);
   sub.add_flag("--allow-partial", m->allow_partial,
                "merge partial shards (an interrupted run's <report>.partial.h5) too; the merged report is marked partial");

@@ -282,7 +282,8 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
   cert->add_option("--threads", c->threads, "threads for the exact path (results do not depend on it)")
       ->check(psi::cli::whole_number(1, 1024));
   cert->add_flag("--json", c->json, "print one JSON object");
-  cert->add_option("--list", c->list, "write the not correctly rounded elements to this CSV file");
+  cert->add_option("--list", c->list, "write the not correctly rounded elements to this CSV file")
+      ->check(psi::cli::output_path());
   psi::cli::add_force_flag(*cert);
 
   auto e = std::make_shared<ExplainOpts>();

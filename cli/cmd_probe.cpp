@@ -94,7 +94,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   sub.add_option("--variant", o->variants,
                  "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
                  "dense block in float64 (block cases, not part of all)");
-  sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file");
+  sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file")->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
       ->check(psi::cli::whole_number(1, 1024));

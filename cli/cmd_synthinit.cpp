@@ -30,7 +30,8 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
       ->check(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));
   sub.add_option("--out", o->out,
                  "also write the tensor to this HDF5 file as dataset /<name> (BF16 as uint16, dtype "
-                 "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)");
+                 "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)")
+      ->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
   return [o] {
     for (std::int64_t d : o->shape)

@@ -43,6 +43,13 @@ inline CLI::Validator whole_number(std::uint64_t lo = 0,
       "UINT", "whole_number");
 }
 
+// The check for every option naming a file to write: an empty path is refused (it would
+// otherwise mean "the default" or "no output" without a word).
+inline CLI::Validator output_path() {
+  return CLI::Validator([](std::string& s) { return s.empty() ? std::string("an empty path names no file") : std::string(); },
+                        "PATH", "output_path");
+}
+
 // --force on a command that writes files: an existing output that psi did not write (a
 // recording, anyone's file) is replaced instead of refused (reports/output_path.h).
 inline void add_force_flag(CLI::App& sub) {

@@ -1,6 +1,9 @@
 // psi: the command-line front end. Exit codes are psi::Exit's (0 ok or bitwise equal,
 // 1 differs, 2 bad input, 3 run failed, 130 interrupted).
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -46,6 +49,18 @@ std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
     return "'" + at->get_name() + "' needs a command (valid: " + valid + ")";
   }
   return "";
+}
+
+// What a command printed must have reached its destination: a full disk or a closed pipe on
+// stdout (`psi report F > /dev/full`) otherwise ends with exit 0 and the output lost.
+int stdout_delivered(int status) {
+  std::cout.flush();
+  if (std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "psi: error: the output could not be written to standard output (" << std::strerror(errno)
+              << "); what was printed is incomplete\n";
+    return int(psi::Exit::run_failed);
+  }
+  return status;
 }
 
 }  // namespace
@@ -94,7 +109,7 @@ int main(int argc, char** argv) {
       const int status = run();
       // A signal that arrived where no check point saw it: the command did not finish as asked.
       check_interrupt("the end of psi " + sub->get_name());
-      return status;
+      return stdout_delivered(status);
     }
   } catch (const Error& e) {
     std::cerr << "psi: error: " << one_line(e.what()) << "\n";

@@ -416,3 +416,27 @@ TEST(BadOutputs, OnlyFilesPsiWroteAreReplaced) {
   EXPECT_TRUE(psi::reports::first_line_is("row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders")(
       dir / "list.csv"));
 }
+
+// Output that is lost silently (class 7): `psi report`, `psi compare --json`, `psi synthinit`
+// writing to a full device exited 0 with their output gone. Every command now checks that its
+// standard output was delivered: exit 3 and one line. An empty output path (`--out ''`, which
+// meant "the default" or "no output" without a word) is refused by every writing option.
+TEST(BadOutputs, LostStandardOutputAndEmptyPathsAreErrors) {
+  const fs::path dir = fresh_dir("lost_stdout");
+  if (fs::exists("/dev/full")) {
+    for (const std::string args : {"list", "synthinit transformer_blocks.0.attn1.to_q.bias --shape 8"}) {
+      const std::string cmd = std::string(PSI_BINARY) + " " + args + " >/dev/full 2>" + (dir / "err").string();
+      const int st = std::system(cmd.c_str());
+      EXPECT_EQ(WEXITSTATUS(st), int(Exit::run_failed)) << cmd;
+      const std::string err = slurp(dir / "err");
+      EXPECT_TRUE(err.starts_with("psi: error: the output could not be written to standard output")) << err;
+      EXPECT_EQ(err.find('\n'), err.size() - 1) << err;
+    }
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "scheduling", "--quick", "--out", ""},
+        std::vector<std::string>{"probe", "audio-ff-up", "--out", ""},
+        std::vector<std::string>{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out", ""},
+        std::vector<std::string>{"merge", "a.h5", "--out", ""}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {"--out", "an empty path"});
+}
