@@ -31,20 +31,33 @@ const Operands& operands(int i) {
   return o[i];
 }
 
+// Third argument: the lane kernel (tensor_core.h LaneKernel: 1 portable, 2 AVX2, 3 AVX-512);
+// a kernel the machine lacks is skipped.
 void BM_TensorCoreLinear(benchmark::State& st) {
   const int i = int(st.range(0));
   const Shape& s = kShapes[i];
   const Operands& o = operands(i);
+  const auto kernel = psi::ops::tc::LaneKernel(st.range(2));
+  if (!psi::ops::tc::lane_kernel_available(kernel)) {
+    st.SkipWithError("this machine lacks the lane kernel");
+    return;
+  }
+  psi::ops::tc::set_lane_kernel(kernel);
   psi::ops::set_thread_count(int(st.range(1)));
   for (auto _ : st) {
     auto y = psi::ops::linear(o.x, o.w, &o.b, psi::ops::BiasRule::fused_f32, psi::ops::Product::h200_tensor_core);
     benchmark::DoNotOptimize(y.data.data());
   }
   psi::ops::set_thread_count(0);
+  psi::ops::tc::set_lane_kernel(psi::ops::tc::LaneKernel::best);
+  static const char* kNames[] = {"best", "portable", "AVX2", "AVX-512"};
   st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
-  st.SetLabel(std::string(s.name) + ", products/s");
+  st.SetLabel(std::string(s.name) + ", " + kNames[st.range(2)] + " lanes, products/s");
 }
-BENCHMARK(BM_TensorCoreLinear)->ArgsProduct({{0, 1}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TensorCoreLinear)
+    ->ArgsProduct({{0, 1}, {1, 2}, {1, 2, 3}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_Float32Linear(benchmark::State& st) {
   const int i = int(st.range(0));

@@ -100,7 +100,7 @@ std::vector<Bf16> from_bits(std::initializer_list<std::uint16_t> l) {
 struct ThreadGuard {
   ~ThreadGuard() {
     ops::set_thread_count(0);
-    tc::set_portable_lanes(false);
+    tc::set_lane_kernel(tc::LaneKernel::best);
   }
 };
 
@@ -289,9 +289,11 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
     std::vector<float> C0(std::size_t(M * N));
     for (auto& c : C0) c = float(std::uniform_real_distribution<double>(-4, 4)(g));
     if (M > 3 && N > 5) C0[std::size_t(N + 1)] = -kInf;
-    for (int threads : {1, 2}) {
+    for (auto [threads, kernel] : {std::pair{1, tc::LaneKernel::portable}, {2, tc::LaneKernel::avx2},
+                                   {1, tc::LaneKernel::avx512}, {2, tc::LaneKernel::best}}) {
+      if (!tc::lane_kernel_available(kernel)) continue;
       ops::set_thread_count(threads);
-      tc::set_portable_lanes(threads == 1);  // the portable lane loop and (where there) AVX2
+      tc::set_lane_kernel(kernel);
       std::vector<float> C = C0;
       tc::gemm_accumulate(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K},
                           ops::F32Mat{C.data(), M, N, N});
@@ -303,6 +305,45 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
           expect_same(C[std::size_t(m * N + n)], want, "matrix element");
           expect_same(tc::dot(xr, wr, C0[std::size_t(m * N + n)]), want, "dot");
         }
+    }
+  }
+}
+
+// Every lane kernel against the reference on the cases the vector finish must hand to the
+// scalar one or get right itself: a block sum that overflows 32 bits (16 largest products and an
+// accumulator of the same sign and exponent), results that overflow to Inf and stay there,
+// subnormal and underflowing results and accumulators, exact cancellation (+0), zero rows,
+// exponents spread over ±120 binades, and the 16 columns of a panel each in another regime.
+TEST(TensorCore, LaneKernelsAgreeOnTheEdges) {
+  ThreadGuard guard;
+  std::mt19937 g(21);
+  constexpr int K = 48, N = 16;
+  auto row = [&](float v) { return std::vector<Bf16>(K, b16(v)); };
+  std::vector<std::vector<Bf16>> rows = {row(1.9921875f), row(-1.9921875f), row(0x1.fep+126f), row(0x1p-70f),
+                                         row(0x1p-62f),   row(0.0f),        random_vec(g, K, 60),
+                                         random_vec(g, K, 120), random_vec(g, K, 3, 0.5)};
+  std::vector<Bf16> cancel = row(1.5f);
+  for (int k = 0; k < K; k += 2) cancel[std::size_t(k)] = b16(-1.5f);
+  rows.push_back(cancel);
+  std::vector<std::vector<Bf16>> cols;
+  for (int n = 0; n < N; ++n)
+    cols.push_back(n < 6 ? rows[std::size_t(n)] : random_vec(g, K, n % 2 ? 60 : 8, n % 5 == 0 ? 0.3 : 0.0));
+  const std::vector<float> accs = {0.0f, 1.9999999f, -1.9999999f, 0x1p-140f, -0x1p-130f, 3.0e38f, -0.0f, 7.25f};
+  std::vector<Bf16> A, W;
+  for (const auto& r : rows) A.insert(A.end(), r.begin(), r.end());
+  for (const auto& c : cols) W.insert(W.end(), c.begin(), c.end());
+  const int M = int(rows.size());
+  for (float acc0 : accs) {
+    std::vector<float> want(std::size_t(M * N));
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) want[std::size_t(m * N + n)] = reference_dot(rows[std::size_t(m)], cols[std::size_t(n)], acc0);
+    for (auto kernel : {tc::LaneKernel::portable, tc::LaneKernel::avx2, tc::LaneKernel::avx512}) {
+      if (!tc::lane_kernel_available(kernel)) continue;
+      tc::set_lane_kernel(kernel);
+      std::vector<float> C(std::size_t(M * N), acc0);
+      tc::gemm_accumulate(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K},
+                          ops::F32Mat{C.data(), M, N, N});
+      for (std::size_t i = 0; i < C.size(); ++i) expect_same(C[i], want[i], "edge case");
     }
   }
 }

@@ -167,14 +167,15 @@ namespace {
 // ---- The matrix form -------------------------------------------------------------------------
 //
 // A task computes an (up to kTaskRows) x (up to kTaskCols) block of outputs. It decodes its
-// rows of A once (signed significand pre-shifted by 11, exponent) and, per panel of 8 output
-// columns, W's rows into a k-major panel of int32 lanes, then runs the chain with the 8
-// columns in vector lanes: pass 1 takes E as a lane-wise max over the block's 16 k, pass 2
-// aligns and sums, and the normalisation runs per lane. Outputs whose row or column holds a
-// non-finite value, or whose entering accumulator is not finite, are recomputed with dot()
-// afterwards (the rule above), so the vector path only ever sees finite operands.
+// rows of A once (signed significand pre-shifted by 11, exponent) and, per panel of 16 output
+// columns, W's rows into a k-major panel of int32 lanes, then runs the chain with the 16
+// columns in vector lanes (two AVX2 vectors, or one AVX-512): pass 1 takes E as a lane-wise
+// max over the block's 16 k, pass 2 aligns and sums, and the normalisation runs per lane (AVX2)
+// or in the vector (AVX-512). Outputs whose row or column holds a non-finite value, or whose
+// entering accumulator is not finite, are recomputed with dot() afterwards (the rule above), so
+// the vector path only ever sees finite operands.
 
-constexpr int kLanes = 8;
+constexpr int kLanes = 16;
 constexpr std::int64_t kTaskRows = 32;
 constexpr std::int64_t kTaskCols = 64;
 
@@ -250,52 +251,149 @@ void chain_rows_portable(const std::int32_t* xs, const std::int32_t* xe, const P
 }
 
 #if defined(__x86_64__)
-// AVX2: 8 lanes of int32. |x_sig * 2^11 * w_sig| < 2^27 and a block's 16 aligned product terms
-// sum to less than 2^31 in magnitude, so S fits an int32; the accumulator's term joins in
-// 64 bits in finish_lane. vpsrlvd yields 0 for counts above 31, which is the truncation of a
-// term shifted past all its bits.
+// AVX2: 8 lanes of int32, the panel's 16 columns as two halves. |x_sig * 2^11 * w_sig| < 2^27
+// and a block's 16 aligned product terms sum to less than 2^31 in magnitude, so S fits an
+// int32; the accumulator's term joins in 64 bits in finish_lane. vpsrlvd yields 0 for counts
+// above 31, which is the truncation of a term shifted past all its bits.
 __attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, const std::int32_t* xe,
                                                       const PanelData& p, std::int64_t K, float* acc) {
-  const std::int32_t* ws = p.sig.data();
-  const std::int32_t* we = p.exp.data();
   const __m256i min_e = _mm256_set1_epi32(kMinAlignExp);
-  alignas(32) std::int32_t e_lane[kLanes], s_lane[kLanes];
-  for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
-    const std::int64_t k1 = std::min(K, k0 + kBlock);
-    for (int l = 0; l < kLanes; ++l) e_lane[l] = acc_exp(acc[l]);
-    __m256i E = _mm256_load_si256(reinterpret_cast<const __m256i*>(e_lane));
-    for (std::int64_t k = k0; k < k1; ++k) {
-      const __m256i pe = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes)),
-                                          _mm256_set1_epi32(xe[k]));
-      E = _mm256_max_epi32(E, pe);
+  alignas(32) std::int32_t e_lane[8], s_lane[8];
+  for (int half = 0; half < kLanes; half += 8) {
+    const std::int32_t* ws = p.sig.data() + half;
+    const std::int32_t* we = p.exp.data() + half;
+    float* a = acc + half;
+    for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
+      const std::int64_t k1 = std::min(K, k0 + kBlock);
+      for (int l = 0; l < 8; ++l) e_lane[l] = acc_exp(a[l]);
+      __m256i E = _mm256_load_si256(reinterpret_cast<const __m256i*>(e_lane));
+      for (std::int64_t k = k0; k < k1; ++k) {
+        const __m256i pe = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes)),
+                                            _mm256_set1_epi32(xe[k]));
+        E = _mm256_max_epi32(E, pe);
+      }
+      E = _mm256_max_epi32(E, min_e);
+      __m256i S = _mm256_setzero_si256();
+      for (std::int64_t k = k0; k < k1; ++k) {
+        const __m256i wsig = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + k * kLanes));
+        const __m256i wexp = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes));
+        const __m256i prod = _mm256_mullo_epi32(wsig, _mm256_set1_epi32(xs[k]));
+        const __m256i shift = _mm256_sub_epi32(_mm256_sub_epi32(E, _mm256_set1_epi32(xe[k])), wexp);
+        const __m256i t = _mm256_srlv_epi32(_mm256_abs_epi32(prod), shift);
+        S = _mm256_add_epi32(S, _mm256_sign_epi32(t, prod));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(e_lane), E);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(s_lane), S);
+      for (int l = 0; l < 8; ++l) a[l] = finish_lane(s_lane[l], e_lane[l], a[l]);
     }
-    E = _mm256_max_epi32(E, min_e);
-    __m256i S = _mm256_setzero_si256();
-    for (std::int64_t k = k0; k < k1; ++k) {
-      const __m256i wsig = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + k * kLanes));
-      const __m256i wexp = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes));
-      const __m256i prod = _mm256_mullo_epi32(wsig, _mm256_set1_epi32(xs[k]));
-      const __m256i shift = _mm256_sub_epi32(_mm256_sub_epi32(E, _mm256_set1_epi32(xe[k])), wexp);
-      const __m256i t = _mm256_srlv_epi32(_mm256_abs_epi32(prod), shift);
-      S = _mm256_add_epi32(S, _mm256_sign_epi32(t, prod));
-    }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(e_lane), E);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(s_lane), S);
-    for (int l = 0; l < kLanes; ++l) acc[l] = finish_lane(s_lane[l], e_lane[l], acc[l]);
   }
 }
+
+// AVX-512: the 16 columns in one vector, and the block's finish in the lanes too. With the
+// accumulator's term A·4 >> (E − a) (an int32: A < 2^24), T = S + term, and for T ≠ 0 the result
+// is sign(T) · trunc24(|T|) · 2^(E−25): |T| converted to FP32 rounding toward zero (exactly the
+// truncation to a 24-bit significand), then multiplied by the power of two rounding toward zero
+// (exact while the result is normal). Embedded rounding, not the MXCSR, so nothing else changes.
+// A block where any lane's T overflows int32, leaves [2^−126, 2^127), needs a power of two
+// outside the normal range or enters with an infinite accumulator goes to finish_lane lane by
+// lane (the subnormal grid, ±Inf and the
+// model's -0 rules live there).
+// GCC 12's AVX-512 headers leave the pass-through operand of unmasked intrinsics undefined on
+// purpose, which -Wmaybe-uninitialized reports at every use.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs, const std::int32_t* xe,
+                                                          const PanelData& p, std::int64_t K, float* acc) {
+  static_assert(kLanes == 16);
+  const std::int32_t* ws = p.sig.data();
+  const std::int32_t* we = p.exp.data();
+  const __m512i min_e = _mm512_set1_epi32(kMinAlignExp), zero = _mm512_setzero_si512();
+  const __m512i frac_mask = _mm512_set1_epi32(0x7fffff), implicit = _mm512_set1_epi32(0x800000);
+  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
+  __m512 A = _mm512_loadu_ps(acc);
+  for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
+    const std::int64_t k1 = std::min(K, k0 + kBlock);
+    // The accumulator's fields: field 0 is a zero or a subnormal (a = −126, no implicit bit).
+    const __m512i ab = _mm512_castps_si512(A);
+    const __m512i field = _mm512_and_si512(_mm512_srli_epi32(ab, 23), _mm512_set1_epi32(0xff));
+    const __mmask16 normal = _mm512_cmpneq_epi32_mask(field, zero);
+    const __m512i mag = _mm512_mask_or_epi32(_mm512_and_si512(ab, frac_mask), normal, _mm512_and_si512(ab, frac_mask),
+                                             implicit);
+    const __m512i a_exp = _mm512_mask_sub_epi32(_mm512_set1_epi32(-126), normal, field, _mm512_set1_epi32(127));
+    const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(mag, zero);
+    __m512i E = _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a_exp);
+    for (std::int64_t k = k0; k < k1; ++k)
+      E = _mm512_max_epi32(E, _mm512_add_epi32(_mm512_loadu_si512(we + k * kLanes), _mm512_set1_epi32(xe[k])));
+    E = _mm512_max_epi32(E, min_e);
+    __m512i S = zero;
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const __m512i prod = _mm512_mullo_epi32(_mm512_loadu_si512(ws + k * kLanes), _mm512_set1_epi32(xs[k]));
+      const __m512i shift =
+          _mm512_sub_epi32(_mm512_sub_epi32(E, _mm512_set1_epi32(xe[k])), _mm512_loadu_si512(we + k * kLanes));
+      const __m512i t = _mm512_srlv_epi32(_mm512_abs_epi32(prod), shift);
+      const __mmask16 neg = _mm512_cmplt_epi32_mask(prod, zero);
+      S = _mm512_add_epi32(S, _mm512_mask_sub_epi32(t, neg, zero, t));
+    }
+    // The accumulator's term and the block sum T (E ≥ a wherever the accumulator is non-zero).
+    const __m512i term_mag = _mm512_srlv_epi32(_mm512_slli_epi32(mag, kExtraBits), _mm512_sub_epi32(E, a_exp));
+    const __mmask16 acc_neg = _mm512_cmplt_epi32_mask(ab, zero);
+    const __m512i term = _mm512_mask_sub_epi32(term_mag, acc_neg, zero, term_mag);
+    const __m512i T = _mm512_add_epi32(S, term);
+    // Signed overflow: S and term of one sign, T of the other.
+    const __mmask16 overflow =
+        _mm512_cmplt_epi32_mask(_mm512_and_si512(_mm512_xor_si512(S, T), _mm512_xor_si512(term, T)), zero);
+    const __mmask16 t_zero = _mm512_cmpeq_epi32_mask(T, zero);
+    // 2^(E−25) as a normal float needs −126 ≤ E − 25 ≤ 127.
+    const __m512i unit = _mm512_sub_epi32(E, _mm512_set1_epi32(kUnitExp));
+    const __mmask16 unit_ok = _mm512_cmpge_epi32_mask(unit, _mm512_set1_epi32(-126)) &
+                              _mm512_cmple_epi32_mask(unit, _mm512_set1_epi32(127));
+    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(unit, _mm512_set1_epi32(127)), 23));
+    const __m512 f = _mm512_cvt_roundepu32_ps(_mm512_abs_epi32(T), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_mul_round_ps(f, scale, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512i rb = _mm512_castps_si512(r);
+    const __m512i r_field = _mm512_srli_epi32(rb, 23);
+    const __mmask16 in_range = _mm512_cmpneq_epi32_mask(r_field, zero) &
+                               _mm512_cmplt_epi32_mask(r_field, _mm512_set1_epi32(254));
+    // An accumulator that overflowed to ±Inf in an earlier block stays there (finish_lane).
+    const __mmask16 acc_finite = _mm512_cmpneq_epi32_mask(field, _mm512_set1_epi32(0xff));
+    const __mmask16 ok = acc_finite & (~overflow) & (t_zero | (unit_ok & in_range));
+    if (ok == 0xffff) {
+      const __mmask16 t_neg = _mm512_cmplt_epi32_mask(T, zero);
+      // T = 0 gives +0; otherwise the magnitude with T's sign.
+      const __m512i res = _mm512_mask_or_epi32(_mm512_maskz_mov_epi32(~t_zero, rb), t_neg, rb,
+                                               _mm512_set1_epi32(std::int32_t(0x80000000u)));
+      A = _mm512_castsi512_ps(res);
+      continue;
+    }
+    alignas(64) float a_lane[kLanes];
+    _mm512_store_ps(a_lane, A);
+    _mm512_store_si512(e_lane, E);
+    _mm512_store_si512(s_lane, S);
+    for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
+    A = _mm512_load_ps(a_lane);
+  }
+  _mm512_storeu_ps(acc, A);
+}
+#pragma GCC diagnostic pop
 
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
 }
+
+bool have_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
 #endif
 
-std::atomic<bool> g_portable{false};
+std::atomic<LaneKernel> g_kernel{LaneKernel::best};
 
 void chain_rows(const std::int32_t* xs, const std::int32_t* xe, const PanelData& p, std::int64_t K, float* acc) {
 #if defined(__x86_64__)
-  if (!g_portable.load(std::memory_order_relaxed) && have_avx2()) return chain_rows_avx2(xs, xe, p, K, acc);
+  const LaneKernel k = g_kernel.load(std::memory_order_relaxed);
+  if ((k == LaneKernel::best && have_avx512()) || k == LaneKernel::avx512) return chain_rows_avx512(xs, xe, p, K, acc);
+  if ((k == LaneKernel::best && have_avx2()) || k == LaneKernel::avx2) return chain_rows_avx2(xs, xe, p, K, acc);
 #endif
   chain_rows_portable(xs, xe, p, K, acc);
 }
@@ -304,7 +402,20 @@ bool rows_finite(CBf16Mat M, std::int64_t r) { return all_finite(std::span<const
 
 }  // namespace
 
-void set_portable_lanes(bool on) { g_portable.store(on); }
+bool lane_kernel_available(LaneKernel k) {
+#if defined(__x86_64__)
+  if (k == LaneKernel::avx512) return have_avx512();
+  if (k == LaneKernel::avx2) return have_avx2();
+#else
+  if (k == LaneKernel::avx512 || k == LaneKernel::avx2) return false;
+#endif
+  return true;
+}
+
+void set_lane_kernel(LaneKernel k) {
+  if (!lane_kernel_available(k)) throw Error("tensor-core lanes: this machine has no such vector kernel");
+  g_kernel.store(k);
+}
 
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
   const std::int64_t M = A.rows, N = W.rows, K = A.cols;

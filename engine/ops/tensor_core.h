@@ -80,8 +80,14 @@ int split_k_slices(std::int64_t rows, std::int64_t K);
 // (then y = bf16(acc)). Tensors go through ops::linear with Product::h200_tensor_core.
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
 
-// Runs the matrix form on the portable lane loop even where AVX2 is there (tests check that
-// both give the same bits); false restores the default.
-void set_portable_lanes(bool on);
+// The lane kernel the matrix form runs: the best the machine has (default); or one named, for
+// the tests that check that every kernel gives the same bits. `avx512` also finishes each
+// block in the vector lanes (the FP32 truncation by a round-toward-zero conversion), falling
+// back to the scalar finish for the rare blocks that leave the normal range or overflow 32
+// bits; `avx2` finishes every block lane by lane; `portable` is the reference loop.
+enum class LaneKernel { best, portable, avx2, avx512 };
+bool lane_kernel_available(LaneKernel k);
+// psi::Error for a kernel this machine cannot run.
+void set_lane_kernel(LaneKernel k);
 
 }  // namespace psi::ops::tc
