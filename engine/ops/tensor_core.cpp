@@ -176,8 +176,8 @@ namespace {
 // the vector path only ever sees finite operands.
 
 constexpr int kLanes = 16;
-constexpr std::int64_t kTaskRows = 32;
-constexpr std::int64_t kTaskCols = 64;
+constexpr std::int64_t kTaskRows = 128;
+constexpr std::int64_t kTaskCols = 128;
 
 struct RowData {
   std::vector<std::int32_t> sig, exp;  // [rows][K]: sig pre-shifted by 11, exp kZeroExp for 0
