@@ -47,13 +47,15 @@ tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch
 # core OfficialFlash.*'s, their reading every block probe's),
 # SynthInit over every recorded weight and the SHA-256 of every recorded tensor (the generator
 # and the hash every recording read runs).
-asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlock(TextCrossAttentionRowsAreBitwise|RowsAreBitwiseTheFlashRecording)|SynthInit\.MatchesEveryRecordedWeightAndInput|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
+asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlock(TextCrossAttentionRowsAreBitwise|RowsAreBitwiseTheFlashRecording)|OfficialFlash\.FullBlockClaimsHoldUnderBothOfficialVariants|SynthInit\.MatchesEveryRecordedWeightAndInput|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
 
 # TSan leaves out two tests that repeat, on the small config, schedules its tiny-config tests
-# already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles.
+# already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles;
+# and the full-size block's tests (their "Block" matches a threaded suite), whose threads are
+# the parallel_for of the operators the small blocks run.
 # The stream, event, page and journal synchronisation they go through is the same code at every
 # size; only the number of tiles grows. They run in the main and the ASan stages.
-tsan_skip=${PSI_TSAN_SKIP-'PsiExecResources\.OutcomesAsTheArenaShrinksOnSmall|PsiExec\.SmallRowTilesAndTheDenseVariant'}
+tsan_skip=${PSI_TSAN_SKIP-'PsiExecResources\.OutcomesAsTheArenaShrinksOnSmall|PsiExec\.SmallRowTilesAndTheDenseVariant|OfficialBlock\.FullBlock|OfficialFlash\.FullBlock'}
 
 supp="$PWD/fuzz/lsan.supp"
 # allocator_may_return_null: psi checks allocations that can fail (an arena larger than the

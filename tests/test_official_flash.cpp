@@ -271,3 +271,27 @@ TEST(OfficialFlash, ClaimsCountTheirOwnPathOnly) {
   EXPECT_EQ(u[0].checked, 0);
   EXPECT_FALSE(u[0].held());
 }
+
+// The full-size first block under both official variants, every claim checked: all ten probes of
+// the MATH recording under official-h200 and of the FLASH recording under official-h200-flash,
+// in every stored element (video rows 0-255, audio in full) and, for every video probe, the full
+// 4,928-row tensor's SHA-256. About six minutes on two cores since the AVX-512 tensor-core lanes
+// (docs/official-speed.md); left out of the sanitizer runs, whose arithmetic the small blocks cover.
+TEST(OfficialFlash, FullBlockClaimsHoldUnderBothOfficialVariants) {
+  probes::ProbeOptions o;
+  o.variants = {"official-h200", "official-h200-flash"};
+  const auto r = probes::run_probe("block-full", o);
+  const auto claims = probes::check_claims(r);
+  ASSERT_EQ(claims.size(), 2u);
+  for (const auto& c : claims) {
+    EXPECT_EQ(c.checked, 10) << c.variant;
+    EXPECT_TRUE(c.held()) << c.variant << ": " << c.failed.size() << " failed";
+  }
+  int full_hashes = 0;
+  for (const auto& t : r.results)
+    if (t.full_sha_equal && t.backend == (t.variant == "official-h200" ? "math" : "flash")) {
+      EXPECT_TRUE(*t.full_sha_equal) << t.variant << " " << t.tensor;
+      ++full_hashes;
+    }
+  EXPECT_EQ(full_hashes, 10);  // attn1, attn2, audio_to_video_attn, ff, video_out, per variant
+}
