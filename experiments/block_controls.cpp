@@ -164,20 +164,6 @@ void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r) {
   j.at("total").get_to(r.total);
 }
 
-void to_json(nlohmann::json& j, const BlockControlsCase::FlashCause& r) {
-  j = {{"tensor", r.tensor},       {"rows", r.rows},       {"total", r.total},
-       {"differing", r.differing}, {"by_step", r.by_step}, {"not_reproduced", r.not_reproduced}};
-}
-
-void from_json(const nlohmann::json& j, BlockControlsCase::FlashCause& r) {
-  j.at("tensor").get_to(r.tensor);
-  j.at("rows").get_to(r.rows);
-  j.at("total").get_to(r.total);
-  j.at("differing").get_to(r.differing);
-  j.at("by_step").get_to(r.by_step);
-  j.at("not_reproduced").get_to(r.not_reproduced);
-}
-
 void to_json(nlohmann::json& j, const BlockControlsCase& r) {
   j = {{"case", r.case_name},
        {"file", r.file},

@@ -191,8 +191,9 @@ void to_json(nlohmann::json& j, const BlockControlsCase::Distance& r);
 void from_json(const nlohmann::json& j, BlockControlsCase::Distance& r);
 void to_json(nlohmann::json& j, const BlockControlsCase::Float64Row& r);
 void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r);
-void to_json(nlohmann::json& j, const BlockControlsCase::FlashCause& r);
-void from_json(const nlohmann::json& j, BlockControlsCase::FlashCause& r);
+// The keys are the members' names: one field list (nlohmann's macro), every key required.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BlockControlsCase::FlashCause, tensor, rows, total, differing, by_step,
+                                   not_reproduced)
 void to_json(nlohmann::json& j, const BlockControlsCase& r);
 void from_json(const nlohmann::json& j, BlockControlsCase& r);
 
