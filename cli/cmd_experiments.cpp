@@ -53,12 +53,14 @@ struct RunOpts {
 };
 
 void parse_shard(const std::string& s, exp::Options& o) {
-  int i = 0, n = 0;
-  char tail = 0;
-  if (std::sscanf(s.c_str(), "%d/%d%c", &i, &n, &tail) != 2 || n < 1 || i < 0 || i >= n)
-    throw Error("--shard '" + s + "': expected i/n with 0 <= i < n");
-  o.shard_index = i;
-  o.shard_count = n;
+  const std::size_t slash = s.find('/');
+  const auto max = std::uint64_t(std::numeric_limits<int>::max());
+  const auto i = slash == std::string::npos ? std::nullopt : parse_whole(std::string_view(s).substr(0, slash), 0, max);
+  const auto n = slash == std::string::npos ? std::nullopt : parse_whole(std::string_view(s).substr(slash + 1), 1, max);
+  if (!i || !n || *i >= *n)
+    throw Error("--shard '" + s + "': expected i/n, whole numbers with 0 <= i < n <= " + std::to_string(max));
+  o.shard_index = int(*i);
+  o.shard_count = int(*n);
 }
 
 psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 report and print its table",

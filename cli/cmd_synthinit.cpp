@@ -1,5 +1,9 @@
 // psi synthinit: print or hash a SynthInit v1 tensor, to check an implementation by hand.
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <iostream>
 #include <memory>
 
@@ -34,8 +38,19 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
   return [o] {
-    for (std::int64_t d : o->shape)
+    // The element count is checked before anything is made: a product past 2^63 used to wrap to a
+    // small count (a SHA-256 of nothing, exit 0), one past the machine's memory to bad_alloc.
+    std::uint64_t elements = 1;
+    for (std::int64_t d : o->shape) {
       if (d < 0) throw psi::Error("synthinit: --shape " + std::to_string(d) + " is negative");
+      if (d != 0 && elements > std::uint64_t(std::numeric_limits<std::int64_t>::max()) / std::uint64_t(d))
+        throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " has more than 2^63 - 1 elements");
+      elements *= std::uint64_t(d);
+    }
+    const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+    if (elements > memory / 2)
+      throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " is " + std::to_string(elements) +
+                       " BF16 elements, more than this machine's memory (" + std::to_string(memory) + " bytes) holds");
     if (!o->out.empty()) psi::reports::check_output(o->out, {}, "synthinit: --out");
     auto spec = psi::synthinit::classify(o->name, o->shape);
     auto t = psi::synthinit::make(o->name, o->shape, o->seed);

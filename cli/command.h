@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,16 +28,23 @@ struct Command {
 
 std::vector<Command>& registry();
 
-// The check for every integer option: decimal digits only (no sign, no exponent) and a value in
-// [lo, hi], so that "-1" or an overlong number is refused instead of wrapping or saturating.
+// The one parser of every integer a user gives psi on the command line: decimal digits only (no
+// sign, no exponent, no other base: "010" is ten) and a value in [lo, hi], so that "-1" or an
+// overlong number is refused instead of wrapping or saturating; nullopt otherwise.
+inline std::optional<std::uint64_t> parse_whole(std::string_view s, std::uint64_t lo, std::uint64_t hi) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || s[0] == '-' || s[0] == '+' || ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi)
+    return std::nullopt;
+  return v;
+}
+
+// parse_whole as the check of an integer option.
 inline CLI::Validator whole_number(std::uint64_t lo = 0,
                                    std::uint64_t hi = std::uint64_t(std::numeric_limits<std::int64_t>::max())) {
   return CLI::Validator(
       [lo, hi](std::string& s) -> std::string {
-        std::uint64_t v = 0;
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (s.empty() || s[0] == '-' || s[0] == '+' || ec != std::errc() || end != s.data() + s.size() || v < lo ||
-            v > hi)
+        if (!parse_whole(s, lo, hi))
           return "'" + s + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
         return "";
       },

@@ -46,6 +46,18 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
       {{"run", "one-token", "--shard", "0/0", "--out", report}, {"--shard '0/0'"}},
       {{"run", "one-token", "--shard", "0/2x", "--out", report}, {"--shard '0/2x'"}},
       {{"run", "one-token", "--shard", "0/2", "--out", report}, {"experiment 'one-token' cannot be sharded"}},
+      // Shard counts past 32 bits used to wrap (4294967298 read as 2).
+      {{"run", "capacity", "--shard", "0/4294967298", "--out", report}, {"--shard '0/4294967298'"}},
+      {{"run", "capacity", "--shard", "4294967296/4294967298", "--out", report}, {"--shard '4294967296/4294967298'"}},
+      {{"run", "capacity", "--shard", "+0/2", "--out", report}, {"--shard '+0/2'"}},
+      {{"run", "capacity", "--shard", "0/2/3", "--out", report}, {"--shard '0/2/3'"}},
+      // A shape whose element count passes 2^63 (or 2^64) used to hash nothing with exit 0.
+      {{"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "4294967296", "4294967296"},
+       {"--shape [4294967296, 4294967296] has more than 2^63 - 1 elements"}},
+      {{"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "3037000500", "3037000500"},
+       {"more than 2^63 - 1 elements"}},
+      {{"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "1048576", "1048576"},
+       {"more than this machine's memory"}},
       {{"run", "one-token", "--chaos", "many", "--out", report}, {"--chaos"}},
       {{"run", "one-token", "--seed", "ten", "--out", report}, {"--seed"}},
       // Numbers that CLI11 alone wrapped (-1 became 2^64 - 1) or saturated.
