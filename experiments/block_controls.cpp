@@ -215,7 +215,10 @@ void run_block_controls(const Options& o, Report& report) {
     const std::string m = "/" + r.group + "/math/" + t;
     std::string fl = "/" + r.group + "/flash/" + t;
     auto ff = r.flash_file.empty() ? h5::File::open_read(r.file) : h5::File::open_read(r.flash_file);
-    if (!f.exists(m) || !ff.exists(fl)) continue;
+    // The main table is these two outputs: a recording without them would leave it empty.
+    if (!f.exists(m)) throw Error(r.file.string() + ":" + m + ": the recording has no MATH " + t + ", which block-controls' table needs");
+    if (!ff.exists(fl))
+      throw Error(ff.path().string() + ":" + fl + ": the recording has no FLASH " + t + ", which block-controls' table needs");
     const Bf16Tensor a = ff.read_bf16(fl), b = f.read_bf16(m);
     reports::verify_sha256_full(ff, fl, a);
     reports::verify_sha256_full(f, m, b);

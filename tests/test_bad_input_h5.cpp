@@ -490,3 +490,21 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
   const fs::path none = with_attr("none", [](hid_t) {});
   EXPECT_EQ(rp::check_sha256_full(h5::File::open_read(none), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::not_recorded);
 }
+
+// Still open from round two: a recording that lacks a tensor block-controls' table needs (here
+// the MATH audio_out, kept in FLASH so that the probes themselves still compare) gave a table
+// without its psi rows and exit 0. Refused, naming the dataset.
+TEST(BadHdf5, BlockControlsRefusesARecordingWithoutItsTableTensors) {
+  const fs::path dir = fresh_dir("h5_bc_missing");
+  fs::copy_file(fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5", dir / "block_small.h5");
+  fs::permissions(dir / "block_small.h5", fs::perms::owner_write, fs::perm_options::add);
+  {
+    h5::Handle f(H5Fopen((dir / "block_small.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Ldelete(f.get(), "/block_small/math/audio_out", H5P_DEFAULT), 0);
+  }
+  const std::vector<std::string> args{"run", "block-controls", "--reference", dir.string(), "--out",
+                                      (dir / "bc.h5").string()};
+  expect_rejected(run_psi(args), args, Exit::bad_input,
+                  {(dir / "block_small.h5").string() + ":/block_small/math/audio_out", "no MATH audio_out"});
+  EXPECT_FALSE(fs::exists(dir / "bc.h5"));
+}
