@@ -508,3 +508,56 @@ TEST(BadHdf5, BlockControlsRefusesARecordingWithoutItsTableTensors) {
                   {(dir / "block_small.h5").string() + ":/block_small/math/audio_out", "no MATH audio_out"});
   EXPECT_FALSE(fs::exists(dir / "bc.h5"));
 }
+
+// psi verify (class 10): a file checked on its own. A recording and a psi report as written pass
+// (exit 0); edited data under its sha256_full, a NaN its nonfinite_count does not count, another
+// schema version and a partial file are each a named problem (exit 1); data stored outside the
+// file and a malformed integrity attribute are refusals (exit 2), as in every other reader.
+TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
+  const fs::path dir = fresh_dir("h5_verify");
+  const fs::path recording = fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5";
+  const fs::path report = report_file(dir / "report.h5", kGoodTables);
+  PsiRun r = run_psi({"verify", recording.string(), report.string()});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("psi verify " + recording.string() + ": OK (a recording"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sha256_full equal to the data"), std::string::npos) << r.out;
+
+  // The report's tensor edited in place, its sha256_full left as it was.
+  fs::copy_file(report, dir / "edited.h5");
+  {
+    h5::Handle f(H5Fopen((dir / "edited.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle d(H5Dopen2(f.get(), "/states/x", H5P_DEFAULT), H5Dclose);
+    std::vector<std::uint16_t> v(8, 0x3f80);
+    ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  }
+  // A NaN the recorded nonfinite_count (0) does not count, without a hash.
+  const fs::path nan = plain_file(dir / "nan.h5", [](h5::File& f) {
+    psi::Bf16Tensor t = bf16_tensor({4}, 1.0f);
+    t.data[2] = psi::Bf16::from_bits(0x7fc0);
+    f.write_bf16("/x", t, {{"nonfinite_count", std::int64_t(0)}});
+  });
+  const fs::path v2 = plain_file(dir / "v2.h5", [](h5::File& f) { f.write_bf16("/x", bf16_tensor({4}, 1.0f)); },
+                                 {{"schema", std::string("psi-h5/2")}});
+  const std::vector<std::pair<fs::path, std::string>> problems{
+      {dir / "edited.h5", ":/states/x: data does not match its sha256_full"},
+      {nan, ":/x: 1 non-finite elements, its nonfinite_count says 0"},
+      {v2, ": schema psi-h5/2; this psi reads psi-h5/1"}};
+  for (const auto& [file, mention] : problems) {
+    r = run_psi({"verify", file.string()});
+    EXPECT_EQ(r.status, 1) << file << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("problem: " + file.string() + mention), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("psi verify " + file.string() + ": 1 problem"), std::string::npos) << r.out;
+  }
+  // Refusals, as every reader refuses them.
+  const fs::path elink = plain_file(dir / "elink.h5", [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(report.c_str(), "/states/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  const fs::path bad_sha = plain_file(dir / "bad_sha.h5", [](h5::File& f) {
+    f.write_bf16("/x", bf16_tensor({4}, 1.0f), {{"sha256_full", std::int64_t(5)}});
+  });
+  for (const auto& [file, mention] : std::vector<std::pair<fs::path, std::string>>{
+           {elink, ":/x is an external link"}, {bad_sha, "sha256_full attribute is an integer"}}) {
+    const std::vector<std::string> args{"verify", file.string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {file.string(), mention});
+  }
+}

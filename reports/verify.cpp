@@ -1,0 +1,96 @@
+#include "reports/verify.h"
+
+#include <cmath>
+#include <variant>
+
+#include "engine/bf16.h"
+#include "engine/interrupt.h"
+#include "reports/h5.h"
+#include "reports/schema.h"
+#include "reports/state_file.h"
+
+namespace psi::reports {
+
+namespace {
+
+template <class T>
+std::int64_t count_nonfinite(const std::vector<T>& v) {
+  std::int64_t n = 0;
+  for (const T& x : v) {
+    if constexpr (std::is_same_v<T, Bf16>) n += !x.is_finite();
+    else n += !std::isfinite(x);
+  }
+  return n;
+}
+
+}  // namespace
+
+VerifyReport verify_file(const std::filesystem::path& file) {
+  VerifyReport r;
+  r.file = file;
+  const h5::File f = h5::File::open_read(file);
+  const auto schema = f.attr("/", "schema");
+  const auto* schema_text = schema ? std::get_if<std::string>(&*schema) : nullptr;
+  if (!schema_text) {
+    r.format = "a recording or another HDF5 file (no psi schema)";
+  } else {
+    r.format = *schema_text;
+    if (schema_text->starts_with("psi-h5/") && *schema_text != "psi-h5/1")
+      r.problems.push_back(file.string() + ": schema " + *schema_text + "; this psi reads psi-h5/1");
+    const std::string partial = partial_marker(f);
+    if (!partial.empty()) r.problems.push_back(file.string() + ": a partial file (" + partial + ")");
+  }
+  for (const h5::DatasetInfo& di : f.list_datasets()) {
+    check_interrupt("psi verify " + file.string());
+    const Integrity in = read_integrity(f, di.path);
+    const std::string where = file.string() + ":" + di.path;
+    std::vector<std::uint8_t> bytes;
+    std::int64_t nonfinite = -1;  // -1: not a float dataset
+    switch (di.kind) {
+      case h5::ElemKind::bf16: {
+        const Bf16Tensor t = f.read_bf16(di.path);
+        nonfinite = count_nonfinite(t.data);
+        const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
+        bytes.assign(p, p + t.bytes());
+        break;
+      }
+      case h5::ElemKind::f32: {
+        const F32Tensor t = f.read_f32(di.path);
+        nonfinite = count_nonfinite(t.data);
+        const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
+        bytes.assign(p, p + t.bytes());
+        break;
+      }
+      case h5::ElemKind::f64: {
+        const F64Tensor t = f.read_f64(di.path);
+        nonfinite = count_nonfinite(t.data);
+        const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
+        bytes.assign(p, p + t.bytes());
+        break;
+      }
+      case h5::ElemKind::u8: bytes = f.read_u8(di.path); break;
+      default:
+        ++r.unchecked;
+        r.notes.push_back(where + ": " + std::string(h5::kind_name(di.kind)) + " data, not read (psi reads no such data)");
+        continue;
+    }
+    ++r.datasets;
+    if (!in.sha256_full.empty() && in.stored == "full") {
+      ++r.hashes_checked;
+      if (check_sha256_full(f, di.path, bytes.data(), bytes.size()) == Sha256Check::mismatch)
+        r.problems.push_back(sha256_mismatch_message(f, di.path));
+    }
+    if (nonfinite < 0) continue;
+    r.nonfinite += nonfinite;
+    const auto recorded = f.attr(di.path, attr::nonfinite_count);
+    if (recorded && in.stored == "full") {
+      const auto* i = std::get_if<std::int64_t>(&*recorded);
+      if (!i || *i != nonfinite)
+        r.problems.push_back(where + ": " + std::to_string(nonfinite) + " non-finite elements, its nonfinite_count says " +
+                             (i ? std::to_string(*i) : std::string("something that is not a whole number")));
+    }
+  }
+  return r;
+}
+
+}  // namespace psi::reports
