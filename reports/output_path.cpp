@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -86,6 +87,26 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
                   const Recognizer& mine) {
   const std::string name = (what.empty() ? "" : what + " ") + out.string();
   if (out.empty()) throw Error((what.empty() ? std::string("output") : what) + ": an empty path");
+  // The names and the folder it goes in, before any work: these used to fail late, as an
+  // internal error from creating the folder or the file.
+  for (const fs::path& part : out)
+    if (part.native().size() > NAME_MAX)
+      throw Error(name.substr(0, 200) + "...: a name of " + std::to_string(part.native().size()) + " bytes, longer than " +
+                  std::to_string(NAME_MAX) + " (ENAMETOOLONG)");
+  if (out.native().size() >= PATH_MAX)
+    throw Error(name.substr(0, 200) + "...: a path of " + std::to_string(out.native().size()) + " bytes, " +
+                std::to_string(PATH_MAX) + " or longer (ENAMETOOLONG)");
+  {
+    std::error_code ec;
+    for (fs::path up = fs::absolute(out, ec).parent_path(); !up.empty(); up = up.parent_path()) {
+      const fs::file_status st = fs::status(up, ec);
+      if (fs::exists(st)) {
+        if (!fs::is_directory(st)) throw Error(name + ": " + up.string() + " is not a directory (ENOTDIR)");
+        break;
+      }
+      if (up == up.parent_path()) break;
+    }
+  }
   const fs::path target = write_target(out);  // refuses a dangling link
   const std::string via = target == out ? "" : " (a symbolic link to " + target.string() + ")";
   const auto so = stat_of(out);

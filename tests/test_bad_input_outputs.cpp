@@ -440,3 +440,23 @@ TEST(BadOutputs, LostStandardOutputAndEmptyPathsAreErrors) {
         std::vector<std::string>{"merge", "a.h5", "--out", ""}})
     expect_rejected(run_psi(args), args, Exit::bad_input, {"--out", "an empty path"});
 }
+
+// An output path whose folder is a regular file, or with a name longer than the filesystem
+// takes (class 5): an internal error (exit 3) from creating the folder or the file, after the
+// work; now one line naming the cause (ENOTDIR, ENAMETOOLONG), exit 2, before it.
+TEST(BadOutputs, UnusableOutputPathsAreNamedBeforeTheWork) {
+  const fs::path dir = fresh_dir("unusable_out");
+  write_bytes(dir / "a_file", "x");
+  const std::string under_file = (dir / "a_file" / "sub" / "r.h5").string();
+  const std::string too_long = (dir / (std::string(300, 'n') + ".h5")).string();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "capacity", "--quick", "--out", under_file},
+        std::vector<std::string>{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out", under_file},
+        std::vector<std::string>{"probe", "audio-ff-up", "--variant", "dense", "--out", under_file}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {(dir / "a_file").string() + " is not a directory (ENOTDIR)"});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "capacity", "--quick", "--out", too_long},
+        std::vector<std::string>{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out", too_long}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {"a name of 303 bytes, longer than 255 (ENAMETOOLONG)"});
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{"a_file"});
+}
