@@ -130,11 +130,11 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
       // A signal that arrived after the last check point still leaves a partial report.
       check_interrupt("the end of the run");
     } catch (const Error& err) {
-      if (err.code() != Exit::interrupted) throw;
+      if (!is_interrupted(err.code())) throw;
       report.abandon(partial);
       throw Error(std::string(err.what()) + "; no report written under " + report.path().string() +
                       "; the cases finished so far are in " + partial.string(),
-                  Exit::interrupted);
+                  err.code());
     }
     overall.finish();  // the line goes before the tables are printed
     auto tables = report.commit();

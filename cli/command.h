@@ -72,7 +72,7 @@ inline constexpr std::string_view kExitRule =
     "1 a comparison asked for found a difference (psi compare; psi probe --require-bitwise) or a "
     "bitwise claim of the command failed (psi run: e.g. transport-control's states, scheduling's "
     "probes); measurements (distances to a recording, oracle verdicts) are not claims; 2 bad input "
-    "or usage; 3 internal error or a failed run; 130 interrupted.";
+    "or usage; 3 internal error or a failed run; 128 + n interrupted by signal n (130 SIGINT, 143 SIGTERM).";
 
 struct Registrar {
   Registrar(std::string name, std::string description, Setup setup) {

@@ -1,5 +1,5 @@
 // psi: the command-line front end. Exit codes are psi::Exit's (0 ok or bitwise equal,
-// 1 differs, 2 bad input, 3 run failed, 130 interrupted).
+// 1 differs, 2 bad input, 3 run failed, 128 + n interrupted by signal n).
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>

@@ -7,8 +7,13 @@
 namespace psi {
 
 // Exit codes: 0 ok / bitwise equal, 1 a comparison found differences, 2 bad input or usage,
-// 3 a run failed (resource outcome, internal error), 130 interrupted.
+// 3 a run failed (resource outcome, internal error), 128 + n interrupted by signal n (130 for
+// SIGINT, 143 for SIGTERM, 129 SIGHUP, … engine/interrupt.h).
 enum class Exit : int { ok = 0, differs = 1, bad_input = 2, run_failed = 3, interrupted = 130 };
+
+// The exit status of an interruption by signal `sig`, and whether a status is one.
+inline Exit interrupted_by(int sig) { return Exit(128 + sig); }
+inline bool is_interrupted(Exit e) { return int(e) > 128 && int(e) < 128 + 65; }
 
 // Escapes control characters (\n, \r, \xNN) so that a message is exactly one line. Inline:
 // the CUDA backend library throws psi::Error without linking back to psi_engine.

@@ -34,8 +34,18 @@ extern "C" void on_signal(int sig) {
     if (s.state.load() == kLive) ::unlink(s.path);
   static const char msg[] = "psi: error: interrupted again; stopped at once, temporary files removed\n";
   [[maybe_unused]] const auto n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-  ::_exit(int(Exit::interrupted));
+  ::_exit(int(interrupted_by(sig)));
 }
+
+// The terminating signals psi handles, with the names its messages use.
+struct NamedSignal {
+  int sig;
+  const char* name;
+};
+constexpr NamedSignal kSignals[] = {{SIGINT, "SIGINT"},   {SIGTERM, "SIGTERM"}, {SIGHUP, "SIGHUP"},
+                                    {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
+                                    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGXCPU, "SIGXCPU"},
+                                    {SIGXFSZ, "SIGXFSZ"}, {SIGVTALRM, "SIGVTALRM"}};
 
 }  // namespace
 
@@ -46,17 +56,24 @@ void install_interrupt_handlers() {
   // SA_RESTART keeps library reads and writes whole after the first signal; the flag is seen
   // at the next check point.
   sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (const NamedSignal& s : kSignals) {
+    struct sigaction old {};
+    if (sigaction(s.sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // ignored on purpose
+    sigaction(s.sig, &sa, nullptr);
+  }
+}
+
+std::string signal_name(int sig) {
+  for (const NamedSignal& s : kSignals)
+    if (s.sig == sig) return s.name;
+  return "signal " + std::to_string(sig);
 }
 
 bool interrupt_requested() { return g_signal.load() != 0; }
 int interrupt_signal() { return g_signal.load(); }
 
 void check_interrupt(const std::string& where) {
-  if (int s = g_signal.load())
-    throw Error(std::string("interrupted by ") + (s == SIGINT ? "SIGINT" : "SIGTERM") + " at " + where,
-                Exit::interrupted);
+  if (int s = g_signal.load()) throw Error("interrupted by " + signal_name(s) + " at " + where, interrupted_by(s));
 }
 
 void register_temp_file(const std::string& path) {

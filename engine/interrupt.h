@@ -1,9 +1,12 @@
 #pragma once
-// SIGINT/SIGTERM handling. The first signal only sets a flag; work loops call check_interrupt()
-// at safe points (between cases, steps, blocks, planned tiles, progress steps), which throws an
-// Error with Exit::interrupted so that nothing is written under a final name, and no file is
-// renamed into place once a signal has arrived. A second signal ends the process at once: the
-// temporary files registered below are unlinked and the process exits with 130.
+// Signal handling, one table for every terminating signal a process can catch (SIGINT, SIGTERM,
+// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ, SIGVTALRM): the first
+// only sets a flag; work loops call check_interrupt() at safe points (between cases, steps,
+// blocks, planned tiles, progress steps), which throws an Error with exit status 128 + n so
+// that nothing is written under a final name, and no file is renamed into place once a signal
+// has arrived. A second signal ends the process at once: the temporary files registered below
+// are unlinked and the process exits with 128 + n. A signal ignored when psi starts (nohup's
+// SIGHUP, a parent's SIGPIPE or SIGXFSZ) stays ignored.
 #include <string>
 
 namespace psi {
@@ -11,7 +14,8 @@ namespace psi {
 void install_interrupt_handlers();
 bool interrupt_requested();
 int interrupt_signal();  // the signal number received, 0 if none
-// Throws psi::Error(Exit::interrupted) naming `where` if a signal arrived.
+std::string signal_name(int sig);  // "SIGINT", "SIGHUP", …
+// Throws psi::Error(interrupted_by(signal)) naming the signal and `where` if one arrived.
 void check_interrupt(const std::string& where);
 
 // Temporary files that a second signal removes before the process exits. Registration is
