@@ -46,28 +46,15 @@ VerifyReport verify_file(const std::filesystem::path& file) {
     const std::string where = file.string() + ":" + di.path;
     std::vector<std::uint8_t> bytes;
     std::int64_t nonfinite = -1;  // -1: not a float dataset
+    const auto take_float = [&](const auto& t) {
+      nonfinite = count_nonfinite(t.data);
+      const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
+      bytes.assign(p, p + t.bytes());
+    };
     switch (di.kind) {
-      case h5::ElemKind::bf16: {
-        const Bf16Tensor t = f.read_bf16(di.path);
-        nonfinite = count_nonfinite(t.data);
-        const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
-        bytes.assign(p, p + t.bytes());
-        break;
-      }
-      case h5::ElemKind::f32: {
-        const F32Tensor t = f.read_f32(di.path);
-        nonfinite = count_nonfinite(t.data);
-        const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
-        bytes.assign(p, p + t.bytes());
-        break;
-      }
-      case h5::ElemKind::f64: {
-        const F64Tensor t = f.read_f64(di.path);
-        nonfinite = count_nonfinite(t.data);
-        const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
-        bytes.assign(p, p + t.bytes());
-        break;
-      }
+      case h5::ElemKind::bf16: take_float(f.read_bf16(di.path)); break;
+      case h5::ElemKind::f32: take_float(f.read_f32(di.path)); break;
+      case h5::ElemKind::f64: take_float(f.read_f64(di.path)); break;
       case h5::ElemKind::u8: bytes = f.read_u8(di.path); break;
       default:
         ++r.unchecked;
