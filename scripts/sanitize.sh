@@ -50,14 +50,10 @@ tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch
 asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlock(TextCrossAttentionRowsAreBitwise|RowsAreBitwiseTheFlashRecording)|OfficialFlash\.FullBlockClaimsHoldUnderBothOfficialVariants|SynthInit\.MatchesEveryRecordedWeightAndInput|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
 
 # TSan leaves out two tests that repeat, on the small config, schedules its tiny-config tests
-# already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles;
-# and the full-size block's tests and block-controls (their "Block" matches a threaded suite),
-# whose threads are the parallel_for of the operators the small blocks run under TSan
-# (OfficialBlock.EverySmallBlock…, OfficialFlash.EverySmallBlock…: the FLASH core's nested
-# parallel_for included).
+# already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles.
 # The stream, event, page and journal synchronisation they go through is the same code at every
 # size; only the number of tiles grows. They run in the main and the ASan stages.
-tsan_skip=${PSI_TSAN_SKIP-'PsiExecResources\.OutcomesAsTheArenaShrinksOnSmall|PsiExec\.SmallRowTilesAndTheDenseVariant|OfficialBlock\.FullBlock|OfficialFlash\.FullBlock|Experiments\.BlockControlsAndProjectionOracle'}
+tsan_skip=${PSI_TSAN_SKIP-'PsiExecResources\.OutcomesAsTheArenaShrinksOnSmall|PsiExec\.SmallRowTilesAndTheDenseVariant'}
 
 supp="$PWD/fuzz/lsan.supp"
 # allocator_may_return_null: psi checks allocations that can fail (an arena larger than the

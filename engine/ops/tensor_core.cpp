@@ -300,8 +300,10 @@ __attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, con
 // model's -0 rules live there).
 // GCC 12's AVX-512 headers leave the pass-through operand of unmasked intrinsics undefined on
 // purpose, which -Wmaybe-uninitialized reports at every use.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs, const std::int32_t* xe,
                                                           const PanelData& p, std::int64_t K, float* acc) {
   static_assert(kLanes == 16);
@@ -374,7 +376,9 @@ __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs
   }
   _mm512_storeu_ps(acc, A);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
