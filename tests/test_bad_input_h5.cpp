@@ -401,7 +401,10 @@ TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
       {elink, {":/x is an external link to " + other.string() + ":/y"}},
       {soft, {":/x is a soft link to /y"}},
   };
-  for (const auto& [file, mentions] : cases) {
+  for (const auto& c : cases) {
+    // Named copies, not structured bindings: clang 14 lets no lambda capture those.
+    const fs::path& file = c.first;
+    const std::vector<std::string>& mentions = c.second;
     const std::vector<std::string> args{"compare", file.string(), file.string()};
     const PsiRun r = run_psi(args);
     expect_rejected(r, args, Exit::bad_input, mentions);
@@ -468,7 +471,9 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
       {with_attr("stored_int", scalar_int("stored")), "stored attribute is an integer"},
       {with_attr("stored_array", int_array("stored")), "stored attribute is not a scalar string"},
   };
-  for (const auto& [file, mention] : cases) {
+  for (const auto& c : cases) {
+    const fs::path& file = c.first;  // not a structured binding: the lambdas below capture it
+    const std::string& mention = c.second;
     const std::vector<std::string> args{"compare", file.string(), file.string()};
     expect_rejected(run_psi(args), args, Exit::bad_input, {file.string() + ":/g/x", mention});
     expect_error([&] { rp::read_integrity(h5::File::open_read(file), "/g/x"); }, Exit::bad_input, {mention},
