@@ -549,35 +549,32 @@ void File::check_stored_here(const std::string& path) const {
     return;
   }
   if (type != H5O_TYPE_GROUP) return;
+  // Every link under the group, depth first; a child that is not a hard link, or a dataset
+  // stored elsewhere, throws out of the walk (kept and rethrown below: HDF5 is C).
   struct Walk {
     const File* file;
     std::string prefix;
-  } walk{this, path == "/" ? "/" : path + "/"};
-  // Every link under the group, depth first; a child that is not a hard link, or a dataset
-  // stored elsewhere, throws out of the walk (caught and rethrown below: HDF5 is C).
-  std::exception_ptr error;
+    std::exception_ptr error;
+  } walk{this, path == "/" ? "/" : path + "/", nullptr};
   auto cb = [](hid_t, const char* name, const H5L_info_t* li, void* op) -> herr_t {
-    auto* w = static_cast<std::pair<Walk*, std::exception_ptr*>*>(op);
+    auto* w = static_cast<Walk*>(op);
     try {
-      const std::string child = w->first->prefix + name;
+      const std::string child = w->prefix + name;
       if (li->type != H5L_TYPE_HARD)
-        throw h5_error(w->first->file->where(child) + " is " +
-                       link_description(w->first->file->id(), child, *li) + kOnlyHere);
+        throw h5_error(w->file->where(child) + " is " + link_description(w->file->id(), child, *li) + kOnlyHere);
       H5O_info_t oi;
-      if (H5Oget_info_by_name(w->first->file->id(), child.c_str(), &oi, H5P_DEFAULT) >= 0 &&
-          oi.type == H5O_TYPE_DATASET)
-        w->first->file->open_dataset(child);
+      if (H5Oget_info_by_name(w->file->id(), child.c_str(), &oi, H5P_DEFAULT) >= 0 && oi.type == H5O_TYPE_DATASET)
+        w->file->open_dataset(child);
     } catch (...) {
-      *w->second = std::current_exception();
+      w->error = std::current_exception();
       return -1;
     }
     return 0;
   };
-  std::pair<Walk*, std::exception_ptr*> op{&walk, &error};
   Handle g(H5Gopen2(file_.get(), path.c_str(), H5P_DEFAULT), H5Gclose);
   if (!g) throw h5_error(where(path) + ": cannot open group");
-  const herr_t rc = H5Lvisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &op);
-  if (error) std::rethrow_exception(error);
+  const herr_t rc = H5Lvisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &walk);
+  if (walk.error) std::rethrow_exception(walk.error);
   if (rc < 0) throw h5_error(where(path) + ": cannot list its links");
 }
 

@@ -124,8 +124,8 @@ void sdpa_math_to_flash(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, 
   // Per head: k' transposed (MATH's scores), v widened (MATH's P·V) and v transposed (the
   // tensor-core P·V).
   std::vector<std::vector<float>> kt(heads), vf(heads);
-  std::vector<Bf16> vt_data(q.cols * Nk);
-  const Bf16Mat vt{vt_data.data(), q.cols, Nk, Nk};
+  const std::vector<Bf16> vt_data = transposed(v);
+  const CBf16Mat vt{vt_data.data(), q.cols, Nk, Nk};
   for (std::int64_t h = 0; h < heads; ++h) {
     kt[h].resize(d * Nk);
     vf[h].resize(Nk * d);
@@ -133,7 +133,6 @@ void sdpa_math_to_flash(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, 
       for (std::int64_t c = 0; c < d; ++c) {
         kt[h][c * Nk + j] = k.at(j, h * d + c).to_float() * factor;
         vf[h][j * d + c] = v.at(j, h * d + c).to_float();
-        vt.at(h * d + c, j) = v.at(j, h * d + c);
       }
   }
   const std::int64_t blocks = (Nq + kRowBlock - 1) / kRowBlock;

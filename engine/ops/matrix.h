@@ -3,6 +3,8 @@
 // never owns memory; `ld` is the distance between row starts in elements, so a column slice
 // of a larger matrix (a tile, a page-sized weight slice) is a view too.
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "engine/error.h"
 #include "engine/tensor.h"
@@ -44,6 +46,16 @@ Matrix<T> as_matrix(Tensor<T>& t) {
   std::int64_t cols = t.shape.back();
   std::int64_t rows = cols == 0 ? 0 : t.numel() / cols;
   return Matrix<T>{t.ptr(), rows, cols, cols};
+}
+
+// m's elements transposed into a new [cols, rows] buffer (row stride rows): e.g. V as [H·d, Nk]
+// for products that reduce over the keys.
+template <class T>
+std::vector<std::remove_const_t<T>> transposed(Matrix<T> m) {
+  std::vector<std::remove_const_t<T>> out(static_cast<std::size_t>(m.rows * m.cols));
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    for (std::int64_t c = 0; c < m.cols; ++c) out[static_cast<std::size_t>(c * m.rows + r)] = m.at(r, c);
+  return out;
 }
 
 }  // namespace psi::ops

@@ -191,10 +191,8 @@ void sdpa_flash_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, Bf1
   const FlashLaunch l = flash_launch(heads, Nq, Nk, d);
   const Scales sc = scales(d);
   // V transposed once ([H·d, Nk]): P·V reduces over keys, the tensor-core product's inner axis.
-  std::vector<Bf16> vt_data(q.cols * Nk);
-  const Bf16Mat vt{vt_data.data(), q.cols, Nk, Nk};
-  for (std::int64_t j = 0; j < Nk; ++j)
-    for (std::int64_t c = 0; c < q.cols; ++c) vt.at(c, j) = v.at(j, c);
+  const std::vector<Bf16> vt_data = transposed(v);
+  const CBf16Mat vt{vt_data.data(), q.cols, Nk, Nk};
   const std::int64_t row_blocks = ceil_div(Nq, kRowBlock);
   parallel_for(heads * row_blocks, [&](std::int64_t task) {
     const std::int64_t h = task / row_blocks, i0 = (task % row_blocks) * kRowBlock;
