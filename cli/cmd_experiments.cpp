@@ -12,6 +12,7 @@
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 #include "experiments/experiment.h"
+#include "experiments/kernel_config_file.h"
 #include "experiments/report.h"
 #include "experiments/table.h"
 
@@ -49,6 +50,7 @@ struct RunOpts {
   std::string shard;
   std::string out;
   std::string reference;
+  std::string kernel_config;
   std::vector<OwnOption> own;  // stable: CLI11 binds to its elements
 };
 
@@ -81,6 +83,9 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   sub.add_option("--checkpoint", r->o.checkpoint, "a safetensors checkpoint instead of SynthInit weights");
   sub.add_option("--reference", r->reference,
                  "FOLDER of recordings (default <shared>/reference); psi probe's --reference is one recording file");
+  sub.add_option("--kernel-config", r->kernel_config,
+                 "a kernel-config FILE (psi-kernel-config/1, psi kernels search): official-h200's K split per "
+                 "product shape instead of the recorded choices; recorded in the report's options");
   sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
@@ -109,6 +114,12 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                   (std::filesystem::exists(r->reference) ? ": not a folder" : ": no such folder") +
                   " (psi run takes the folder of recordings; psi probe takes one recording file)");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
+    if (!r->kernel_config.empty()) {
+      const ops::KernelConfig kc = exp::read_kernel_config(r->kernel_config);
+      r->o.kernel_config_file = r->kernel_config;
+      r->o.kernel_config = exp::kernel_config_products(kc);
+      ops::set_kernel_config(kc);
+    }
     for (const OwnOption& own : r->own) {
       if (!own.given()) continue;
       if (own.owner != &e)

@@ -12,18 +12,21 @@
 namespace psi::exp {
 
 nlohmann::json Options::to_json() const {
-  return {{"model", model},
-          {"profile", profile},
-          {"backend", backend},
-          {"seed", seed},
-          {"checkpoint", checkpoint},
-          {"shard_index", shard_index},
-          {"shard_count", shard_count},
-          {"quick", quick},
-          {"chaos_seed", chaos_seed},
-          {"zero_mask", full_prompt.zero_mask},
-          {"pool_bytes", fixed_budget.pool_bytes},
-          {"row_tile", scheduling.row_tile}};
+  nlohmann::json j = {{"model", model},
+                      {"profile", profile},
+                      {"backend", backend},
+                      {"seed", seed},
+                      {"checkpoint", checkpoint},
+                      {"shard_index", shard_index},
+                      {"shard_count", shard_count},
+                      {"quick", quick},
+                      {"chaos_seed", chaos_seed},
+                      {"zero_mask", full_prompt.zero_mask},
+                      {"pool_bytes", fixed_budget.pool_bytes},
+                      {"row_tile", scheduling.row_tile}};
+  // Only when given, so that the reports of runs without one stay as they were.
+  if (!kernel_config.empty()) j["kernel_config"] = kernel_config;
+  return j;
 }
 
 Options Options::from_json(const nlohmann::json& j) {
@@ -40,6 +43,7 @@ Options Options::from_json(const nlohmann::json& j) {
   o.full_prompt.zero_mask = j.value("zero_mask", false);
   o.fixed_budget.pool_bytes = j.value("pool_bytes", rt::kDefaultPoolBytes);
   o.scheduling.row_tile = j.value("row_tile", std::int64_t(0));
+  o.kernel_config = j.value("kernel_config", nlohmann::json::array());
   return o;
 }
 
@@ -85,6 +89,7 @@ std::filesystem::path reference_dir(const Options& o) {
 std::vector<std::filesystem::path> run_inputs(const Options& o) {
   std::vector<std::filesystem::path> in;
   if (!o.checkpoint.empty()) in.push_back(o.checkpoint);
+  if (!o.kernel_config_file.empty()) in.push_back(o.kernel_config_file);
   // A missing folder has no entries; the experiments that need it say so themselves.
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(reference_dir(o), ec)) in.push_back(e.path());

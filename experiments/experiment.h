@@ -50,6 +50,10 @@ struct Options {
   int shard_index = 0, shard_count = 1;
   bool quick = false;             // a reduced size for tests: fewer cases or cycles
   std::uint64_t chaos_seed = 0;   // CPU backend chaos delays when non-zero
+  // --kernel-config: the file, and the per-shape kernel choices it made active
+  // (experiments/kernel_config_file.h), recorded as its "products" list; empty: the recorded ones.
+  std::filesystem::path kernel_config_file;
+  nlohmann::json kernel_config = nlohmann::json::array();
 
   // One experiment's own options; the others leave theirs at the defaults.
   FullPromptOptions full_prompt;
@@ -63,7 +67,7 @@ struct Options {
   nlohmann::json to_json() const;
   // Back from that record (a nlohmann::json::exception on a malformed one). Keys later than the
   // first reports (the experiments' own, the shard) default when absent; out, reference_dir and
-  // the *_given flags are not recorded.
+  // the *_given flags and kernel_config_file are not recorded.
   static Options from_json(const nlohmann::json& j);
 };
 

@@ -70,7 +70,7 @@ TEST(OfficialBlock, EverySmallBlockProbeIsBitwiseTheRecording) {
 // the recording of the path the variant claims: the video rows are independent of each other up
 // to attn2, so eight of the 4,928 stand for all, and the audio stream up to audio_attn2 does not
 // see the video. The one-token context makes to_k and to_v one-row products over K = 4,096,
-// which the H200 splits in two (tc::split_k_slices); as one chain they differ in 21,888 of the
+// which the H200 splits in two (ops::recorded_choice); as one chain they differ in 21,888 of the
 // 1,048,576 elements the MATH recording stores (rows 0-255), in every row. Under FLASH the audio
 // self-attention (32 heads x 64, 126 keys) is the plain kernel's one 128-key tile and the
 // one-key text cross-attentions mask 127 of their tile's keys.

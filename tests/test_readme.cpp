@@ -5,9 +5,11 @@
 //   <!-- readme-test: run -->                 the shell block runs as written (exit 0)
 //   <!-- readme-test: lines: psi ARGS -->     every line of the block is a line of `psi ARGS`'s
 //                                             output, in order (exact numbers included)
-//   <!-- readme-test: tables: psi ARGS -->    the block's tables have the headers and row names
-//                                             of `psi ARGS`'s, its other lines appear as written
-//                                             (the numbers, e.g. wall times, may differ)
+//   <!-- readme-test: tables: psi ARGS -->    the block's tables are `psi ARGS`'s: the same
+//                                             headers, rows and cells, except the cells of a
+//                                             column that measures time (timed_column: wall
+//                                             times, rates), which differ from run to run; its
+//                                             other lines appear as written
 //   <!-- readme-test: python after: psi ARGS -->  `psi ARGS` first, then the Python snippet
 //                                             (without h5py here: the file and dataset it reads
 //                                             are checked instead)
@@ -157,8 +159,16 @@ bool is_rule(const std::vector<std::string>& c) {
 
 struct MdTable {
   std::vector<std::string> header;
-  std::vector<std::string> row_names;  // the first cell of each row
+  std::vector<std::vector<std::string>> rows;
 };
+
+// A column whose cells are measurements of time, or rates over it, which no two runs share: its
+// header names a wall time, seconds, milliseconds or a rate per second.
+bool timed_column(const std::string& header) {
+  static const std::regex timed(R"((wall|time|\[s\]|\[ms\]|\bs\b|/s\b|per second|ETA|elapsed))",
+                                std::regex::icase);
+  return std::regex_search(header, timed);
+}
 
 std::vector<MdTable> tables_of(const std::vector<std::string>& lines) {
   std::vector<MdTable> out;
@@ -173,7 +183,7 @@ std::vector<MdTable> tables_of(const std::vector<std::string>& lines) {
       out.push_back({c, {}});
       in_table = true;
     } else if (!is_rule(c)) {
-      out.back().row_names.push_back(c.empty() ? "" : c[0]);
+      out.back().rows.push_back(c);
     }
   }
   return out;
@@ -234,8 +244,17 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
       for (const auto& u : theirs)
         if (u.header == t.header) {
           found = true;
-          EXPECT_EQ(u.row_names, t.row_names) << "README.md:" << b.line << ": rows of the table headed '"
-                                              << t.header.at(0) << "'";
+          ASSERT_EQ(u.rows.size(), t.rows.size()) << "README.md:" << b.line << ": rows of the table headed '"
+                                                  << t.header.at(0) << "'";
+          for (std::size_t r = 0; r < t.rows.size(); ++r) {
+            ASSERT_EQ(u.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": psi's row " << r;
+            ASSERT_EQ(t.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": the README's row " << r;
+            for (std::size_t c = 0; c < t.header.size(); ++c)
+              if (c == 0 || !timed_column(t.header[c]))
+                EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << "README.md:" << b.line << ": table headed '" << t.header.at(0)
+                                                      << "', row '" << t.rows[r][0] << "', column '" << t.header[c]
+                                                      << "'";
+          }
         }
       EXPECT_TRUE(found) << "README.md:" << b.line << ": psi " << shape << " prints no table headed\n  "
                          << joined(t.header) << "it prints:\n"
@@ -316,7 +335,8 @@ TEST(Readme, UsageTableNamesEveryOption) {
     }
   }
   for (const char* c : {"list", "run", "report", "merge", "compare", "probe", "oracle certify", "oracle explain",
-                        "synthinit", "device ceilings", "device summary"})
+                        "synthinit", "device ceilings", "device summary", "verify", "kernels shapes", "kernels where",
+                        "kernels search", "kernels confirm"})
     EXPECT_TRUE(seen.count(c)) << "the usage table has no row for psi " << c;
 }
 

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/ops/kernel_config.h"
 #include "engine/ops/parallel.h"
 #include "engine/ops/tensor_core.h"
 
@@ -384,14 +385,15 @@ TEST(TensorCore, LinearEpilogueAddsTheBiasInFloat32) {
     }
 }
 
-// The split-K rule (tc::split_k_slices): a one-row product over K = 4,096 is two chains from +0,
+// The recorded split-K rule (ops::recorded_choice): a one-row product over K = 4,096 is two chains from +0,
 // one per half of K, added in FP32 before the epilogue; over K = 2,048, or with two rows, it is
 // one chain. OfficialBlock.FullBlockTextCrossAttentionRowsAreBitwise is the recording's evidence.
 TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
   std::mt19937 g(5);
   const int N = 6;
   for (const auto& [M, K] : {std::pair{1, 4096}, std::pair{1, 2048}, std::pair{2, 4096}}) {
-    EXPECT_EQ(tc::split_k_slices(M, K), M == 1 && K == 4096 ? 2 : 1);
+    const bool split = M == 1 && K == 4096;
+    EXPECT_EQ(ops::recorded_choice(ops::ChainKind::tensor_core, {M, N, K}).split_k, split ? 2 : 1);
     const std::vector<Bf16> A = random_vec(g, std::size_t(M) * K, 5), W = random_vec(g, std::size_t(N) * K, 5);
     const auto b = random_vec(g, N, 3);
     std::vector<Bf16> y(std::size_t(M) * N);
@@ -401,7 +403,7 @@ TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
       for (int n = 0; n < N; ++n) {
         const auto x0 = A.begin() + std::ptrdiff_t(m) * K, w0 = W.begin() + std::ptrdiff_t(n) * K;
         float acc = 0.0f;
-        if (tc::split_k_slices(M, K) == 2) {
+        if (split) {
           const float lo = reference_dot({x0, x0 + K / 2}, {w0, w0 + K / 2});
           const float hi = reference_dot({x0 + K / 2, x0 + K}, {w0 + K / 2, w0 + K});
           acc = lo + hi;

@@ -3,6 +3,7 @@
 #include "engine/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/kernel_config.h"
 #include "engine/ops/norm.h"
 
 namespace psi::model {
@@ -12,16 +13,24 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
                              const ops::SdpaOptions& sdpa, float eps, ops::Product product, ops::NormKernel norm,
                              AttentionTrace* trace) {
   const std::int64_t H = w.heads, d = w.head_dim;
-  Bf16Tensor v = ops::linear(context, w.to_v.w, w.to_v.bias(), ops::BiasRule::fused_f32, product);
-  Bf16Tensor q = ops::rms_norm(ops::linear(x, w.to_q.w, w.to_q.bias(), ops::BiasRule::fused_f32, product), &w.q_norm, eps, norm);
-  Bf16Tensor k = ops::rms_norm(ops::linear(context, w.to_k.w, w.to_k.bias(), ops::BiasRule::fused_f32, product), &w.k_norm, eps, norm);
+  // Each product named for the shape log (kernel_config.h).
+  const auto named_linear = [&](const char* site, const Bf16Tensor& in, const LinearWeights& l) {
+    const ops::ProductSite s(site);
+    return ops::linear(in, l.w, l.bias(), ops::BiasRule::fused_f32, product);
+  };
+  Bf16Tensor v = named_linear("to_v", context, w.to_v);
+  Bf16Tensor q = ops::rms_norm(named_linear("to_q", x, w.to_q), &w.q_norm, eps, norm);
+  Bf16Tensor k = ops::rms_norm(named_linear("to_k", context, w.to_k), &w.k_norm, eps, norm);
   if (q.shape.back() != H * d)
     throw Error("attention: q width " + std::to_string(q.shape.back()) + " for " + std::to_string(H) +
                 " heads of " + std::to_string(d));
   if (q_rope) ops::apply_split_rope(ops::as_matrix(q), *q_rope);
   if (k_rope) ops::apply_split_rope(ops::as_matrix(k), *k_rope);
   Bf16Tensor a(q.shape);
-  ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, sdpa, ops::as_matrix(a));
+  {
+    const ops::ProductSite s("sdpa");
+    ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, sdpa, ops::as_matrix(a));
+  }
   if (trace) {
     trace->q = q;
     trace->k = k;
@@ -29,7 +38,7 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
     trace->sdpa_out = a;
   }
   if (w.gated()) {
-    Bf16Tensor z = ops::linear(x, w.to_gate_logits.w, w.to_gate_logits.bias(), ops::BiasRule::fused_f32, product);
+    Bf16Tensor z = named_linear("to_gate_logits", x, w.to_gate_logits);
     ops::sigmoid(z.ptr(), z.ptr(), z.numel());
     auto A = ops::as_matrix(a);
     auto Z = ops::as_matrix(z);
@@ -41,7 +50,7 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
       }
   }
   if (trace) trace->to_out_in = a;
-  return ops::linear(a, w.to_out.w, w.to_out.bias(), ops::BiasRule::fused_f32, product);
+  return named_linear("to_out", a, w.to_out);
 }
 
 }  // namespace psi::model

@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/ops/activation.h"
+#include "engine/ops/kernel_config.h"
 #include "engine/ops/reduce.h"
 
 namespace psi::ops {
@@ -50,8 +51,15 @@ Bf16Tensor ffn_hidden(const Bf16Tensor& x, const FfnWeights& w, BiasRule up_bias
 
 Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt) {
   check(x, w, &opt);
-  if (opt.schedule == FfnSchedule::dense)
-    return linear(ffn_hidden(x, w, opt.up_bias, opt.product), *w.down_w, w.down_b, BiasRule::fused_f32, opt.product);
+  if (opt.schedule == FfnSchedule::dense) {
+    Bf16Tensor h;
+    {
+      const ProductSite site("up");
+      h = ffn_hidden(x, w, opt.up_bias, opt.product);
+    }
+    const ProductSite site("down");
+    return linear(h, *w.down_w, w.down_b, BiasRule::fused_f32, opt.product);
+  }
 
   const CBf16Mat X = as_matrix(x);
   const std::int64_t M = X.rows, hidden = w.up_w->dim(0), Dout = w.down_w->dim(0);

@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "engine/ops/attention.h"
+#include "engine/ops/kernel_config.h"
 #include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
 
@@ -122,6 +123,13 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
                 " for " + std::to_string(heads) + " heads");
   const std::int64_t d = q.cols / heads, Nq = q.rows, Nk = k.rows;
   const float factor = sdpa_qk_factor(d);
+  // The K slices of the two batched products (kernel_config.h): each a chain from +0, the
+  // partial sums added in slice order.
+  const ProductShape score_shape{Nq, Nk, d}, value_shape{Nq, d, Nk};
+  log_product(ChainKind::f32_scores, score_shape);
+  log_product(ChainKind::f32_values, value_shape);
+  const auto score_slices = k_slices(d, kernel_config().choice(ChainKind::f32_scores, score_shape));
+  const auto value_slices = k_slices(Nk, kernel_config().choice(ChainKind::f32_values, value_shape));
   std::vector<float> qs(Nq * d), kt(d * Nk), vf(Nk * d);
   for (std::int64_t h = 0; h < heads; ++h) {
     // q' row-major, k' transposed (a score row is then Nk chains stepped together), v row-major.
@@ -136,12 +144,19 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
     // read once per task; every output's chain keeps its own order.
     parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t t) {
       const std::int64_t i0 = t * kQueryRowsPerTask, rows = std::min(Nq, i0 + kQueryRowsPerTask) - i0;
-      std::vector<float> s(rows * Nk, 0.0f), o(rows * d, 0.0f);
-      for (std::int64_t j0 = 0; j0 < Nk; j0 += kKeyBlock) {
-        const std::int64_t nj = std::min(kKeyBlock, Nk - j0);
-        for (std::int64_t c = 0; c < d; ++c)
-          for (std::int64_t r = 0; r < rows; ++r)
-            fma_step(qs[(i0 + r) * d + c], kt.data() + c * Nk + j0, s.data() + r * Nk + j0, nj);
+      std::vector<float> s(rows * Nk, 0.0f), o(rows * d, 0.0f), part;
+      for (std::size_t si = 0; si < score_slices.size(); ++si) {
+        const auto [c0, c1] = score_slices[si];
+        if (si > 0) part.assign(rows * Nk, 0.0f);
+        float* into = si == 0 ? s.data() : part.data();
+        for (std::int64_t j0 = 0; j0 < Nk; j0 += kKeyBlock) {
+          const std::int64_t nj = std::min(kKeyBlock, Nk - j0);
+          for (std::int64_t c = c0; c < c1; ++c)
+            for (std::int64_t r = 0; r < rows; ++r)
+              fma_step(qs[(i0 + r) * d + c], kt.data() + c * Nk + j0, into + r * Nk + j0, nj);
+        }
+        if (si > 0)
+          for (std::size_t i = 0; i < s.size(); ++i) s[i] += part[i];
       }
       for (std::int64_t r = 0; r < rows; ++r) {
         float* sr = s.data() + r * Nk;
@@ -149,8 +164,15 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
           for (std::int64_t j = 0; j < Nk; ++j) sr[j] = sr[j] + mask[(i0 + r) * mask_ld + j];
         h200_softmax_row(sr, Nk, exp);
       }
-      for (std::int64_t j = 0; j < Nk; ++j)
-        for (std::int64_t r = 0; r < rows; ++r) fma_step(s[r * Nk + j], vf.data() + j * d, o.data() + r * d, d);
+      for (std::size_t si = 0; si < value_slices.size(); ++si) {
+        const auto [j0, j1] = value_slices[si];
+        if (si > 0) part.assign(rows * d, 0.0f);
+        float* into = si == 0 ? o.data() : part.data();
+        for (std::int64_t j = j0; j < j1; ++j)
+          for (std::int64_t r = 0; r < rows; ++r) fma_step(s[r * Nk + j], vf.data() + j * d, into + r * d, d);
+        if (si > 0)
+          for (std::size_t i = 0; i < o.size(); ++i) o[i] += part[i];
+      }
       for (std::int64_t r = 0; r < rows; ++r) {
         Bf16* y = out.row(i0 + r) + h * d;
         for (std::int64_t c = 0; c < d; ++c) y[c] = bf16_rne(o[r * d + c]);

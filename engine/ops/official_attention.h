@@ -24,8 +24,9 @@
 //   4. O = P·V: every output one FMA chain over the keys in ascending order, from +0; then
 //      BF16 round-to-nearest-even.
 //
-// The GEMMs are established for the recorded shape only (32 heads × 126 queries × 126 keys ×
-// 64 channels); other shapes may get other SGEMM kernels on the GPU.
+// The GEMMs are established for the recorded shapes (the blocks' attentions); other shapes may
+// get other SGEMM kernels on the GPU: the active kernel configuration (kernel_config.h) can
+// split either product's K, each slice a chain from +0 and the partial sums added in order.
 #include <cstdint>
 
 #include "engine/ops/matrix.h"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "engine/ops/kernel_config.h"
 #include "engine/ops/parallel.h"
 
 #if defined(__x86_64__)
@@ -462,8 +463,6 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
   });
 }
 
-int split_k_slices(std::int64_t rows, std::int64_t K) { return rows == 1 && K == 4096 ? 2 : 1; }
-
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
   if (x.cols != W.cols)
     throw Error("tensor-core linear: input width " + std::to_string(x.cols) + " but weight is [" +
@@ -471,20 +470,20 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) 
   if (y.rows != x.rows || y.cols != W.rows)
     throw Error("tensor-core linear: output is " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
                 ", expected " + std::to_string(x.rows) + "x" + std::to_string(W.rows));
+  const ProductShape shape{rows_as_if(x.rows), W.rows, x.cols};
+  log_product(ChainKind::tensor_core, shape);
   const std::size_t size = std::size_t(x.rows * W.rows);
   std::vector<float> acc(size, 0.0f);
-  const std::int64_t slices = split_k_slices(x.rows, x.cols), width = x.cols / slices;
-  if (slices == 1) {
-    tc::gemm_accumulate(x, W, F32Mat{acc.data(), x.rows, W.rows, W.rows});
-  } else {
-    // Each slice is a chain of its own from +0; the partial sums are added in FP32, in order.
-    std::vector<float> part(size);
-    for (std::int64_t s = 0; s < slices; ++s) {
-      std::fill(part.begin(), part.end(), 0.0f);
-      tc::gemm_accumulate(CBf16Mat{x.data + s * width, x.rows, width, x.ld},
-                          CBf16Mat{W.data + s * width, W.rows, width, W.ld}, F32Mat{part.data(), x.rows, W.rows, W.rows});
+  const auto slices = k_slices(x.cols, kernel_config().choice(ChainKind::tensor_core, shape));
+  // Each slice is a chain of its own from +0; the partial sums are added in FP32, in order.
+  std::vector<float> part;
+  for (std::size_t s = 0; s < slices.size(); ++s) {
+    const auto [k0, k1] = slices[s];
+    if (s > 0) part.assign(size, 0.0f);
+    tc::gemm_accumulate(CBf16Mat{x.data + k0, x.rows, k1 - k0, x.ld}, CBf16Mat{W.data + k0, W.rows, k1 - k0, W.ld},
+                        F32Mat{s == 0 ? acc.data() : part.data(), x.rows, W.rows, W.rows});
+    if (s > 0)
       for (std::size_t i = 0; i < size; ++i) acc[i] += part[i];
-    }
   }
   for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
 }

@@ -66,18 +66,16 @@ float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc = 0.0f,
 // [N, K]. Vectorised and threaded; bitwise dot() per element, whatever the thread count.
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
 
-// The K slices of a Linear's product (1: the single chain above). cuBLASLt's heuristic gives a
-// one-row product over K = 4,096 a two-way split-K kernel: each half of K is a chain of its own
-// from +0, and the two partial sums are added in FP32 before the epilogue. Found on the full
-// block's video text cross-attention, whose one-token context makes to_k and to_v 1 x 4,096 x
-// 4,096 products: with the split, attn2's recorded rows are bitwise; without it 21,888 of their
-// 1,048,576 elements differ. One-row products over K = 512 (block-small's contexts) and 2,048
-// (the full block's audio context) are single chains on the recordings; other shapes are
-// assumed single (../shared/spec/h200-tensor-core-gemm.md, "Which kernels this covers").
-int split_k_slices(std::int64_t rows, std::int64_t K);
-
-// y = x Wᵀ + b with the epilogue above, over split_k_slices(rows, K) slices; bias may be null
-// (then y = bf16(acc)). Tensors go through ops::linear with Product::h200_tensor_core.
+// y = x Wᵀ + b with the epilogue above. The K split is the active kernel configuration's
+// choice for the shape (kernel_config.h): each K slice a chain of its own from +0, the partial
+// sums added in FP32 in slice order before the epilogue. By default a one-row product over
+// K = 4,096 is split in two, as cuBLASLt's heuristic chose on the full block's video text
+// cross-attention, whose one-token context makes to_k and to_v 1 x 4,096 x 4,096 products: with
+// the split, attn2's recorded rows are bitwise; without it 21,888 of their 1,048,576 elements
+// differ. One-row products over K = 512 (block-small's contexts) and 2,048 (the full block's
+// audio context) are single chains on the recordings (../shared/spec/h200-tensor-core-gemm.md,
+// "Which kernels this covers"). bias may be null (then y = bf16(acc)). Tensors go through
+// ops::linear with Product::h200_tensor_core.
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
 
 // The lane kernel the matrix form runs: the best the machine has (default); or one named, for

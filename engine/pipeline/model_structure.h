@@ -12,6 +12,7 @@
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
 #include "engine/ops/gemm.h"
+#include "engine/ops/kernel_config.h"
 #include "engine/ops/norm.h"
 #include "engine/pipeline/model.h"
 #include "engine/pipeline/scalar.h"
@@ -56,20 +57,32 @@ inline model::LinearWeights load_linear(model::WeightSource& w, const std::strin
 }
 
 // AdaLayerNormSingle (timestep.h's adaln_single): the sinusoid stored as E, linear_1, SiLU,
-// linear_2 (= embedded), SiLU, linear.
+// linear_2 (= embedded), SiLU, linear. `tokens`: the rows the official model runs (one per token
+// for per-token timesteps, all equal; psi computes one), which the kernel choice sees.
 template <class A>
 AdaLnOutOf<typename A::E> adaln(const A& a, model::WeightSource& weights, const std::string& prefix,
-                                std::int64_t dim, std::int64_t rows, typename Scalar<typename A::E>::Real tau) {
+                                std::int64_t dim, std::int64_t rows, typename Scalar<typename A::E>::Real tau,
+                                std::int64_t tokens) {
   using E = typename A::E;
+  const ops::ProductSite site(prefix);
+  const ops::RowsAsIf as_if(tokens);
   const auto l1 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_1", dim, kSinusoidWidth);
   const auto l2 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_2", dim, dim);
   const auto lin = load_linear(weights, prefix + ".linear", rows * dim, dim);
   const auto s = a.sinusoid(tau);
   Tensor<E> emb({1, kSinusoidWidth});
   for (std::int64_t i = 0; i < kSinusoidWidth; ++i) emb.data[i] = Scalar<E>::store(s[i]);
-  Tensor<E> h = a.silu(a.linear(emb, l1.w, l1.bias()));
+  Tensor<E> h;
   AdaLnOutOf<E> out;
-  out.embedded = a.linear(h, l2.w, l2.bias());
+  {
+    const ops::ProductSite at("linear_1");
+    h = a.silu(a.linear(emb, l1.w, l1.bias()));
+  }
+  {
+    const ops::ProductSite at("linear_2");
+    out.embedded = a.linear(h, l2.w, l2.bias());
+  }
+  const ops::ProductSite at("linear");
   out.mod = a.linear(a.silu(out.embedded), lin.w, lin.bias());
   return out;
 }
@@ -98,7 +111,11 @@ PreparedOf<typename A::E> prepare(const A& a, const model::ModelConfig& c, model
   PreparedOf<E> p;
   const Bf16Tensor pw = w.load(pre + "patchify_proj.weight", {d, channels});
   const Bf16Tensor pb = w.load(pre + "patchify_proj.bias", {d});
-  p.x = a.linear(in.latent, pw, &pb);
+  {
+    const ops::ProductSite site(pre + "patchify_proj");
+    p.x = a.linear(in.latent, pw, &pb);
+  }
+  const std::int64_t tokens = in.latent.dim(1);
 
   if (video && c.features.keyframes_abs_pos_embedding) {
     // x = bf(x + bf(m·E)) with m = 1 on the first latent frame's tokens, 0 elsewhere; done
@@ -116,23 +133,23 @@ PreparedOf<typename A::E> prepare(const A& a, const model::ModelConfig& c, model
 
   const R tau = R(in.sigma) * R(c.timestep_scale_multiplier);
   const std::int64_t rows = c.features.ada_rows();
-  p.main = adaln(a, w, pre + "adaln_single", d, rows, tau);
+  p.main = adaln(a, w, pre + "adaln_single", d, rows, tau, tokens);
   auto& s = p.stream;
   s.timesteps = p.main.mod;
   s.timesteps.shape = {1, 1, rows * d};
   s.context = in.context;
   if (c.features.cross_attention_adaln) {
-    AdaLnOutOf<E> prompt = adaln(a, w, pre + "prompt_adaln_single", d, 2, tau);
+    AdaLnOutOf<E> prompt = adaln(a, w, pre + "prompt_adaln_single", d, 2, tau, 1);
     s.prompt_timestep = prompt.mod;
     s.prompt_timestep.shape = {1, 1, 2 * d};
   }
   const std::string av = video ? "av_ca_video_scale_shift_adaln_single" : "av_ca_audio_scale_shift_adaln_single";
-  s.cross_scale_shift_timestep = adaln(a, w, av, d, 4, tau).mod;
+  s.cross_scale_shift_timestep = adaln(a, w, av, d, 4, tau, tokens).mod;
   s.cross_scale_shift_timestep.shape = {1, 1, 4 * d};
   const R gate_tau = (R(other_sigma) * R(c.timestep_scale_multiplier)) *
                      R(c.features.av_ca_timestep_scale_multiplier / c.timestep_scale_multiplier);
   const std::string gate = video ? "av_ca_a2v_gate_adaln_single" : "av_ca_v2a_gate_adaln_single";
-  s.cross_gate_timestep = adaln(a, w, gate, d, 1, gate_tau).mod;
+  s.cross_gate_timestep = adaln(a, w, gate, d, 1, gate_tau, 1).mod;
   s.cross_gate_timestep.shape = {1, 1, d};
   return p;
 }
@@ -156,6 +173,7 @@ Tensor<typename A::E> output_head(const A& a, const model::ModelConfig& c, model
   const Tensor<E> y = a.modulate(a.layer_norm(x, c.norm_eps), scale, shift);
   const Bf16Tensor ow = w.load(pre + "proj_out.weight", {out_ch, d});
   const Bf16Tensor ob = w.load(pre + "proj_out.bias", {out_ch});
+  const ops::ProductSite site(pre + "proj_out");
   return a.linear(y, ow, &ob);
 }
 

@@ -37,8 +37,8 @@ std::vector<float> timestep_sinusoid(float tau, ops::F32Math math) { return sinu
 std::vector<double> timestep_sinusoid(double tau) { return sinusoid(tau, ops::F32Math::host); }
 
 AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
-                      std::int64_t rows, float tau, ops::Product product) {
-  return adaln(Bf16Arith{product}, weights, prefix, dim, rows, tau);
+                      std::int64_t rows, float tau, ops::Product product, std::int64_t tokens) {
+  return adaln(Bf16Arith{product}, weights, prefix, dim, rows, tau, tokens);
 }
 
 }  // namespace psi::pipeline

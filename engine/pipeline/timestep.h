@@ -30,8 +30,10 @@ using AdaLnOut = AdaLnOutOf<Bf16>;
 // cast to BF16, linear_1, SiLU, linear_2 (= embedded), SiLU, linear. All rows of a plain T2V
 // call share one sigma, so one row is computed and the blocks broadcast it.
 // `dim` is the module's width D and `rows` its k (the linear maps D -> k·D); the three
-// Linears in `product`'s arithmetic.
+// Linears in `product`'s arithmetic, with the kernel choice of the `tokens`-row products the
+// official model runs (ops::RowsAsIf).
 AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
-                      std::int64_t rows, float tau, ops::Product product = ops::Product::psi_f32);
+                      std::int64_t rows, float tau, ops::Product product = ops::Product::psi_f32,
+                      std::int64_t tokens = 1);
 
 }  // namespace psi::pipeline

@@ -67,12 +67,22 @@ TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCa
   audio.context = context(tc, "audio", {1, tc.context_len, c.audio_cross_attention_dim});
   audio.positions = audio_positions(ts.audio_tokens, math);
 
+  const int only = hooks.only_step;
+  if (only != 0 && (only < 1 || only > 12 || only == 9 || !hooks.teacher))
+    throw Error("trajectory: step " + std::to_string(only) +
+                " alone needs a step index 1..8 or 10..12 and a teacher for its start state");
   TrajectoryResultOf<E> result;
+  // The state index the next push gets (only_step keeps just its own state).
+  int index = 0;
+  auto keep = [&](SavedStateOf<E> s) {
+    if (only == 0 || index == only) result.states.push_back(std::move(s));
+    ++index;
+  };
   // The initial latent is zero and the noise scale 1, so the noised state is the noise itself.
   Tensor<E> xv = as<E>(noise(tc, "stage1.video", {1, ts.frames * ts.height * ts.width, ch}));
   Tensor<E> xa = as<E>(noise(tc, "stage1.audio", audio_shape));
   const float first = stage1_sigmas().front();
-  result.states.push_back({"00_stage1_initial", first, first, xv, xa});
+  keep({"00_stage1_initial", first, first, xv, xa});
 
   const Stage stages[2] = {
       {1, ts.frames, ts.height, ts.width, &stage1_sigmas(), c.features.ancestral_stage1},
@@ -83,18 +93,24 @@ TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCa
       Tensor<E> up = upsample_nearest2x(xv, ts.frames, ts.height, ts.width);
       xv = noise_latent(up, as<E>(noise(tc, "stage2.video", up.shape)), renoise);
       xa = noise_latent(xa, as<E>(noise(tc, "stage2.audio", audio_shape)), renoise);
-      result.states.push_back({"09_inter_stage", renoise, renoise, xv, xa});
+      keep({"09_inter_stage", renoise, renoise, xv, xa});
     }
     video.positions = video_positions(st.frames, st.height, st.width, ts.fps, math);
     video.first_frame_tokens = st.height * st.width;
     const auto& sig = *st.sigmas;
     const int steps = int(sig.size()) - 1;
     for (int k = 0; k < steps; ++k) {
-      const int index = int(result.states.size());
+      if (only != 0 && index != only) {
+        if (index > only) return result;
+        ++index;
+        continue;
+      }
       if (hooks.teacher) {
         if (const SavedState* t = hooks.teacher(index)) {
           xv = as<E>(t->video);
           xa = as<E>(t->audio);
+        } else if (only != 0) {
+          throw Error("trajectory: step " + std::to_string(only) + " alone has no teacher state to start from");
         }
       }
       check_interrupt("stage " + std::to_string(st.index) + " step " + std::to_string(k + 1));
@@ -125,7 +141,7 @@ TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCa
       }
       char name[32];
       std::snprintf(name, sizeof name, "%02d_stage%d_step%d", index, st.index, k + 1);
-      result.states.push_back({name, sigma, next, xv, xa});
+      keep({name, sigma, next, xv, xa});
     }
   }
   return result;

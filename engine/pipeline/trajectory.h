@@ -71,6 +71,9 @@ struct TrajectoryHooks {
   // Teacher forcing: called before the step that produces state i (1..8, 10..12); a non-null
   // result replaces the run's own state i-1 as that step's start (the recorded state i-1).
   std::function<const SavedState*(int index)> teacher;
+  // One step alone (1..8, 10..12; 0: the whole run): the steps before it are not run, its start
+  // state is the teacher's (required), and the result holds only the state it produces.
+  int only_step = 0;
   // Runs the blocks (see model.h); empty: host block_forward. The float64 run takes none.
   std::function<model::BlockProbes(int index, const model::BlockInputs& in)> block_runner;
 };

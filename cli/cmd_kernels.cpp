@@ -1,0 +1,248 @@
+// psi kernels shapes / search / confirm: the kernel configurations of the tiny model's products
+// (experiments/kernel_search.h). `shapes` lists every distinct product of one forward with where
+// it occurs; `search` runs the joint coordinate descent on one teacher-forced step of the
+// recorded one-token trajectory and confirms what it finds on every state of both recorded
+// trajectories; `where` shows how one teacher-forced step's differences spread over token rows,
+// channels and ulps; `confirm` does the confirmation alone for a configuration file.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "engine/error.h"
+#include "engine/progress.h"
+#include "experiments/experiment.h"
+#include "experiments/kernel_config_file.h"
+#include "experiments/kernel_search.h"
+#include "reports/output_path.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using psi::exp::StepDifference;
+
+struct KernelsOpts {
+  std::string reference;
+  std::string config;
+  std::string out;
+  int step = 1;
+  int sweeps = 4;
+  int context = 1;
+};
+
+fs::path reference_dir(const KernelsOpts& o) {
+  psi::exp::Options eo;
+  eo.reference_dir = o.reference;
+  return psi::exp::reference_dir(eo);
+}
+
+psi::ops::KernelConfig start_config(const KernelsOpts& o) {
+  return o.config.empty() ? psi::ops::KernelConfig{} : psi::exp::read_kernel_config(o.config);
+}
+
+std::string choice_text(const psi::ops::KernelChoice& c, std::int64_t depth) {
+  const auto slices = psi::ops::k_slices(depth, c);
+  if (slices.size() == 1) return "one chain";
+  std::string s = std::to_string(slices.size()) + " slices (";
+  for (std::size_t i = 0; i < slices.size(); ++i) s += (i ? "+" : "") + std::to_string(slices[i].second - slices[i].first);
+  return s + ")";
+}
+
+std::string pair_text(const StepDifference& d) { return std::to_string(d.video) + " / " + std::to_string(d.audio); }
+
+int shapes(const KernelsOpts& o) {
+  psi::ops::set_kernel_config(start_config(o));
+  const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
+  const auto uses = t.shapes(o.step);
+  std::printf("products of the tiny model's forward at step %d (%s context), official-h200; M x N x K\n", o.step,
+              t.label().c_str());
+  std::printf("%-11s %-16s %5s  %-22s %s\n", "chain", "shape", "calls", "kernel", "where");
+  for (const auto& u : uses) {
+    std::string where;
+    for (const auto& s : u.sites) where += (where.empty() ? "" : ", ") + s;
+    std::printf("%-11s %-16s %5lld  %-22s %s\n", std::string(psi::ops::chain_kind_name(u.key.kind)).c_str(),
+                psi::ops::shape_text(u.key.shape).c_str(), (long long)u.calls,
+                choice_text(psi::ops::kernel_config().choice(u.key.kind, u.key.shape), u.key.shape.depth).c_str(),
+                where.c_str());
+  }
+  return 0;
+}
+
+void print_confirmation(const psi::exp::Confirmation& base, const psi::exp::Confirmation& found) {
+  std::printf("\n%s context: differing elements (video / audio) against the recorded states\n", base.context.c_str());
+  std::printf("%-18s %-22s %-22s %-22s %-22s\n", "state", "recorded: forced", "found: forced", "recorded: free",
+              "found: free");
+  for (std::size_t i = 0; i < base.states.size(); ++i)
+    std::printf("%-18s %-22s %-22s %-22s %-22s\n", base.states[i].c_str(),
+                base.forced[i] ? pair_text(*base.forced[i]).c_str() : "-",
+                found.forced[i] ? pair_text(*found.forced[i]).c_str() : "-", pair_text(base.free[i]).c_str(),
+                pair_text(found.free[i]).c_str());
+}
+
+// Both recorded trajectories under the recorded choices and under `found`: the table printed,
+// and one record per state (differing video and audio elements; forced: none for the initial
+// and inter-stage states).
+nlohmann::json confirm_both(const fs::path& ref, const psi::ops::KernelConfig& found) {
+  nlohmann::json out = nlohmann::json::array();
+  const auto pair = [](const StepDifference& d) { return nlohmann::json::array({d.video, d.audio}); };
+  for (std::int64_t rows : {1, 1024}) {
+    const psi::exp::TinyTrajectory t(ref, rows);
+    const auto base = psi::exp::confirm(t, psi::ops::KernelConfig{});
+    const auto mine = psi::exp::confirm(t, found);
+    print_confirmation(base, mine);
+    for (std::size_t i = 0; i < base.states.size(); ++i) {
+      nlohmann::json row = {{"context", base.context}, {"state", base.states[i]}};
+      if (base.forced[i]) {
+        row["recorded_forced"] = pair(*base.forced[i]);
+        row["found_forced"] = pair(*mine.forced[i]);
+      }
+      row["recorded_free"] = pair(base.free[i]);
+      row["found_free"] = pair(mine.free[i]);
+      out.push_back(row);
+    }
+  }
+  return out;
+}
+
+int search(const KernelsOpts& o) {
+  const fs::path ref = reference_dir(o);
+  if (!o.out.empty())
+    psi::reports::check_output(o.out, {ref / "probe_attn_traj.h5", ref / "trajectory_ctx1024.h5"}, "kernels search: --out",
+                               psi::exp::is_kernel_config_file());
+  const psi::ops::KernelConfig start = start_config(o);
+  const psi::exp::TinyTrajectory t(ref, 1);
+  psi::exp::KernelSearchOptions so;
+  so.step = o.step;
+  so.max_sweeps = o.sweeps;
+  psi::Progress progress("kernel search", 1);
+  int sweep = 1;
+  std::size_t last_done = 0;
+  const auto r = psi::exp::search_kernels(t, start, so, [&](const psi::exp::KernelTrial& tr, std::size_t done, std::size_t total) {
+    if (done < last_done) ++sweep;
+    last_done = done;
+    progress.set_total(long(total));
+    progress.step("sweep " + std::to_string(sweep) + " trial " + std::to_string(done) + "/" + std::to_string(total));
+    if (tr.kept)
+      progress.note("kept " + std::string(psi::ops::chain_kind_name(tr.key.kind)) + " " +
+                    psi::ops::shape_text(tr.key.shape) + " split " + std::to_string(tr.choice.split_k) + " granule " +
+                    std::to_string(tr.choice.granule) + ": " + std::to_string(tr.objective) + " differing");
+  });
+  progress.finish();
+  std::printf("kernel search on step %d (%s), official-h200: %lld differing elements with the start configuration, "
+              "%lld with the best found; %d sweep(s), %zu trials over %zu product shapes\n",
+              o.step, t.state_name(o.step).c_str(), (long long)r.start_objective, (long long)r.best_objective, r.sweeps,
+              r.trials.size(), r.shapes.size());
+  if (r.best.overrides().empty()) std::printf("best: the recorded choices (no shape changed)\n");
+  for (const auto& [k, c] : r.best.overrides())
+    std::printf("best: %s %s -> %s\n", std::string(psi::ops::chain_kind_name(k.kind)).c_str(),
+                psi::ops::shape_text(k.shape).c_str(), choice_text(c, k.shape.depth).c_str());
+  nlohmann::json record = psi::exp::to_json(r);
+  record["objective_step"] = o.step;
+  record["start"] = psi::exp::kernel_config_products(start);
+  record["confirmation"] = confirm_both(ref, r.best);
+  if (!o.out.empty()) {
+    psi::reports::write_file_atomically(o.out, psi::exp::kernel_config_text(r.best, record));
+    std::printf("\nconfiguration: %s\n", o.out.c_str());
+  }
+  return 0;
+}
+
+// min / median / max of a count per row or channel.
+std::string spread(std::vector<std::int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return "min " + std::to_string(v.front()) + " / median " + std::to_string(v[v.size() / 2]) + " / max " +
+         std::to_string(v.back());
+}
+
+// Steps between two BF16 values along the number line (+0 and -0 one apart).
+std::int64_t ulps_apart(psi::Bf16 a, psi::Bf16 b) {
+  const auto key = [](psi::Bf16 v) {
+    return v.bits & 0x8000u ? -std::int64_t(v.bits & 0x7fffu) - 1 : std::int64_t(v.bits);
+  };
+  return std::llabs(key(a) - key(b));
+}
+
+int where(const KernelsOpts& o) {
+  psi::ops::set_kernel_config(start_config(o));
+  const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
+  const auto [ours, rec] = t.forced_state(o.step);
+  std::printf("step %d (%s, %s context), official-h200 teacher-forced, against the recorded state: differing "
+              "elements per token row and per channel, and by BF16 ulps apart\n",
+              o.step, t.state_name(o.step).c_str(), t.label().c_str());
+  for (const bool video : {true, false}) {
+    const psi::Bf16Tensor& a = video ? ours.video : ours.audio;
+    const psi::Bf16Tensor& b = video ? rec.video : rec.audio;
+    const std::int64_t n = a.dim(1), ch = a.dim(2);
+    std::vector<std::int64_t> per_row(std::size_t(n), 0), per_ch(std::size_t(ch), 0);
+    const std::int64_t bounds[] = {1, 2, 3, 4, 8};
+    std::int64_t by_ulps[6] = {}, total = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t c = 0; c < ch; ++c) {
+        const psi::Bf16 x = a.data[std::size_t(i * ch + c)], y = b.data[std::size_t(i * ch + c)];
+        if (x.bits == y.bits) continue;
+        ++total;
+        ++per_row[std::size_t(i)];
+        ++per_ch[std::size_t(c)];
+        const std::int64_t u = ulps_apart(x, y);
+        std::size_t bin = 0;
+        while (bin < 5 && u > bounds[bin]) ++bin;
+        ++by_ulps[bin];
+      }
+    std::printf("%s: %lld of %lld differ; per token row (%lld rows) %s; per channel (%lld) %s; ulps 1: %lld, 2: %lld, "
+                "3: %lld, 4: %lld, 5-8: %lld, 9+: %lld\n",
+                video ? "video" : "audio", (long long)total, (long long)(n * ch), (long long)n, spread(per_row).c_str(),
+                (long long)ch, spread(per_ch).c_str(), (long long)by_ulps[0], (long long)by_ulps[1],
+                (long long)by_ulps[2], (long long)by_ulps[3], (long long)by_ulps[4], (long long)by_ulps[5]);
+  }
+  return 0;
+}
+
+int confirm(const KernelsOpts& o) {
+  confirm_both(reference_dir(o), start_config(o));
+  return 0;
+}
+
+psi::cli::Registrar kernels_reg(
+    "kernels",
+    "the kernel configurations of the tiny model's products: `psi kernels shapes`, `psi kernels search`, "
+    "`psi kernels confirm --config FILE` (docs/official-kernels.md)",
+    [](CLI::App& sub) {
+      auto o = std::make_shared<KernelsOpts>();
+      sub.require_subcommand(1);
+      CLI::App* sh = sub.add_subcommand("shapes", "every distinct product of one tiny-model forward under official-h200, "
+                                                  "with its kernel and where it occurs");
+      CLI::App* se = sub.add_subcommand("search", "joint coordinate descent over the products' K splits on one "
+                                                  "teacher-forced step, confirmed on both recorded trajectories");
+      CLI::App* wh = sub.add_subcommand("where", "where one teacher-forced step differs from the recorded state: "
+                                                  "per token row, per channel, by ulps");
+      CLI::App* co = sub.add_subcommand("confirm", "every state of both recorded trajectories under the recorded "
+                                                   "choices and under --config");
+      for (CLI::App* a : {sh, se, wh, co}) {
+        a->add_option("--reference", o->reference, "FOLDER of recordings (default <shared>/reference)");
+        a->add_option("--config", o->config, "kernel-config FILE (psi-kernel-config/1): the K splits to use (search: to start from)");
+      }
+      co->get_option("--config")->required();
+      for (CLI::App* a : {sh, se, wh})
+        a->add_option("--step", o->step, "teacher-forced step (1..8, 10..12; default 1)")
+            ->check(psi::cli::whole_number(1, 12));
+      for (CLI::App* a : {sh, wh})
+        a->add_option("--context", o->context, "context rows: 1 (default) or 1024")->check(CLI::IsMember({1, 1024}));
+      se->add_option("--sweeps", o->sweeps, "at most this many sweeps (default 4)")->check(psi::cli::whole_number(1, 100));
+      se->add_option("--out", o->out, "write the configuration found, with the search's record, here")
+          ->check(psi::cli::output_path());
+      psi::cli::add_force_flag(*se);
+      return [o, sh, se, wh]() -> int {
+        if (o->step == 9) throw psi::Error("--step 9: the inter-stage state is not a model step (1..8, 10..12)");
+        if (sh->parsed()) return shapes(*o);
+        if (se->parsed()) return search(*o);
+        if (wh->parsed()) return where(*o);
+        return confirm(*o);
+      };
+    });
+
+}  // namespace

@@ -1,0 +1,213 @@
+#include "experiments/kernel_search.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "engine/error.h"
+#include "engine/model/config.h"
+#include "engine/model/variant.h"
+#include "engine/model/weights.h"
+#include "engine/pipeline/trajectory.h"
+#include "experiments/trajectory_support.h"
+
+namespace psi::exp {
+
+namespace {
+
+// SynthInit weights drawn once: a search runs the same forward hundreds of times.
+class CachedSource : public model::WeightSource {
+ public:
+  explicit CachedSource(std::uint64_t seed) : inner_(seed) {}
+  Bf16Tensor load(const std::string& name, const Shape& shape) override {
+    auto it = cache_.find(name);
+    if (it == cache_.end() || it->second.shape != shape) it = cache_.insert_or_assign(name, inner_.load(name, shape)).first;
+    return it->second;
+  }
+  std::string describe() const override { return inner_.describe(); }
+
+ private:
+  model::SynthInitSource inner_;
+  std::map<std::string, Bf16Tensor> cache_;
+};
+
+StepDifference difference(const pipeline::SavedState& ours, const pipeline::SavedState& ref) {
+  const auto rows = compare_states({ours}, {ref});
+  return {rows.at(0).video_differing, rows.at(0).audio_differing};
+}
+
+}  // namespace
+
+struct TinyRecordings {
+  model::ModelConfig config;
+  RecordedTrajectory recording;
+  std::unique_ptr<CachedSource> weights;
+  pipeline::TrajectoryCase tc;
+  model::NumericsVariant variant;
+  std::string label;
+
+  pipeline::TrajectoryHooks teacher() const {
+    pipeline::TrajectoryHooks h;
+    h.teacher = [this](int k) { return &recording.states.at(std::size_t(k - 1)); };
+    return h;
+  }
+};
+
+TinyTrajectory::TinyTrajectory(const std::filesystem::path& reference_dir, std::int64_t context_rows)
+    : r_(std::make_unique<TinyRecordings>()) {
+  if (context_rows != 1 && context_rows != 1024)
+    throw Error("tiny trajectory: context of " + std::to_string(context_rows) + " rows is not recorded (1 or 1024)");
+  const bool one = context_rows == 1;
+  const std::string group = one ? "trajectory_tiny" : "trajectory_tiny_ctx1024";
+  r_->config = model::model_config("tiny", "ltx25");
+  r_->recording = read_recorded_trajectory(reference_dir / (one ? "probe_attn_traj.h5" : "trajectory_ctx1024.h5"), group);
+  if (r_->recording.states.size() != 13)
+    throw Error(r_->recording.file.string() + ": " + group + " holds " + std::to_string(r_->recording.states.size()) +
+                " states, not 13");
+  r_->weights = std::make_unique<CachedSource>(r_->recording.seed);
+  r_->tc = {group, group, context_rows, r_->recording.seed, r_->recording.seed};
+  r_->variant = model::numerics_variant("official-h200");
+  r_->label = one ? "one-token" : "ctx1024";
+}
+
+TinyTrajectory::~TinyTrajectory() = default;
+TinyTrajectory::TinyTrajectory(TinyTrajectory&&) noexcept = default;
+std::int64_t TinyTrajectory::context_rows() const { return r_->tc.context_len; }
+std::string TinyTrajectory::label() const { return r_->label; }
+std::string TinyTrajectory::state_name(int index) const { return r_->recording.states.at(std::size_t(index)).name; }
+
+const std::vector<int>& TinyTrajectory::steps() {
+  static const std::vector<int> s{1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12};
+  return s;
+}
+
+std::pair<pipeline::SavedState, pipeline::SavedState> TinyTrajectory::forced_state(int step) const {
+  if (std::find(steps().begin(), steps().end(), step) == steps().end())
+    throw Error("tiny trajectory: step " + std::to_string(step) + " is not a model step (1..8, 10..12)");
+  pipeline::TrajectoryHooks h = r_->teacher();
+  h.only_step = step;
+  auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->variant, h);
+  return {std::move(result.states.at(0)), r_->recording.states.at(std::size_t(step))};
+}
+
+StepDifference TinyTrajectory::forced_step(int step) const {
+  const auto [ours, recorded] = forced_state(step);
+  return difference(ours, recorded);
+}
+
+std::vector<StepDifference> TinyTrajectory::free_running() const {
+  const auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->variant);
+  std::vector<StepDifference> out;
+  for (std::size_t i = 0; i < result.states.size(); ++i) out.push_back(difference(result.states[i], r_->recording.states.at(i)));
+  return out;
+}
+
+std::vector<ops::ShapeUse> TinyTrajectory::shapes(int step) const {
+  ops::start_shape_log();
+  try {
+    forced_step(step);
+  } catch (...) {
+    ops::stop_shape_log();
+    throw;
+  }
+  return ops::stop_shape_log();
+}
+
+namespace {
+
+// Restores the active configuration on every way out.
+struct ActiveConfig {
+  ops::KernelConfig saved = ops::kernel_config();
+  ~ActiveConfig() { ops::set_kernel_config(saved); }
+};
+
+// The candidate choices for one shape, one per distinct slicing of its K.
+std::vector<ops::KernelChoice> candidates(const ops::ShapeKey& k, const KernelSearchOptions& o) {
+  std::vector<ops::KernelChoice> out;
+  std::set<std::vector<std::pair<std::int64_t, std::int64_t>>> seen;
+  for (int split : o.splits)
+    for (int granule : o.granules) {
+      const ops::KernelChoice c{split, granule};
+      if (seen.insert(ops::k_slices(k.shape.depth, c)).second) out.push_back(c);
+    }
+  return out;
+}
+
+}  // namespace
+
+KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConfig& start, const KernelSearchOptions& o,
+                                  const std::function<void(const KernelTrial&, std::size_t, std::size_t)>& on_trial) {
+  const ActiveConfig restore;
+  KernelSearchResult r;
+  ops::set_kernel_config(start);
+  r.shapes = t.shapes(o.step);
+  r.best = start;
+  r.start_objective = r.best_objective = t.forced_step(o.step).sum();
+  std::size_t per_sweep = 0;
+  for (const auto& use : r.shapes) per_sweep += candidates(use.key, o).size() - 1;
+  for (r.sweeps = 1; r.sweeps <= o.max_sweeps; ++r.sweeps) {
+    bool improved = false;
+    std::size_t done = 0;
+    for (const auto& use : r.shapes) {
+      const ops::KernelChoice current = r.best.choice(use.key.kind, use.key.shape);
+      const auto current_slices = ops::k_slices(use.key.shape.depth, current);
+      for (const ops::KernelChoice c : candidates(use.key, o)) {
+        if (ops::k_slices(use.key.shape.depth, c) == current_slices) continue;
+        ops::KernelConfig trial = r.best;
+        trial.set(use.key, c);
+        ops::set_kernel_config(trial);
+        KernelTrial tr{use.key, c, t.forced_step(o.step).sum(), false};
+        if (tr.objective < r.best_objective) {
+          tr.kept = true;
+          improved = true;
+          r.best = trial;
+          r.best_objective = tr.objective;
+        }
+        r.trials.push_back(tr);
+        if (on_trial) on_trial(tr, ++done, per_sweep);
+        if (tr.kept) break;  // the shape's slicing changed: its remaining candidates next sweep
+      }
+    }
+    if (!improved) break;
+  }
+  // Overrides equal to the recorded choice say nothing: drop them.
+  ops::KernelConfig clean;
+  for (const auto& [k, c] : r.best.overrides())
+    if (ops::k_slices(k.shape.depth, c) != ops::k_slices(k.shape.depth, ops::recorded_choice(k.kind, k.shape))) clean.set(k, c);
+  r.best = clean;
+  return r;
+}
+
+Confirmation confirm(const TinyTrajectory& t, const ops::KernelConfig& c) {
+  const ActiveConfig restore;
+  ops::set_kernel_config(c);
+  Confirmation out;
+  out.context = t.label();
+  out.free = t.free_running();
+  const std::set<int> forced(TinyTrajectory::steps().begin(), TinyTrajectory::steps().end());
+  for (int i = 0; i < 13; ++i) {
+    out.states.push_back(t.state_name(i));
+    out.forced.push_back(forced.count(i) ? std::optional(t.forced_step(i)) : std::nullopt);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const KernelSearchResult& r) {
+  nlohmann::json shapes = nlohmann::json::array(), trials = nlohmann::json::array();
+  for (const auto& u : r.shapes)
+    shapes.push_back({{"chain", ops::chain_kind_name(u.key.kind)},
+                      {"shape", {u.key.shape.rows, u.key.shape.cols, u.key.shape.depth}},
+                      {"sites", u.sites},
+                      {"calls", u.calls}});
+  for (const auto& tr : r.trials)
+    trials.push_back({{"chain", ops::chain_kind_name(tr.key.kind)},
+                      {"shape", {tr.key.shape.rows, tr.key.shape.cols, tr.key.shape.depth}},
+                      {"split_k", tr.choice.split_k},
+                      {"granule", tr.choice.granule},
+                      {"objective", tr.objective},
+                      {"kept", tr.kept}});
+  return {{"start_objective", r.start_objective}, {"best_objective", r.best_objective}, {"sweeps", r.sweeps},
+          {"shapes", shapes}, {"trials", trials}};
+}
+
+}  // namespace psi::exp
