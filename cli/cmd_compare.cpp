@@ -29,7 +29,8 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
   sub.add_option("B", o->b, "second file, the reference of the relative L2 error")->required();
   sub.add_option("--only", o->only,
                  "compare only datasets whose path (e.g. /block_small/math/attn1) contains a match of "
-                 "this ECMAScript regular expression; anchor with ^ and $");
+                 "this regular expression (RE2 syntax, linear-time matching; at most 4096 characters); "
+                 "anchor with ^ and $");
   sub.add_option("--map", o->maps,
                  "FROM=TO: pair A's datasets whose path starts with FROM with B's at TO + the rest "
                  "(repeatable; the first matching FROM wins)")

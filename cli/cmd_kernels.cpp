@@ -47,6 +47,7 @@ psi::ops::KernelConfig start_config(const KernelsOpts& o) {
 
 std::string choice_text(const psi::ops::KernelChoice& c, std::int64_t depth) {
   const auto slices = psi::ops::k_slices(depth, c);
+  if (c.fma_chain) return (slices.size() == 1 ? std::string("one") : std::to_string(slices.size())) + " FP32 FMA chain(s)";
   if (slices.size() == 1) return "one chain";
   std::string s = std::to_string(slices.size()) + " slices (";
   for (std::size_t i = 0; i < slices.size(); ++i) s += (i ? "+" : "") + std::to_string(slices[i].second - slices[i].first);
@@ -129,7 +130,7 @@ int search(const KernelsOpts& o) {
     progress.step("sweep " + std::to_string(sweep) + " trial " + std::to_string(done) + "/" + std::to_string(total));
     if (tr.kept)
       progress.note("kept " + std::string(psi::ops::chain_kind_name(tr.key.kind)) + " " +
-                    psi::ops::shape_text(tr.key.shape) + " split " + std::to_string(tr.choice.split_k) + " granule " +
+                    psi::ops::shape_text(tr.key.shape) + " split " + std::to_string(tr.choice.split_k) + (tr.choice.fma_chain ? " (FP32 FMA)" : "") + " granule " +
                     std::to_string(tr.choice.granule) + ": " + std::to_string(tr.objective) + " differing");
   });
   progress.finish();
@@ -144,6 +145,7 @@ int search(const KernelsOpts& o) {
   nlohmann::json record = psi::exp::to_json(r);
   record["objective_step"] = o.step;
   record["start"] = psi::exp::kernel_config_products(start);
+  record["candidates"] = {{"splits", so.splits}, {"granules", so.granules}, {"fma_chains", so.fma_chains}};
   record["confirmation"] = confirm_both(ref, r.best);
   if (!o.out.empty()) {
     psi::reports::write_file_atomically(o.out, psi::exp::kernel_config_text(r.best, record));

@@ -68,7 +68,7 @@ ops::KernelConfig read_kernel_config(const std::filesystem::path& file) {
     const std::string where = name + ": products[" + std::to_string(i++) + "]";
     if (!p.is_object()) throw Error(where + " is not an object");
     for (const auto& [key, value] : p.items())
-      if (key != "chain" && key != "shape" && key != "split_k" && key != "granule")
+      if (key != "chain" && key != "shape" && key != "split_k" && key != "granule" && key != "fma_chain")
         throw Error(where + ": unknown key \"" + key + "\"");
     for (const char* key : {"chain", "shape", "split_k"})
       if (!p.contains(key)) throw Error(where + ": no " + key);
@@ -83,6 +83,12 @@ ops::KernelConfig read_kernel_config(const std::filesystem::path& file) {
     ops::KernelChoice choice;
     choice.split_k = int(whole(p.at("split_k"), where + ".split_k", 1, ops::kMaxSplitK));
     if (p.contains("granule")) choice.granule = int(whole(p.at("granule"), where + ".granule", 1, 1 << 20));
+    if (p.contains("fma_chain")) {
+      if (!p.at("fma_chain").is_boolean()) throw Error(where + ".fma_chain is not true or false");
+      choice.fma_chain = p.at("fma_chain").get<bool>();
+      if (choice.fma_chain && k.kind != ops::ChainKind::tensor_core)
+        throw Error(where + ": fma_chain applies to tensor-core products only");
+    }
     if (!seen.insert(k).second)
       throw Error(where + ": " + std::string(ops::chain_kind_name(k.kind)) + " " + ops::shape_text(k.shape) +
                   " is listed twice");
@@ -98,6 +104,8 @@ nlohmann::json kernel_config_products(const ops::KernelConfig& c) {
                    {"shape", {k.shape.rows, k.shape.cols, k.shape.depth}},
                    {"split_k", choice.split_k},
                    {"granule", choice.granule}});
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (std::next(c.overrides().begin(), std::ptrdiff_t(i))->second.fma_chain) out[i]["fma_chain"] = true;
   return out;
 }
 

@@ -124,12 +124,15 @@ struct ActiveConfig {
 // The candidate choices for one shape, one per distinct slicing of its K.
 std::vector<ops::KernelChoice> candidates(const ops::ShapeKey& k, const KernelSearchOptions& o) {
   std::vector<ops::KernelChoice> out;
-  std::set<std::vector<std::pair<std::int64_t, std::int64_t>>> seen;
-  for (int split : o.splits)
-    for (int granule : o.granules) {
-      const ops::KernelChoice c{split, granule};
-      if (seen.insert(ops::k_slices(k.shape.depth, c)).second) out.push_back(c);
-    }
+  std::set<std::pair<std::vector<std::pair<std::int64_t, std::int64_t>>, bool>> seen;
+  for (bool fma : {false, true}) {
+    if (fma && (k.kind != ops::ChainKind::tensor_core || !o.fma_chains)) continue;
+    for (int split : o.splits)
+      for (int granule : o.granules) {
+        const ops::KernelChoice c{split, granule, fma};
+        if (seen.insert({ops::k_slices(k.shape.depth, c), fma}).second) out.push_back(c);
+      }
+  }
   return out;
 }
 
@@ -152,7 +155,7 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConf
       const ops::KernelChoice current = r.best.choice(use.key.kind, use.key.shape);
       const auto current_slices = ops::k_slices(use.key.shape.depth, current);
       for (const ops::KernelChoice c : candidates(use.key, o)) {
-        if (ops::k_slices(use.key.shape.depth, c) == current_slices) continue;
+        if (ops::k_slices(use.key.shape.depth, c) == current_slices && c.fma_chain == current.fma_chain) continue;
         ops::KernelConfig trial = r.best;
         trial.set(use.key, c);
         ops::set_kernel_config(trial);
@@ -173,7 +176,8 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConf
   // Overrides equal to the recorded choice say nothing: drop them.
   ops::KernelConfig clean;
   for (const auto& [k, c] : r.best.overrides())
-    if (ops::k_slices(k.shape.depth, c) != ops::k_slices(k.shape.depth, ops::recorded_choice(k.kind, k.shape))) clean.set(k, c);
+    if (c.fma_chain || ops::k_slices(k.shape.depth, c) != ops::k_slices(k.shape.depth, ops::recorded_choice(k.kind, k.shape)))
+      clean.set(k, c);
   r.best = clean;
   return r;
 }
@@ -204,6 +208,7 @@ nlohmann::json to_json(const KernelSearchResult& r) {
                       {"shape", {tr.key.shape.rows, tr.key.shape.cols, tr.key.shape.depth}},
                       {"split_k", tr.choice.split_k},
                       {"granule", tr.choice.granule},
+                      {"fma_chain", tr.choice.fma_chain},
                       {"objective", tr.objective},
                       {"kept", tr.kept}});
   return {{"start_objective", r.start_objective}, {"best_objective", r.best_objective}, {"sweeps", r.sweeps},

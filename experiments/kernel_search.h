@@ -3,7 +3,8 @@
 // bit). The block recordings fixed the H200's kernels for the block shapes; the tiny model's
 // products are smaller (rows 1, 18, 72, 288; K 128 to 1,024) and cuBLAS(Lt) may pick other
 // kernels for them, split-K first. Jointly over every product shape the tiny forward makes
-// (ops::ShapeUse), a coordinate descent changes one shape's K split at a time and keeps a change
+// (ops::ShapeUse), a coordinate descent changes one shape's kernel at a time (its K split, or a
+// tensor-core shape as FP32 FMA chains) and keeps a change
 // when the teacher-forced step `step` of the recorded one-token trajectory differs in fewer
 // elements (video + audio) from the recorded state; sweeps repeat from the best until one changes
 // nothing. The configuration found is then confirmed on every state of both recorded
@@ -72,6 +73,7 @@ struct KernelSearchOptions {
   int max_sweeps = 4;
   std::vector<int> splits{1, 2, 3, 4, 6, 8, 16};
   std::vector<int> granules{16, 32, 64};
+  bool fma_chains = true;  // also try each tensor-core shape as float32 FMA chains
 };
 
 struct KernelSearchResult {

@@ -5,10 +5,12 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 #include <set>
 
+#include <memory>
+
 #include <nlohmann/json.hpp>
+#include <re2/re2.h>
 
 #include "engine/bf16.h"
 #include "engine/error.h"
@@ -415,15 +417,19 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
   refuse_partial(r.file_a, r.partial_a);
   refuse_partial(r.file_b, r.partial_b);
   r.strict = opt.strict || (!opt.subset && opt.only.empty() && opt.map.empty());
-  std::optional<std::regex> only;
+  std::unique_ptr<re2::RE2> only;
   if (!opt.only.empty()) {
-    try {
-      only.emplace(opt.only, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      throw Error("--only '" + opt.only + "' is not a valid regular expression: " + e.what());
-    }
+    const std::string shown = opt.only.size() > 60 ? opt.only.substr(0, 60) + "…" : opt.only;
+    if (opt.only.size() > kMaxOnlyPattern)
+      throw Error("--only '" + shown + "': longer than " + std::to_string(kMaxOnlyPattern) + " characters");
+    re2::RE2::Options ro;
+    ro.set_log_errors(false);
+    ro.set_max_mem(std::int64_t(64) << 20);
+    only = std::make_unique<re2::RE2>(opt.only, ro);
+    if (!only->ok())
+      throw Error("--only '" + shown + "' is not a valid regular expression (RE2 syntax): " + only->error());
   }
-  auto selected = [&](const std::string& p) { return !only || std::regex_search(p, *only); };
+  auto selected = [&](const std::string& p) { return !only || re2::RE2::PartialMatch(p, *only); };
   auto mapped = [&](const std::string& p) {
     for (const auto& m : opt.map)
       if (p.starts_with(m.from)) return m.to + p.substr(m.from.size());

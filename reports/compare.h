@@ -21,10 +21,13 @@ struct PathMap {
   std::string to;
 };
 
+inline constexpr std::size_t kMaxOnlyPattern = 4096;
+
 struct CompareOptions {
-  // ECMAScript regular expression searched anywhere in the dataset path ("/group/name"; anchor
+  // Regular expression (RE2 syntax: no backreferences or lookaround; matched in time linear in
+  // the path whatever the pattern) searched anywhere in the dataset path ("/group/name"; anchor
   // with ^ and $); empty: every dataset. It is matched against A's path (B's for datasets only
-  // in B).
+  // in B). At most kMaxOnlyPattern characters.
   std::string only;
   std::vector<PathMap> map;  // first matching prefix wins
   // Datasets present in only one file count as differences unless the user asked for a subset

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make ninja-build pkg-config git libgmp-dev libboost-dev libhdf5-dev libeigen3-dev
+packages=(cmake g++ make ninja-build pkg-config git libgmp-dev libboost-dev libhdf5-dev libeigen3-dev libre2-dev
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
           hdf5-tools clang librsvg2-bin fonts-dejavu-core)
 missing=()

@@ -92,6 +92,26 @@ TEST(CompareCli, OnlyAndStrict) {
   EXPECT_EQ(strict.status, 1) << strict.out;
 }
 
+// --only is a pattern from anyone: matched in linear time (RE2), so a pattern that makes a
+// backtracking engine run for hours, or a nesting deep enough to overflow a recursive one,
+// ends at once; a malformed or overlong one is refused with exit 2 and one line.
+TEST(CompareCli, OnlyPatternsCannotHangOrCrash) {
+  Outcome redos = psi("compare " + kA + " " + kB + " --only '^(.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*)*x$'");
+  EXPECT_EQ(redos.status, 1) << redos.out;
+  EXPECT_NE(redos.out.find("nothing was compared"), std::string::npos) << redos.out;
+  const std::string deep = std::string(2000, '(') + "scale" + std::string(2000, ')');
+  Outcome nested = psi("compare " + kA + " " + kB + " --only '" + deep + "$'");
+  EXPECT_TRUE(nested.status == 0 || nested.status == 2) << nested.status << nested.out;
+  const std::string deeper = std::string(20000, '(') + "a" + std::string(20000, ')');
+  Outcome overlong = psi("compare " + kA + " " + kB + " --only '" + deeper + "'");
+  EXPECT_EQ(overlong.status, 2);
+  EXPECT_NE(overlong.out.find("longer than 4096 characters"), std::string::npos) << overlong.out;
+  EXPECT_EQ(std::count(overlong.out.begin(), overlong.out.end(), '\n'), 1) << overlong.out;  // stdout empty
+  Outcome bad = psi("compare " + kA + " " + kB + " --only 'a('");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.out.find("not a valid regular expression"), std::string::npos) << bad.out;
+}
+
 TEST(CompareCli, JsonOutput) {
   Outcome r = psi("compare " + kA + " " + kB + " --json");
   EXPECT_EQ(r.status, 1);

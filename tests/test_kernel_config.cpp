@@ -120,6 +120,35 @@ TEST(KernelConfig, TensorCoreLinearFollowsTheConfiguredSplit) {
   }
 }
 
+// A tensor-core shape configured as FP32 FMA chains: each slice a float32 FMA chain over k
+// ascending from +0, the slices added in order, then the same epilogue.
+TEST(KernelConfig, TensorCoreShapeAsFp32FmaChains) {
+  std::mt19937 g(14);
+  const std::int64_t M = 4, N = 6, K = 96;
+  const auto A = cancelling(g, M, K, 1.0f, false), W = cancelling(g, N, K, 65536.0f, true);
+  const auto b = random_bf16(g, N);
+  KernelConfig c;
+  c.set({ChainKind::tensor_core, {M, N, K}}, {2, 16, true});
+  std::vector<Bf16> y(std::size_t(M * N)), tensor(std::size_t(M * N));
+  {
+    const ScopedConfig on(c);
+    tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {y.data(), M, N, N});
+  }
+  tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {tensor.data(), M, N, N});
+  std::int64_t apart = 0;
+  for (std::int64_t m = 0; m < M; ++m)
+    for (std::int64_t n = 0; n < N; ++n) {
+      float part[2] = {0.0f, 0.0f};  // k 0-47, 48-95
+      for (std::int64_t k = 0; k < K; ++k)
+        part[k / 48] = std::fma(A[std::size_t(m * K + k)].to_float(), W[std::size_t(n * K + k)].to_float(), part[k / 48]);
+      const std::size_t e = std::size_t(m * N + n);
+      EXPECT_EQ(y[e].bits, psi::bf16_rne((part[0] + part[1]) + b[std::size_t(n)].to_float()).bits) << m << "," << n;
+      apart += y[e].bits != tensor[e].bits;
+    }
+  // The large cancelling terms leave different residues in FMA chains and block FMAs.
+  EXPECT_GT(apart, 0);
+}
+
 // SDPA MATH's two products follow their configured splits: the scores over the head width, P·V
 // over the keys, each slice a float32 FMA chain from +0, added in slice order. Checked against
 // the same computation written out here with the public softmax, on inputs where the splits
@@ -227,6 +256,7 @@ TEST_F(KernelConfigFile, WrittenFilesReadBackAndAreRecognizedAsPsis) {
   KernelConfig c;
   c.set({ChainKind::tensor_core, {288, 256, 1024}}, {6, 16});
   c.set({ChainKind::f32_values, {288, 128, 288}}, {3, 32});
+  c.set({ChainKind::tensor_core, {18, 2, 128}}, {1, 16, true});
   const fs::path p = write("found.json", psi::exp::kernel_config_text(c, {{"objective", 3}}));
   const KernelConfig back = psi::exp::read_kernel_config(p);
   EXPECT_EQ(back.overrides(), c.overrides());
@@ -265,6 +295,12 @@ TEST_F(KernelConfigFile, MalformedFilesAreRefusedNamingTheEntry) {
   EXPECT_NE(refusal(head + "{\"chain\": \"tensor-core\", \"shape\": [1, 2, 3], \"split_k\": 2, \"x\": 1}]}").find("unknown key"),
             std::string::npos);
   EXPECT_NE(refusal(head + ok + ", " + ok + "]}").find("listed twice"), std::string::npos);
+  EXPECT_NE(refusal(head + "{\"chain\": \"tensor-core\", \"shape\": [1, 2, 3], \"split_k\": 1, \"fma_chain\": 1}]}")
+                .find("fma_chain is not true or false"),
+            std::string::npos);
+  EXPECT_NE(refusal(head + "{\"chain\": \"f32-values\", \"shape\": [1, 2, 3], \"split_k\": 1, \"fma_chain\": true}]}")
+                .find("tensor-core products only"),
+            std::string::npos);
   EXPECT_NE(refusal(std::string(std::size_t(1) << 20, ' ') + "{}").find("larger than 1 MiB"), std::string::npos);
   try {
     psi::exp::read_kernel_config(dir_);

@@ -85,6 +85,7 @@ TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   o.max_sweeps = 1;
   o.splits = {1, 2};
   o.granules = {64};
+  o.fma_chains = false;
   std::size_t seen = 0;
   const auto r = psi::exp::search_kernels(t, psi::ops::KernelConfig{}, o,
                                           [&](const psi::exp::KernelTrial&, std::size_t done, std::size_t) { seen = done; });

@@ -37,6 +37,9 @@ std::string shape_text(const ProductShape& s);  // "288x256x128"
 struct KernelChoice {
   int split_k = 1;
   int granule = 16;
+  // tensor-core products only: each slice a float32 FMA chain (k ascending, from +0) instead of
+  // the tensor core's block FMAs, as a SIMT kernel (gemv or a non-tensor-core GEMM) would run it.
+  bool fma_chain = false;
   friend bool operator==(const KernelChoice&, const KernelChoice&) = default;
 };
 inline constexpr int kMaxSplitK = 64;

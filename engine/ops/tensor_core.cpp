@@ -474,7 +474,23 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) 
   log_product(ChainKind::tensor_core, shape);
   const std::size_t size = std::size_t(x.rows * W.rows);
   std::vector<float> acc(size, 0.0f);
-  const auto slices = k_slices(x.cols, kernel_config().choice(ChainKind::tensor_core, shape));
+  const KernelChoice choice = kernel_config().choice(ChainKind::tensor_core, shape);
+  const auto slices = k_slices(x.cols, choice);
+  if (choice.fma_chain) {
+    for (std::int64_t m = 0; m < x.rows; ++m)
+      for (std::int64_t n = 0; n < W.rows; ++n) {
+        float total = 0.0f;
+        for (std::size_t s = 0; s < slices.size(); ++s) {
+          float a = 0.0f;
+          for (std::int64_t k = slices[s].first; k < slices[s].second; ++k)
+            a = std::fma(x.at(m, k).to_float(), W.at(n, k).to_float(), a);
+          total = s == 0 ? a : total + a;
+        }
+        acc[std::size_t(m * W.rows + n)] = total;
+      }
+    for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
+    return;
+  }
   // Each slice is a chain of its own from +0; the partial sums are added in FP32, in order.
   std::vector<float> part;
   for (std::size_t s = 0; s < slices.size(); ++s) {
