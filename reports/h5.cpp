@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -64,6 +65,35 @@ std::optional<std::string> stored_elsewhere(hid_t dataset) {
     if (n > 0 && H5Pget_external(dcpl.get(), 0, sizeof name, name, &offset, &size) >= 0)
       what += " (its elements live in " + std::string(name) + ")";
     return what;
+  }
+  // Elements never written (chunks never written, a contiguous dataset created and left empty)
+  // read as fill values: they are not in the file either. HDF5's space status cannot say it for
+  // compressed data (its storage is always "partly allocated"), so chunks are counted.
+  Handle space(H5Dget_space(dataset), H5Sclose);
+  if (!space || H5Sget_simple_extent_npoints(space.get()) <= 0) return std::nullopt;
+  const auto unwritten = [](bool none) {
+    return std::string("a dataset whose elements were ") + (none ? "never" : "only partly") +
+           " written (HDF5 would read the rest as fill values)";
+  };
+  H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+  if (H5Dget_space_status(dataset, &status) >= 0 && status == H5D_SPACE_STATUS_NOT_ALLOCATED) return unwritten(true);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_CHUNKED) {
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    std::vector<hsize_t> dims(std::size_t(std::max(rank, 0))), chunk(dims.size());
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    if (H5Pget_chunk(dcpl.get(), rank, chunk.data()) != rank) return "a chunked dataset whose chunks cannot be read";
+    hsize_t expected = 1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      const hsize_t per = chunk[i] == 0 ? 0 : (dims[i] + chunk[i] - 1) / chunk[i];
+      expected = per != 0 && expected > std::numeric_limits<hsize_t>::max() / per ? std::numeric_limits<hsize_t>::max()
+                                                                                 : expected * per;
+    }
+    hsize_t written = 0;
+    if (H5Dget_num_chunks(dataset, space.get(), &written) < 0) return "a chunked dataset whose chunk index cannot be read";
+    if (written < expected) return unwritten(written == 0);
+  } else if (layout == H5D_CONTIGUOUS && status != H5D_SPACE_STATUS_ALLOCATED) {
+    return unwritten(true);
   }
   return std::nullopt;
 }
@@ -345,8 +375,15 @@ std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& 
   if ((layout == H5D_CONTIGUOUS || layout == H5D_COMPACT) && n > room / sizeof(T))
     throw h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
                    " bytes in a " + std::to_string(file_bytes) + "-byte file (truncated or corrupt file?)");
-  // Chunked data may be compressed, so its storage bounds nothing: bound every dataset by the
-  // machine's memory instead, and turn a failed allocation into the same one-line refusal.
+  // Chunked data may be compressed, but deflate expands at most 1,032-fold: a chunked dataset
+  // that claims more than that of its storage is a compression bomb or corrupt.
+  const std::uint64_t stored = H5Dget_storage_size(d.get());
+  if (layout == H5D_CHUNKED && n / 1100 > (stored + (1u << 20)) / sizeof(T))
+    throw h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
+                   " bytes from " + std::to_string(stored) + " stored bytes: more than 1,100-fold (deflate expands "
+                   "at most 1,032-fold; psi refuses more: a compression bomb or a corrupt file)");
+  // Bound every dataset by the machine's memory too, and turn a failed allocation into the same
+  // one-line refusal.
   const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
   const auto too_large = [&] {
     return h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +

@@ -281,8 +281,8 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
   const std::vector<std::string> args{"compare", big.string(), big.string()};
   expect_rejected(run_psi(args), args, Exit::bad_input, {big.string() + ":/x", "more than 2^63 - 1 elements"});
 
-  // Chunked and never written, 2^50 bytes: chunked data may be compressed, so its storage
-  // bounds nothing; it ended in std::bad_alloc (exit 3) before the memory bound.
+  // Chunked and never written, 2^50 bytes: it ended in std::bad_alloc (exit 3) before the memory
+  // bound; now its elements are not in the file at all (they would read as fill values).
   const fs::path sparse = plain_file(dir / "chunked_2_50.h5", [](h5::File& f) {
     const hsize_t dims[1] = {hsize_t(1) << 50}, chunk[1] = {1 << 20};
     h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
@@ -292,8 +292,59 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
     ASSERT_TRUE(d);
   });
   expect_error([&] { h5::File::open_read(sparse).read_u8("/x"); }, Exit::bad_input,
-               {sparse.string() + ":/x: claims 1125899906842624 elements", "more than this machine's memory"},
+               {sparse.string() + ":/x is a dataset whose elements were never written"},
                "read_u8 of a 2^50-byte chunked dataset");
+}
+
+// Elements that are not in the file in another way: chunks never written, or written only in
+// part (HDF5 reads the rest as fill values, which psi would compare as data), and chunks that
+// claim to expand more than deflate can (64 GiB from 1 KiB stored: a compression bomb, which
+// psi would allocate for). Each refused by name before a byte is read.
+TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
+  const fs::path dir = fresh_dir("h5_unwritten");
+  auto chunked = [](h5::File& f, hsize_t n, hsize_t chunk, bool deflate) {
+    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.get(), 1, &chunk);
+    if (deflate) H5Pset_deflate(dcpl.get(), 6);
+    return h5::Handle(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                      H5Dclose);
+  };
+  const fs::path never = plain_file(dir / "never.h5", [&](h5::File& f) { ASSERT_TRUE(chunked(f, 16, 8, false)); });
+  const fs::path part = plain_file(dir / "part.h5", [&](h5::File& f) {
+    h5::Handle d = chunked(f, 16, 8, false);
+    ASSERT_TRUE(d);
+    const hsize_t start = 0, count = 8;
+    h5::Handle file_space(H5Dget_space(d.get()), H5Sclose);
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+    h5::Handle mem(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    const std::vector<std::uint8_t> bytes(8, 7);
+    ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), file_space.get(), H5P_DEFAULT, bytes.data()), 0);
+  });
+  const fs::path bomb = plain_file(dir / "bomb.h5", [&](h5::File& f) {
+    const hsize_t chunk = hsize_t(1) << 30;
+    h5::Handle d = chunked(f, hsize_t(64) * chunk, chunk, true);
+    ASSERT_TRUE(d);
+    const char payload[16] = {};
+    for (hsize_t c = 0; c < 64; ++c) {
+      const hsize_t offset = c * chunk;
+      ASSERT_GE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, &offset, sizeof payload, payload), 0);
+    }
+  });
+  const std::vector<std::pair<fs::path, std::vector<std::string>>> cases{
+      {never, {":/x is a dataset whose elements were never written", "fill values"}},
+      {part, {":/x is a dataset whose elements were only partly written"}},
+      {bomb, {":/x: claims 68719476736 elements", "1,100-fold"}},
+  };
+  for (const auto& c : cases) {
+    const fs::path& file = c.first;
+    const std::vector<std::string>& mentions = c.second;
+    for (const auto& args : std::vector<std::vector<std::string>>{{"compare", file.string(), file.string()},
+                                                                 {"verify", file.string()}})
+      expect_rejected(run_psi(args), args, Exit::bad_input, mentions);
+    expect_error([&] { h5::File::open_read(file).read_u8("/x"); }, Exit::bad_input, mentions,
+                 "read_u8 of " + file.string());
+  }
 }
 
 // Recordings whose attributes are out of range: the stored rows outside full_shape (a heap read
