@@ -163,6 +163,24 @@ TEST_F(Safetensors, WriterRefusesBadInputAndLeavesNothingBehind) {
   EXPECT_TRUE(fs::is_empty(dir_));
 }
 
+// A header of 100,000 tensors opens (nlohmann's callback parser took five minutes for it:
+// quadratic in the tensor count; bench_safetensors measures the parse), and a key repeated inside
+// one tensor's entry is still caught after 99,999 good ones.
+TEST_F(Safetensors, ManyTensorsOpenAndDuplicatesAreStillCaught) {
+  const int n = 100000;
+  std::string header = "{";
+  for (int i = 0; i < n; ++i)
+    header += (i ? "," : "") + std::string("\"t") + std::to_string(i) + "\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[" +
+              std::to_string(2 * i) + "," + std::to_string(2 * i + 2) + "]}";
+  const std::string p = raw("many.safetensors", header + "}", std::size_t(2) * n);
+  const ck::SafetensorsFile f(p);
+  EXPECT_EQ(f.entries().size(), std::size_t(n));
+  EXPECT_TRUE(f.contains("t99999"));
+  const std::string dup = raw("many_dup.safetensors", header.substr(0, header.size() - 2) + "],\"dtype\":\"BF16\"}}",
+                              std::size_t(2) * n);
+  EXPECT_EQ(error_of([&] { ck::SafetensorsFile g(dup); }), dup + ": duplicate key \"dtype\" in the header");
+}
+
 TEST_F(Safetensors, BadInputsGiveOneLineErrors) {
   const std::string ok_entry = R"("a":{"dtype":"BF16","shape":[8,8],"data_offsets":[0,128]})";
   auto open = [](const std::string& p) { return error_of([&] { ck::SafetensorsFile f(p); }); };

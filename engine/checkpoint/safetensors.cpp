@@ -134,25 +134,57 @@ void SafetensorsFile::read_exact(std::uint64_t offset, void* dst, std::uint64_t 
   }
 }
 
+namespace {
+
+// A SAX pass that records the first key repeated within one object; it stops there, and at
+// malformed JSON.
+struct DuplicateKeys : nlohmann::json_sax<json> {
+  std::vector<std::set<std::string>> open;
+  std::string duplicate;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (open.back().insert(k).second) return true;
+    duplicate = k;
+    return false;
+  }
+  bool end_object() override {
+    open.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  // Malformed JSON: the plain parse after this pass reports it.
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+};
+
+}  // namespace
+
 void SafetensorsFile::parse_header(std::string_view text, const std::string& strip_prefix) {
   const std::string p = path_.string();
   if (auto bad = first_invalid_utf8(text))
     throw Error(p + ": header is not valid UTF-8 at header byte " + std::to_string(*bad) +
                 " (tensor names must be UTF-8)");
 
-  // nlohmann keeps the last of duplicate keys silently; the parse callback sees every key, so
-  // duplicates are caught here, per object.
-  std::vector<std::set<std::string>> seen;
-  auto callback = [&](int, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) seen.emplace_back();
-    else if (ev == json::parse_event_t::object_end) seen.pop_back();
-    else if (ev == json::parse_event_t::key && !seen.back().insert(parsed.get<std::string>()).second)
-      throw Error(p + ": duplicate key \"" + parsed.get<std::string>() + "\" in the header");
-    return true;
-  };
+  // nlohmann keeps the last of duplicate keys silently, so a first SAX pass sees every key and
+  // catches duplicates per object; then the plain parse. (nlohmann's callback parser would do
+  // both at once, but it rescans an object's members at each nested object's end: quadratic in
+  // the tensor count, minutes for a 100,000-tensor header.)
   json header;
   try {
-    header = json::parse(text.begin(), text.end(), callback);
+    DuplicateKeys dup;
+    json::sax_parse(text.begin(), text.end(), &dup);
+    if (!dup.duplicate.empty()) throw Error(p + ": duplicate key \"" + dup.duplicate + "\" in the header");
+    header = json::parse(text.begin(), text.end());
   } catch (const json::exception& ex) {
     throw Error(p + ": header is not valid JSON: " + ex.what());
   }
