@@ -67,7 +67,8 @@ psi::cli::Registrar device_reg("device",
     if (sum->parsed()) return summary(*o);
     std::string why;
     if (psi::rt::cuda_devices(&why) == 0)
-      throw psi::Error("psi device ceilings needs a CUDA device: " + why);
+      throw psi::Error("psi device ceilings needs a CUDA GPU, and this machine has none it can use (the CUDA "
+                       "runtime says: " + why + ")");
     // A device was found, so this build has the CUDA backend and its services.
     const psi::rt::DeviceServicesChoice device = psi::rt::make_device_services("cuda", 0);
     psi::rt::Ceilings c;

@@ -124,7 +124,14 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
         for (const auto& n : psi::model::numerics_variant_names()) add(n);
         continue;
       }
-      if (v != psi::probes::kFloat64Variant) psi::model::numerics_variant(v);  // rejects unknown names before any work
+      // Unknown names are refused before any work, naming what psi probe takes beside the variants.
+      if (v != psi::probes::kFloat64Variant) {
+        try {
+          psi::model::numerics_variant(v);
+        } catch (const psi::Error& e) {
+          throw psi::Error(std::string(e.what()) + "; psi probe also takes all (every variant) and float64");
+        }
+      }
       add(v);
     }
     if (o->require_bitwise &&

@@ -51,6 +51,57 @@ std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// Levenshtein distance of two short words.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// For a --word the command does not have: its message, with the command's nearest option when
+// one is close ("did you mean --quick?"); empty when every --word is known.
+std::string unknown_option(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string command = "psi";
+  for (int i = 1; i < argc; ++i)
+    for (CLI::App* s : at->get_subcommands({}))
+      if (s->get_name() == argv[i]) {
+        at = s;
+        command += " " + s->get_name();
+        break;
+      }
+  std::vector<std::string> names;
+  for (const CLI::Option* o : at->get_options())
+    for (const std::string& n : o->get_lnames()) names.push_back(n);
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (!word.starts_with("--") || word.size() == 2) continue;
+    word = word.substr(2, word.find('=') == std::string::npos ? std::string::npos : word.find('=') - 2);
+    if (std::find(names.begin(), names.end(), word) != names.end()) continue;
+    std::string best;
+    std::size_t best_d = std::string::npos;
+    for (const auto& n : names)
+      if (const std::size_t d = edit_distance(word, n); d < best_d) {
+        best_d = d;
+        best = n;
+      }
+    const std::size_t near = word.size() <= 3 ? 1 : std::max<std::size_t>(2, word.size() / 3);
+    if (!best.empty() && best_d <= near)
+      return command + " has no option --" + word + "; did you mean --" + best + "?";
+    return command + " has no option --" + word + " (" + command + " --help lists them)";
+  }
+  return "";
+}
+
 // What a command printed must have reached its destination: a full disk or a closed pipe on
 // stdout (`psi report F > /dev/full`) otherwise ends with exit 0 and the output lost.
 int stdout_delivered(int status) {
@@ -96,7 +147,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const std::string unknown = unknown_subcommand(app, argc, argv);
+    std::string unknown = unknown_subcommand(app, argc, argv);
+    if (unknown.empty() && dynamic_cast<const CLI::ExtrasError*>(&e)) unknown = unknown_option(app, argc, argv);
     std::cerr << "psi: error: " << (unknown.empty() ? std::string(e.what()) : unknown) << "\n";
     return int(Exit::bad_input);
   }

@@ -500,6 +500,10 @@ TestProgram parse_gtest_json(const std::string& name, const std::string& text) {
 
 CheckFolder read_check_folder(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": no such folder");
+  // A folder scripts/device-check.sh did not write would give an empty summary and exit 0.
+  if (!std::filesystem::exists(dir / "context.tsv") && !std::filesystem::exists(dir / "steps.tsv"))
+    throw Error(dir.string() + ": not a device-check folder (no context.tsv or steps.tsv; scripts/device-check.sh "
+                "writes them)");
   CheckFolder f;
   f.dir = dir;
   if (auto p = dir / "context.tsv"; std::filesystem::exists(p))

@@ -216,6 +216,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
                "final rel L2 to float64 (video / audio)"};
   std::vector<Table> more;
   std::map<std::string, std::string> reference;
+  std::map<std::string, std::uint64_t> seed;
   for (const OneTokenCase& c : cases) {
     if (!c.result) continue;
     const OneTokenResult& p = *c.result;
@@ -227,6 +228,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
                peak_cell(p.run), fmt_sci(last.video_rel_l2), fmt_sci(last.audio_rel_l2), fmt_sci(worst_video(st)),
                finite ? "yes" : "NO", c.states_f64 ? video_audio(c.states_f64->at(c.states_f64->size() - 1)) : "—"});
     reference[c.context] = p.reference;
+    seed[c.context] = c.seed;
   }
   const auto states = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return c.result->states; };
   const auto states_f64 = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return *c.states_f64; };
@@ -239,7 +241,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
     }
     more.push_back(per_state("per-state relative L2 to " + ref + ", " + context + " context (video / audio)", paths,
                              states));
-    t.notes.push_back(context + " reference: " + ref);
+    t.notes.push_back(context + " reference: " + ref + " (SynthInit seed " + std::to_string(seed[context]) + ")");
     if (with_f64.empty()) continue;
     Table f;
     f.title = "distance to the float64 trajectory, " + context + " context (final state; differing: elements " +
@@ -267,6 +269,9 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
   t.notes.push_back("teacher-forced: each step starts from the recorded state. baseline and modified run their blocks "
                     "through the PSI executor (default arena, reuse+prefetch); per-invocation arena numbers are in the "
                     "report's cases.");
+  if (options.value("quick", false))
+    t.notes.push_back("--quick: the one-token context only; the 1,024-row-context replay (trajectory_ctx1024.h5) is "
+                      "left out.");
   std::vector<Table> out{t};
   out.insert(out.end(), more.begin(), more.end());
   return out;

@@ -35,6 +35,13 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
   const std::vector<BadArgs> bad = {
       {{"run", "no-such-experiment", "--out", report}, {"unknown experiment 'no-such-experiment'", "one-token"}},
       {{"run", "One-Token", "--out", report}, {"unknown experiment 'One-Token'"}},
+      // A misspelled option names the nearest one; an unknown variant names what psi probe takes.
+      {{"run", "scheduling", "--quik", "--out", report}, {"psi run has no option --quik; did you mean --quick?"}},
+      {{"kernels", "search", "--stpe", "3"}, {"psi kernels search has no option --stpe; did you mean --step?"}},
+      {{"run", "scheduling", "--zzzzzz", "--out", report}, {"psi run has no option --zzzzzz (psi run --help lists them)"}},
+      {{"probe", "block-small", "--variant", "nope", "--out", report},
+       {"unknown numerics variant 'nope'", "psi probe also takes all (every variant) and float64"}},
+      {{"device", "summary", out.string()}, {"not a device-check folder"}},
       {{"run", "", "--out", report}, {"unknown experiment ''"}},
       {{"run", "one-token", "--model", "huge", "--out", report}, {"unknown model config 'huge'", "tiny"}},
       {{"run", "one-token", "--model", "", "--out", report}, {"unknown model config ''"}},
