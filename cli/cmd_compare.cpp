@@ -20,6 +20,7 @@ struct CompareOpts {
   bool subset = false;
   bool json = false;
   bool allow_partial = false;
+  bool timing = false;
 };
 
 psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
@@ -42,6 +43,9 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
                "compare only what both files hold: datasets in one file only are listed, not failures "
                "(--only and --map imply it)");
   sub.add_flag("--json", o->json, "machine-readable output");
+  sub.add_flag("--timing", o->timing,
+               "also compare the timing fields of JSON text datasets (a report's wall times and the tables' "
+               "timing columns), which differ from run to run and are otherwise listed as not compared");
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi compare: 0 every dataset compared and bitwise equal; 1 something differs (elements or shape), "
              "nothing was compared, or a dataset is in one file only (unless --only, --map or --subset); 2 a "
@@ -54,6 +58,7 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
     opt.strict = o->strict;
     opt.subset = o->subset;
     opt.allow_partial = o->allow_partial;
+    opt.timing = o->timing;
     for (const auto& m : o->maps) {
       auto eq = m.find('=');
       if (eq == std::string::npos || eq == 0)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -325,8 +326,113 @@ std::string_view status_name(CompareStatus s) {
   return "unsupported";
 }
 
+namespace {
+
+// The leaves of two JSON values side by side: each leaf (or a leaf on one side only) counted,
+// and those that differ recorded by path; a leaf under a timing field is counted apart.
+struct JsonDiff {
+  bool timing = false;
+  std::int64_t leaves = 0, timing_leaves = 0, timing_differing = 0;
+  std::vector<std::string> differing;  // paths, in document order
+  std::string first;                   // "path: A=… B=…" of the first
+
+  void leaf(const std::string& path, const nlohmann::json* a, const nlohmann::json* b, bool timed) {
+    ++leaves;
+    const bool same = a && b && *a == *b;
+    if (timed) {
+      ++timing_leaves;
+      if (!same) ++timing_differing;
+      if (!timing) return;
+    }
+    if (same) return;
+    if (differing.empty())
+      first = path + ": A=" + (a ? a->dump() : std::string("(absent)")) + " B=" + (b ? b->dump() : std::string("(absent)"));
+    differing.push_back(path);
+  }
+
+  void walk(const std::string& path, const nlohmann::json* a, const nlohmann::json* b, bool timed) {
+    const bool objects = a && b && a->is_object() && b->is_object();
+    const bool arrays = a && b && a->is_array() && b->is_array();
+    if (objects) {
+      // A rendered table: its cells under a timing column are timing fields.
+      std::vector<bool> timed_column;
+      if (a->contains("columns") && a->at("columns").is_array())
+        for (const auto& c : a->at("columns")) timed_column.push_back(c.is_string() && timing_field(c.get<std::string>()));
+      std::set<std::string> keys;
+      for (const auto& [k, v] : a->items()) keys.insert(k);
+      for (const auto& [k, v] : b->items()) keys.insert(k);
+      for (const auto& k : keys) {
+        const nlohmann::json* x = a->contains(k) ? &a->at(k) : nullptr;
+        const nlohmann::json* y = b->contains(k) ? &b->at(k) : nullptr;
+        const std::string sub = path + "." + k;
+        if (k == "rows" && !timed_column.empty() && x && y && x->is_array() && y->is_array()) {
+          rows(sub, *x, *y, timed_column, timed);
+          continue;
+        }
+        walk(sub, x, y, timed || timing_field(k));
+      }
+    } else if (arrays) {
+      for (std::size_t i = 0; i < std::max(a->size(), b->size()); ++i)
+        walk(path + "[" + std::to_string(i) + "]", i < a->size() ? &(*a)[i] : nullptr, i < b->size() ? &(*b)[i] : nullptr,
+             timed);
+    } else {
+      leaf(path, a, b, timed);
+    }
+  }
+
+  void rows(const std::string& path, const nlohmann::json& a, const nlohmann::json& b, const std::vector<bool>& timed_column,
+            bool timed) {
+    for (std::size_t r = 0; r < std::max(a.size(), b.size()); ++r) {
+      const nlohmann::json* x = r < a.size() ? &a[r] : nullptr;
+      const nlohmann::json* y = r < b.size() ? &b[r] : nullptr;
+      const std::string sub = path + "[" + std::to_string(r) + "]";
+      if (!x || !y || !x->is_array() || !y->is_array()) {
+        walk(sub, x, y, timed);
+        continue;
+      }
+      for (std::size_t c = 0; c < std::max(x->size(), y->size()); ++c)
+        walk(sub + "[" + std::to_string(c) + "]", c < x->size() ? &(*x)[c] : nullptr, c < y->size() ? &(*y)[c] : nullptr,
+             timed || (c < timed_column.size() && timed_column[c]));
+    }
+  }
+};
+
+// Two uint8 datasets that both hold JSON: compared field by field into `out`; false when either
+// is not JSON (then they are compared as bytes).
+bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::File& b, const std::string& path_b,
+                       const CompareOptions& opt, DatasetComparison& out) {
+  const std::string ta = a.read_text(path_a), tb = b.read_text(path_b);
+  const nlohmann::json ja = nlohmann::json::parse(ta, nullptr, false), jb = nlohmann::json::parse(tb, nullptr, false);
+  if (ja.is_discarded() || jb.is_discarded() || !(ja.is_object() || ja.is_array()) || !(jb.is_object() || jb.is_array()))
+    return false;
+  JsonDiff d;
+  d.timing = opt.timing;
+  d.walk("", &ja, &jb, false);
+  out.compared = d.leaves;
+  out.differing = std::int64_t(d.differing.size());
+  out.status = d.differing.empty() ? CompareStatus::equal : CompareStatus::differs;
+  out.note = "JSON, compared field by field";
+  if (!d.differing.empty()) out.note += "; first differing field " + d.first.substr(d.first.front() == '.' ? 1 : 0);
+  if (d.timing_leaves > 0)
+    out.note += opt.timing ? "; timing fields compared (" + std::to_string(d.timing_differing) + " of " +
+                                 std::to_string(d.timing_leaves) + " differ)"
+                           : "; " + std::to_string(d.timing_leaves) + " timing fields not compared (" +
+                                 std::to_string(d.timing_differing) + " differ; --timing compares them)";
+  return true;
+}
+
+}  // namespace
+
+bool timing_field(const std::string& name) {
+  std::string n;
+  for (char c : name) n += char(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word : {"wall", "seconds", "elapsed", "eta", "per second", "/s", "(s", "(ms", "[s]", "[ms]", " ms"})
+    if (n.find(word) != std::string::npos) return true;
+  return n.ends_with("_s") || n.ends_with("_ms") || n == "s" || n == "ms";
+}
+
 DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
-                                   const std::string& path_b) {
+                                   const std::string& path_b, const CompareOptions& opt) {
   DatasetComparison out;
   out.path_a = path_a;
   out.path_b = path_b;
@@ -336,6 +442,18 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     out.status = CompareStatus::unsupported;
     out.note = "element type not supported (psi compares bfloat16, float32, float64, uint8, uint16, int64)";
     return out;
+  }
+  if (ia.kind == h5::ElemKind::u8 && ib.kind == h5::ElemKind::u8 && ia.shape.size() == 1 && ib.shape.size() == 1) {
+    try {
+      if (compare_json_text(a, path_a, b, path_b, opt, out)) {
+        out.full_shape = ia.shape;
+        return out;
+      }
+    } catch (const Error& e) {
+      out.status = CompareStatus::unsupported;
+      out.note = e.what();
+      return out;
+    }
   }
   if (ia.kind != ib.kind) {
     out.status = CompareStatus::dtype_mismatch;
@@ -443,7 +561,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
     targets.insert(pb);
     if (!selected(d.path)) continue;
     if (in_b.count(pb)) {
-      r.datasets.push_back(compare_datasets(fa, d.path, fb, pb));
+      r.datasets.push_back(compare_datasets(fa, d.path, fb, pb, opt));
     } else {
       DatasetComparison only_a;
       only_a.path_a = d.path;

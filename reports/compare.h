@@ -37,7 +37,15 @@ struct CompareOptions {
   // A partial file (root attribute `partial`: an interrupted run) is refused unless this is set;
   // then the report says which side is partial.
   bool allow_partial = false;
+  // Text datasets holding JSON (a report's cases, tables and options) are compared field by
+  // field; the fields that measure time (timing_field) differ from run to run and are listed as
+  // not compared unless this is set.
+  bool timing = false;
 };
+
+// Whether a JSON object key, or a table column header, names a measurement of time: a wall time,
+// seconds or milliseconds, a rate per second, an ETA.
+bool timing_field(const std::string& name);
 
 enum class CompareStatus {
   equal,           // every compared element bitwise equal
@@ -103,7 +111,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
 
 // Compares one dataset of `a` with one of `b` (possibly the same file, other paths).
 DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
-                                   const std::string& path_b);
+                                   const std::string& path_b, const CompareOptions& opt = {});
 
 // A table, one line per dataset, then a summary line.
 std::string format_table(const CompareReport& r);

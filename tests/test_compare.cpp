@@ -117,7 +117,9 @@ TEST(Compare, OneFlippedBitPerDtype) {
   b.f.data[6] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(b.f.data[6]) ^ 1u);
   // float64: flat 4; mantissa bit 3 -> 8 float64 ULPs.
   b.d.data[4] = std::bit_cast<double>(std::bit_cast<std::uint64_t>(b.d.data[4]) ^ 8u);
-  b.text[3] = 'W';
+  // Text that is not JSON is compared byte by byte.
+  a.text = b.text = "weights: 1, 2, 3";
+  b.text[3] = 'G';
   write_psi(dir / "a.h5", a);
   write_psi(dir / "b.h5", b);
   auto r = compare_files(dir / "a.h5", dir / "b.h5");
@@ -160,6 +162,48 @@ TEST(Compare, OneFlippedBitPerDtype) {
   EXPECT_FALSE(t.rel_l2);
 }
 
+// Text datasets holding JSON (a report's cases and tables) are compared field by field, naming
+// the first differing field; fields that measure time (a key like wall_mean_s, a table cell under
+// a "wall (ms)" column) differ from run to run and are counted apart, compared only with timing.
+TEST(Compare, JsonTextIsComparedFieldByFieldWithTimingApart) {
+  TempDir dir;
+  Contents a, b;
+  a.text = R"J({"cases": [{"rel_l2": 0.5, "wall_mean_s": 1.25}], "tables": [{"columns": ["case", "wall (ms)", "ok"],
+              "rows": [["x", "12.5", "yes"]]}]})J";
+  b.text = R"J({"cases": [{"rel_l2": 0.5, "wall_mean_s": 1.5}], "tables": [{"columns": ["case", "wall (ms)", "ok"],
+              "rows": [["x", "13.0", "yes"]]}]})J";
+  write_psi(dir / "a.h5", a);
+  write_psi(dir / "b.h5", b);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  const auto& t = row(r, "/g/weights_json");
+  EXPECT_EQ(t.status, CompareStatus::equal) << t.note;
+  EXPECT_EQ(t.compared, 8);
+  EXPECT_NE(t.note.find("2 timing fields not compared (2 differ; --timing compares them)"), std::string::npos) << t.note;
+  EXPECT_EQ(r.exit_code(), 0);
+
+  CompareOptions timed;
+  timed.timing = true;
+  r = compare_files(dir / "a.h5", dir / "b.h5", timed);
+  EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs);
+  EXPECT_EQ(row(r, "/g/weights_json").differing, 2);
+  EXPECT_NE(row(r, "/g/weights_json").note.find("first differing field cases[0].wall_mean_s: A=1.25 B=1.5"),
+            std::string::npos)
+      << row(r, "/g/weights_json").note;
+  EXPECT_EQ(r.exit_code(), 1);
+
+  // A result field that differs is a difference, named, whatever the option.
+  b.text = R"({"cases": [{"rel_l2": 0.25, "wall_mean_s": 1.25}], "tables": []})";
+  write_psi(dir / "b.h5", b);
+  r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs);
+  EXPECT_NE(row(r, "/g/weights_json").note.find("first differing field cases[0].rel_l2: A=0.5 B=0.25"), std::string::npos)
+      << row(r, "/g/weights_json").note;
+  EXPECT_TRUE(timing_field("invocation wall (s, mean ± SD)"));
+  EXPECT_TRUE(timing_field("float64_wall_mean_s"));
+  EXPECT_FALSE(timing_field("rel_l2"));
+  EXPECT_FALSE(timing_field("states"));
+}
+
 TEST(Compare, UlpDistanceAcrossZeroAndNaN) {
   TempDir dir;
   const float tiny = std::numeric_limits<float>::denorm_min();
@@ -192,7 +236,8 @@ TEST(Compare, ShapeMismatchIsADifferenceNamingBothShapes) {
   TempDir dir;
   Contents a, b;
   b.f = ramp_f32({2, 8});
-  b.text = R"({"weights": [1, 2, 3, 4]})";
+  a.text = "weights: 1, 2, 3";
+  b.text = "weights: 1, 2, 3, 4";
   write_psi(dir / "a.h5", a);
   write_psi(dir / "b.h5", b);
   auto r = compare_files(dir / "a.h5", dir / "b.h5");
