@@ -173,6 +173,7 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConf
     }
     if (!improved) break;
   }
+  r.sweeps = std::min(r.sweeps, o.max_sweeps);  // the loop counts one past a last sweep that still improved
   // Overrides equal to the recorded choice say nothing: drop them.
   ops::KernelConfig clean;
   for (const auto& [k, c] : r.best.overrides())

@@ -92,6 +92,7 @@ TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   EXPECT_TRUE(psi::ops::kernel_config().overrides().empty());
   EXPECT_EQ(r.start_objective, t.forced_step(1).sum());
   EXPECT_LE(r.best_objective, r.start_objective);
+  EXPECT_EQ(r.sweeps, 1);
   ASSERT_FALSE(r.trials.empty());
   EXPECT_EQ(seen, r.trials.size());
   // The shapes a split by 2 (64 wide) changes: K above 64.

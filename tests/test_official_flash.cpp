@@ -272,26 +272,30 @@ TEST(OfficialFlash, ClaimsCountTheirOwnPathOnly) {
   EXPECT_FALSE(u[0].held());
 }
 
-// The full-size first block under both official variants, every claim checked: all ten probes of
+// The full-size first block under each official variant, every claim checked: all ten probes of
 // the MATH recording under official-h200 and of the FLASH recording under official-h200-flash,
 // in every stored element (video rows 0-255, audio in full) and, for every video probe, the full
-// 4,928-row tensor's SHA-256. About six minutes on two cores since the AVX-512 tensor-core lanes
-// (docs/official-speed.md); left out of the sanitizer runs, whose arithmetic the small blocks cover.
-TEST(OfficialFlash, FullBlockClaimsHoldUnderBothOfficialVariants) {
+// 4,928-row tensor's SHA-256. Three to four minutes each on two cores since the AVX-512
+// tensor-core lanes (docs/official-speed.md), one test per variant so that each stays well inside
+// the suite's per-test limit; left out of the sanitizer runs, whose arithmetic the small blocks
+// cover.
+void expect_full_block_claim(const std::string& variant, const std::string& path) {
   probes::ProbeOptions o;
-  o.variants = {"official-h200", "official-h200-flash"};
+  o.variants = {variant};
   const auto r = probes::run_probe("block-full", o);
   const auto claims = probes::check_claims(r);
-  ASSERT_EQ(claims.size(), 2u);
-  for (const auto& c : claims) {
-    EXPECT_EQ(c.checked, 10) << c.variant;
-    EXPECT_TRUE(c.held()) << c.variant << ": " << c.failed.size() << " failed";
-  }
+  ASSERT_EQ(claims.size(), 1u);
+  EXPECT_EQ(claims[0].checked, 10) << variant;
+  EXPECT_TRUE(claims[0].held()) << variant << ": " << claims[0].failed.size() << " failed";
   int full_hashes = 0;
   for (const auto& t : r.results)
-    if (t.full_sha_equal && t.backend == (t.variant == "official-h200" ? "math" : "flash")) {
-      EXPECT_TRUE(*t.full_sha_equal) << t.variant << " " << t.tensor;
+    if (t.full_sha_equal && t.backend == path) {
+      EXPECT_TRUE(*t.full_sha_equal) << variant << " " << t.tensor;
       ++full_hashes;
     }
-  EXPECT_EQ(full_hashes, 10);  // attn1, attn2, audio_to_video_attn, ff, video_out, per variant
+  EXPECT_EQ(full_hashes, 5);  // attn1, attn2, audio_to_video_attn, ff, video_out
 }
+
+TEST(OfficialFlash, FullBlockClaimHoldsUnderOfficialH200) { expect_full_block_claim("official-h200", "math"); }
+
+TEST(OfficialFlash, FullBlockClaimHoldsUnderOfficialH200Flash) { expect_full_block_claim("official-h200-flash", "flash"); }
