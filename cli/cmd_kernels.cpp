@@ -6,14 +6,13 @@
 // channels and ulps; `confirm` does the confirmation alone for a configuration file.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "engine/bf16.h"
 #include "engine/error.h"
 #include "engine/progress.h"
 #include "experiments/experiment.h"
@@ -161,14 +160,6 @@ std::string spread(std::vector<std::int64_t> v) {
          std::to_string(v.back());
 }
 
-// Steps between two BF16 values along the number line (+0 and -0 one apart).
-std::int64_t ulps_apart(psi::Bf16 a, psi::Bf16 b) {
-  const auto key = [](psi::Bf16 v) {
-    return v.bits & 0x8000u ? -std::int64_t(v.bits & 0x7fffu) - 1 : std::int64_t(v.bits);
-  };
-  return std::llabs(key(a) - key(b));
-}
-
 int where(const KernelsOpts& o) {
   psi::ops::set_kernel_config(start_config(o));
   const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
@@ -190,7 +181,7 @@ int where(const KernelsOpts& o) {
         ++total;
         ++per_row[std::size_t(i)];
         ++per_ch[std::size_t(c)];
-        const std::int64_t u = ulps_apart(x, y);
+        const std::int64_t u = psi::bf16_ulp_distance(x, y);
         std::size_t bin = 0;
         while (bin < 5 && u > bounds[bin]) ++bin;
         ++by_ulps[bin];

@@ -99,13 +99,14 @@ ops::KernelConfig read_kernel_config(const std::filesystem::path& file) {
 
 nlohmann::json kernel_config_products(const ops::KernelConfig& c) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& [k, choice] : c.overrides())
-    out.push_back({{"chain", ops::chain_kind_name(k.kind)},
-                   {"shape", {k.shape.rows, k.shape.cols, k.shape.depth}},
-                   {"split_k", choice.split_k},
-                   {"granule", choice.granule}});
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (std::next(c.overrides().begin(), std::ptrdiff_t(i))->second.fma_chain) out[i]["fma_chain"] = true;
+  for (const auto& [k, choice] : c.overrides()) {
+    nlohmann::json e = {{"chain", ops::chain_kind_name(k.kind)},
+                        {"shape", {k.shape.rows, k.shape.cols, k.shape.depth}},
+                        {"split_k", choice.split_k},
+                        {"granule", choice.granule}};
+    if (choice.fma_chain) e["fma_chain"] = true;
+    out.push_back(std::move(e));
+  }
   return out;
 }
 
