@@ -424,11 +424,20 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
 }  // namespace
 
 bool timing_field(const std::string& name) {
-  std::string n;
-  for (char c : name) n += char(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* word : {"wall", "seconds", "elapsed", "eta", "per second", "/s", "(s", "(ms", "[s]", "[ms]", " ms"})
-    if (n.find(word) != std::string::npos) return true;
-  return n.ends_with("_s") || n.ends_with("_ms") || n == "s" || n == "ms";
+  // Whole words only (split at anything not a letter or digit, so wall_mean_s is wall, mean, s):
+  // a substring test took "metadata" for "eta" and "(shape" for "(s".
+  std::string word;
+  for (std::size_t i = 0; i <= name.size(); ++i) {
+    const char c = i < name.size() ? char(std::tolower(static_cast<unsigned char>(name[i]))) : ' ';
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      word += c;
+      continue;
+    }
+    for (const char* t : {"wall", "time", "seconds", "second", "elapsed", "eta", "s", "ms"})
+      if (word == t) return true;
+    word.clear();
+  }
+  return false;
 }
 
 DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,

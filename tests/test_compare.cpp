@@ -202,6 +202,10 @@ TEST(Compare, JsonTextIsComparedFieldByFieldWithTimingApart) {
   EXPECT_TRUE(timing_field("float64_wall_mean_s"));
   EXPECT_FALSE(timing_field("rel_l2"));
   EXPECT_FALSE(timing_field("states"));
+  EXPECT_FALSE(timing_field("metadata"));
+  EXPECT_FALSE(timing_field("distance (shape)"));
+  EXPECT_TRUE(timing_field("wall (ms, mean ± SD)"));
+  EXPECT_TRUE(timing_field("GB/s"));
 }
 
 TEST(Compare, UlpDistanceAcrossZeroAndNaN) {

@@ -7,7 +7,7 @@
 //                                             output, in order (exact numbers included)
 //   <!-- readme-test: tables: psi ARGS -->    the block's tables are `psi ARGS`'s: the same
 //                                             headers, rows and cells, except the cells of a
-//                                             column that measures time (timed_column: wall
+//                                             column that measures time (reports::timing_field: wall
 //                                             times, rates), which differ from run to run; its
 //                                             other lines appear as written
 //   <!-- readme-test: python after: psi ARGS -->  `psi ARGS` first, then the Python snippet
@@ -30,6 +30,8 @@
 #include <regex>
 #include <set>
 #include <sstream>
+
+#include "reports/compare.h"
 #include <string>
 #include <vector>
 
@@ -162,13 +164,6 @@ struct MdTable {
   std::vector<std::vector<std::string>> rows;
 };
 
-// A column whose cells are measurements of time, or rates over it, which no two runs share: its
-// header names a wall time, seconds, milliseconds or a rate per second.
-bool timed_column(const std::string& header) {
-  static const std::regex timed(R"((wall|time|\[s\]|\[ms\]|\bs\b|/s\b|per second|ETA|elapsed))",
-                                std::regex::icase);
-  return std::regex_search(header, timed);
-}
 
 std::vector<MdTable> tables_of(const std::vector<std::string>& lines) {
   std::vector<MdTable> out;
@@ -250,7 +245,7 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
             ASSERT_EQ(u.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": psi's row " << r;
             ASSERT_EQ(t.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": the README's row " << r;
             for (std::size_t c = 0; c < t.header.size(); ++c)
-              if (c == 0 || !timed_column(t.header[c]))
+              if (c == 0 || !psi::reports::timing_field(t.header[c]))
                 EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << "README.md:" << b.line << ": table headed '" << t.header.at(0)
                                                       << "', row '" << t.rows[r][0] << "', column '" << t.header[c]
                                                       << "'";
