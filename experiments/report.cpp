@@ -137,6 +137,8 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
   const Experiment* experiment = nullptr;
   nlohmann::json options, cases = nlohmann::json::array();
   std::set<std::int64_t> seen;
+  std::map<std::int64_t, std::filesystem::path> shard_files;  // shard index -> the file given for it
+  std::int64_t shard_count = 0;
   std::vector<reports::StateReader> readers;
   std::vector<std::filesystem::path> partial;
   for (const auto& path : shards) {
@@ -161,12 +163,19 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     try {
       nlohmann::json o = nlohmann::json::parse(r.read_text(kOptions));
       if (!o.is_object()) throw Error("not a JSON object");
-      o.erase("shard_index");
+      const std::int64_t index = o.value("shard_index", std::int64_t(0));
       const std::int64_t count = o.at("shard_count").get<std::int64_t>();
+      o.erase("shard_index");
       o.erase("shard_count");
-      if (count != std::int64_t(shards.size()))
-        throw Error("written as one of " + std::to_string(count) + " shards, " + std::to_string(shards.size()) +
-                    " given");
+      if (shard_count != 0 && count != shard_count)
+        throw Error("written as one of " + std::to_string(count) + " shards, the first shard as one of " +
+                    std::to_string(shard_count));
+      shard_count = count;
+      if (index < 0 || index >= count)
+        throw Error("shard index " + std::to_string(index) + " outside 0.." + std::to_string(count - 1));
+      if (const auto [it, fresh] = shard_files.emplace(index, path); !fresh)
+        throw Error("shard " + std::to_string(index) + "/" + std::to_string(count) + " given twice (also " +
+                    it->second.string() + ")");
       if (!options.is_null() && o != options)
         throw Error("options differ from the first shard's: " + o.dump() + " vs " + options.dump());
       options = o;
@@ -182,6 +191,16 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     } catch (const Error& e) {
       throw Error(path.string() + ": " + e.what(), e.code());
     }
+  }
+  // A shard whose job failed left no report: named, so that it can be run again alone.
+  if (std::int64_t(shard_files.size()) != shard_count) {
+    std::string missing;
+    for (std::int64_t i = 0; i < shard_count; ++i)
+      if (!shard_files.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(shard_count);
+    throw Error("shard" + std::string(shard_count - std::int64_t(shard_files.size()) > 1 ? "s " : " ") +
+                missing + " missing (" + std::to_string(shard_files.size()) + " of " + std::to_string(shard_count) +
+                " given); run " + (shard_count - std::int64_t(shard_files.size()) > 1 ? "them" : "it") +
+                " again with psi run ... --shard i/" + std::to_string(shard_count));
   }
   Options merged;  // the shard keys were erased above: from_json gives one whole run, shard 0 of 1
   try {

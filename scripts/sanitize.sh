@@ -46,8 +46,9 @@ tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch
 # FLASH (their split-K is TensorCore.OneRowProductOver4096IsSplitInTwo's arithmetic, the FLASH
 # core OfficialFlash.*'s, their reading every block probe's),
 # SynthInit over every recorded weight and the SHA-256 of every recorded tensor (the generator
-# and the hash every recording read runs).
-asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlock(TextCrossAttentionRowsAreBitwise|RowsAreBitwiseTheFlashRecording)|OfficialFlash\.FullBlockClaimHoldsUnderOfficialH200(Flash)?|KernelSearch\.StoredSearchesHoldTheirNumbers|SynthInit\.MatchesEveryRecordedWeightAndInput|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
+# and the hash every recording read runs). The two Slurm tests run, as Slurm jobs, the commands
+# of the sharded probes run above; what they add is Slurm, not psi code.
+asan_skip=${PSI_ASAN_SKIP-'Experiments\.(OneToken|FullPromptQuickWithFigures|ProbesShardedAndMergedEqualOneRun|TransportControlUnderChaos)|ProbeBackends\.ProjectionsOnTheCpuBackendAreTheHostBits|Interrupt\.UninterruptedRunLeavesOnlyTheReport|FoundBug\.MaxRelL2OverStatesDoesNotHideNaN|OfficialBlock\.FullBlock(TextCrossAttentionRowsAreBitwise|RowsAreBitwiseTheFlashRecording)|OfficialFlash\.FullBlockClaimHoldsUnderOfficialH200(Flash)?|KernelSearch\.StoredSearchesHoldTheirNumbers|SynthInit\.MatchesEveryRecordedWeightAndInput|Slurm\..*|Sha256Full\.EveryRecordingVerifiesAgainstItself'}
 
 # TSan leaves out two tests that repeat, on the small config, schedules its tiny-config tests
 # already run (210 of 600 test-seconds): the arena-shrinking outcomes and the small row tiles.

@@ -182,8 +182,17 @@ TEST_F(Experiments, ProbesShardedAndMergedEqualOneRun) {
   EXPECT_EQ(c.status, 0) << c.out;
   EXPECT_EQ(read_json(merged, "/report/cases").size(), 3u);
   expect_records_round_trip<exp::ProbesCase>(read_json(merged, "/report/cases"));
-  EXPECT_NE(psi_cmd("merge" + shards.substr(0, shards.rfind(' ')) + " --out " + (dir_ / "m2.h5").string()).status, 0);
+  // A shard left out (its job failed) is named; one given twice too.
+  const std::string first_two = shards.substr(0, shards.rfind(' '));
+  CmdResult m2 = psi_cmd("merge" + first_two + " --out " + (dir_ / "m2.h5").string());
+  EXPECT_EQ(m2.status, 2) << m2.out;
+  EXPECT_NE(m2.out.find("shard 2/3 missing (2 of 3 given)"), std::string::npos) << m2.out;
   EXPECT_FALSE(fs::exists(dir_ / "m2.h5"));
+  CmdResult twice = psi_cmd("merge" + first_two + first_two.substr(0, first_two.rfind(' ')) + " --out " +
+                            (dir_ / "m3.h5").string());
+  EXPECT_EQ(twice.status, 2) << twice.out;
+  EXPECT_NE(twice.out.find("shard 0/3 given twice"), std::string::npos) << twice.out;
+  EXPECT_FALSE(fs::exists(dir_ / "m3.h5"));
   EXPECT_EQ(psi_cmd("run one-token --shard 0/2 --out " + (dir_ / "s.h5").string()).status, 2);
 }
 

@@ -13,6 +13,9 @@
 //   <!-- readme-test: python after: psi ARGS -->  `psi ARGS` first, then the Python snippet
 //                                             (without h5py here: the file and dataset it reads
 //                                             are checked instead)
+//   <!-- readme-test: file: PATH -->          the block is the repository's file PATH, line for line
+//   <!-- readme-test: slurm -->               run as written by the Slurm test (tests/test_slurm.cpp)
+//                                             on a single-node cluster of its own
 //   <!-- readme-test: skip: WHY -->           not run here, and why
 //
 // Commands run in a scratch folder (their out/ goes there); build/psi and ../shared/ are the
@@ -30,57 +33,23 @@
 #include <regex>
 #include <set>
 #include <sstream>
-
-#include "reports/compare.h"
 #include <string>
 #include <vector>
 
+#include "reports/compare.h"
 #include "reports/h5.h"
+#include "tests/readme_blocks.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kReadme = fs::path(PSI_TEST_DATA) / ".." / ".." / "README.md";
+using psi::testing::kReadme;
+using psi::testing::lines_of;
+using Block = psi::testing::ReadmeBlock;
+using psi::testing::readme_blocks;
 
-struct Block {
-  int line = 0;           // of the opening fence, 1-based
-  std::string directive;  // the text after "readme-test: "
-  std::string info;       // the fence's info string ("sh", "python", "")
-  std::vector<std::string> body;
-};
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) {
-    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.pop_back();
-    out.push_back(l);
-  }
-  return out;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-std::vector<Block> readme_blocks() {
-  const auto lines = lines_of(slurp(kReadme));
-  static const std::regex directive(R"(^<!-- readme-test: (.*) -->$)");
-  std::vector<Block> blocks;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (!lines[i].starts_with("```")) continue;
-    Block b;
-    b.line = int(i) + 1;
-    b.info = lines[i].substr(3);
-    std::smatch m;
-    if (i > 0 && std::regex_match(lines[i - 1], m, directive)) b.directive = m[1];
-    for (++i; i < lines.size() && !lines[i].starts_with("```"); ++i) b.body.push_back(lines[i]);
-    blocks.push_back(std::move(b));
-  }
-  return blocks;
-}
+std::string slurp(const fs::path& p) { return psi::testing::file_text(p); }
 
 class Scratch {
  public:
@@ -189,11 +158,23 @@ std::vector<MdTable> tables_of(const std::vector<std::string>& lines) {
 TEST(Readme, EveryFencedBlockSaysHowItIsChecked) {
   const auto blocks = readme_blocks();
   ASSERT_GE(blocks.size(), 10u) << kReadme;
-  static const std::regex known(R"(^(run|skip: .+|lines: psi .+|tables: psi .+|python after: psi .+)$)");
+  static const std::regex known(R"(^(run|slurm|skip: .+|file: .+|lines: psi .+|tables: psi .+|python after: psi .+)$)");
   for (const auto& b : blocks)
     EXPECT_TRUE(std::regex_match(b.directive, known))
         << "README.md:" << b.line << ": the fenced block needs a <!-- readme-test: ... --> line before it (got '"
         << b.directive << "')";
+}
+
+TEST(Readme, FileBlocksAreTheFilesThemselves) {
+  int checked = 0;
+  for (const auto& b : readme_blocks()) {
+    if (!b.directive.starts_with("file: ")) continue;
+    ++checked;
+    const fs::path file = kReadme.parent_path() / b.directive.substr(6);
+    ASSERT_TRUE(fs::is_regular_file(file)) << "README.md:" << b.line << ": no file " << file;
+    EXPECT_EQ(joined(b.body), joined(lines_of(slurp(file)))) << "README.md:" << b.line << ": the block is not " << file;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST(Readme, ShellBlocksRunAsWritten) {
