@@ -36,6 +36,9 @@ void print_report(const psi::probes::ProbeReport& r) {
               r.group.c_str(), (unsigned long long)r.seed);
   if (!r.flash_file.empty()) std::printf("  FLASH probes from %s\n", r.flash_file.string().c_str());
   for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
+  std::printf("result: rel_l2 = ||psi - recording|| / ||recording|| in float64; sign_flips = differing elements whose "
+              "sign (-, 0, +) differs from the recording's; max_ulp_same_sign = the largest BF16 ULP distance among "
+              "the other differing elements\n");
   std::printf("%-19s %-26s %-8s %-18s %s\n", "variant", "tensor", "vs", "rows", "result");
   for (const auto& t : r.results) {
     std::string res = t.distance ? psi::probes::format_distance(*t.distance) : std::string("(not stored)");

@@ -50,9 +50,12 @@ void from_json(const nlohmann::json& j, StateDistance& r);
 // "rows". The distance is absent where the recording stores nothing to compare.
 struct ProbeRow {
   std::string variant, tensor, backend, rows;
-  struct Distance {
-    std::int64_t differing = 0, total = 0, max_ulp = 0;
+  struct Distance {  // probes::Distance
+    std::int64_t differing = 0, total = 0;
     double rel_l2 = 0;
+    // Absent in reports before sign flips were counted apart: their "max_ulp" was over every
+    // differing element, sign flips included, which no table shows now.
+    std::optional<std::int64_t> sign_flips, max_ulp_same_sign;
   };
   std::optional<Distance> distance;
   std::optional<bool> full_sha_equal;

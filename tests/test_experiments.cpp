@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -185,6 +186,26 @@ TEST_F(Experiments, ProbesShardedAndMergedEqualOneRun) {
   EXPECT_NE(psi_cmd("merge" + shards.substr(0, shards.rfind(' ')) + " --out " + (dir_ / "m2.h5").string()).status, 0);
   EXPECT_FALSE(fs::exists(dir_ / "m2.h5"));
   EXPECT_EQ(psi_cmd("run one-token --shard 0/2 --out " + (dir_ / "s.h5").string()).status, 2);
+}
+
+// The probe rows count sign flips apart from the same-sign ULP maximum; a report written before
+// (one "max_ulp" over every differing element) still tabulates, with neither number shown.
+TEST(ProbeRecords, SignFlipsApartAndOlderReportsStillTabulate) {
+  const auto cases = nlohmann::json::parse(R"([{"case": "audio-ff-up", "index": 0, "rows": [
+      {"variant": "baseline", "tensor": "proj_out", "backend": "official", "rows": "all", "differing": 314841,
+       "total": 1032192, "rel_l2": 2.7e-3, "sign_flips": 559, "max_ulp_same_sign": 128},
+      {"variant": "dense", "tensor": "proj_out", "backend": "official", "rows": "all", "differing": 1129,
+       "total": 1032192, "rel_l2": 9.6e-5, "max_ulp": 14833}]}])");
+  const exp::Table t = exp::tabulate_probes(cases, nlohmann::json::object())[0];
+  ASSERT_EQ(t.rows.size(), 2u);
+  const auto column = [&](const std::string& name) {
+    return std::size_t(std::find(t.columns.begin(), t.columns.end(), name) - t.columns.begin());
+  };
+  ASSERT_LT(column("max ULP (same sign)"), t.columns.size());
+  EXPECT_EQ(t.rows[0][column("sign flips")], "559");
+  EXPECT_EQ(t.rows[0][column("max ULP (same sign)")], "128");
+  EXPECT_EQ(t.rows[1][column("sign flips")], "—");
+  EXPECT_EQ(t.rows[1][column("max ULP (same sign)")], "—");
 }
 
 // block-controls and projection-oracle: the recorded FLASH row equals the README's count, and
