@@ -62,13 +62,13 @@ Distance distance(std::span<const Bf16> ours, std::span<const double> ref) {
   return d;
 }
 
-std::string format_distance(const Distance& d) {
-  char buf[200];
+std::string format_distance(const Distance& d, const std::string& rel_l2_name) {
+  char buf[240];
   if (d.bitwise_equal()) {
     std::snprintf(buf, sizeof buf, "bitwise-equal (%lld elements)", (long long)d.total);
   } else {
-    std::snprintf(buf, sizeof buf, "differs %lld/%lld rel_l2 %.3e sign_flips %lld max_ulp_same_sign %lld",
-                  (long long)d.differing, (long long)d.total, d.rel_l2, (long long)d.sign_flips,
+    std::snprintf(buf, sizeof buf, "differs %lld/%lld %s %.3e sign_flips %lld max_ulp_same_sign %lld",
+                  (long long)d.differing, (long long)d.total, rel_l2_name.c_str(), d.rel_l2, (long long)d.sign_flips,
                   (long long)d.max_ulp_same_sign);
   }
   return buf;

@@ -34,7 +34,8 @@ Distance distance(std::span<const Bf16> ours, std::span<const Bf16> ref);
 Distance distance(std::span<const Bf16> ours, std::span<const double> ref);
 
 // "bitwise-equal (5678 elements)" or
-// "differs 1234/5678 rel_l2 1.23e-03 sign_flips 9 max_ulp_same_sign 5".
-std::string format_distance(const Distance& d);
+// "differs 1234/5678 rel_l2 1.23e-03 sign_flips 9 max_ulp_same_sign 5", the relative L2 named
+// `rel_l2_name` (a distance to a float64 reference is another computation, named apart).
+std::string format_distance(const Distance& d, const std::string& rel_l2_name = "rel_l2");
 
 }  // namespace psi::probes

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -206,6 +207,43 @@ TEST(ProbeRecords, SignFlipsApartAndOlderReportsStillTabulate) {
   EXPECT_EQ(t.rows[0][column("max ULP (same sign)")], "128");
   EXPECT_EQ(t.rows[1][column("sign flips")], "—");
   EXPECT_EQ(t.rows[1][column("max ULP (same sign)")], "—");
+}
+
+// One relative L2 to the float64 block: psi probe --variant float64 prints, for the recorded
+// MATH and FLASH blocks, the numbers block-controls' float64 table shows for them (the probe
+// once measured the float64 block rounded to BF16 against the recording instead: other numbers
+// under the same name).
+TEST_F(Experiments, ProbeFloat64RowsAreBlockControlsFloat64Table) {
+  const fs::path b = dir_ / "bc.h5";
+  ASSERT_EQ(psi_cmd("run block-controls --out " + b.string()).status, 0);
+  const CmdResult probe = psi_cmd("probe block-small --variant float64");
+  ASSERT_EQ(probe.status, 0) << probe.out;
+  nlohmann::json table;
+  for (const auto& t : read_json(b, "/report/tables"))
+    if (t["title"].get<std::string>().starts_with("distance to the float64 block")) table = t;
+  ASSERT_TRUE(table.is_object());
+  const auto& columns = table["columns"];
+  const auto column = [&](const std::string& name) {
+    return std::size_t(std::find(columns.begin(), columns.end(), name) - columns.begin());
+  };
+  int compared = 0;
+  for (const auto& row : table["rows"]) {
+    const std::string cell0 = row[0], tensor = cell0.substr(0, cell0.find(' '));
+    for (const auto& [path, vs] : {std::pair<std::string, std::string>{"official MATH (recorded)", "math"},
+                                   {"official FLASH (recorded)", "flash"}}) {
+      ASSERT_LT(column(path), columns.size()) << path;
+      std::string cell = row[column(path)];  // "3.428e-03 / 179,084"
+      std::erase(cell, ',');
+      const std::string l2 = cell.substr(0, cell.find(' ')), differing = cell.substr(cell.rfind(' ') + 1);
+      // "float64 <tensor> <vs> all differs N/T rel_l2_to_float64 X ..."
+      const std::regex line("\\nfloat64 +" + tensor + " +" + vs + " +all +differs " + differing +
+                            "/\\d+ rel_l2_to_float64 " + l2 + " ");
+      EXPECT_TRUE(std::regex_search(probe.out, line)) << tensor << " " << vs << ": block-controls " << cell << "\n"
+                                                      << probe.out;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 20);
 }
 
 // block-controls and projection-oracle: the recorded FLASH row equals the README's count, and
