@@ -215,13 +215,17 @@ struct FixedBudgetCase {
 void to_json(nlohmann::json& j, const FixedBudgetCase& r);
 void from_json(const nlohmann::json& j, FixedBudgetCase& r);
 
-// transport-control: one schedule's run, compared with the first schedule's file.
+// transport-control: one schedule's run, compared with the reference run's file (compared_to;
+// the run's own file when it is the reference, which compares nothing).
 struct TransportControlCase {
   std::string schedule, file;
   double wall_mean_s = 0, wall_sd_s = 0;
   nlohmann::json run;
   std::uint64_t chaos_seed = 0;
   std::string compared_to;
+  // What the reference run is; absent in reports before the host reference, whose reference was
+  // the first schedule's run (compared with itself).
+  std::optional<std::string> reference;
   std::int64_t datasets_compared = 0, datasets_equal = 0;
   int compare_exit = 0;
   std::optional<int> states_nonfinite;   // absent in reports before the check

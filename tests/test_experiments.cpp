@@ -421,8 +421,9 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
 }
 
 // transport-control --quick under chaos: the synchronous journal and the asynchronous journal
-// with prefetch give all 26 saved states bitwise equal, for several chaos seeds; the per-schedule
-// state files compare equal with psi compare too.
+// with prefetch give all 26 saved states bitwise equal to the same run on the host block (no
+// executor, a file of its own: no schedule is compared with itself), for several chaos seeds;
+// the state files compare equal with psi compare too.
 TEST_F(Experiments, TransportControlUnderChaos) {
   for (int seed : {0, 11, 29}) {
     const fs::path f = dir_ / ("tc" + std::to_string(seed) + ".h5");
@@ -432,17 +433,44 @@ TEST_F(Experiments, TransportControlUnderChaos) {
     const auto cases = read_json(f, "/report/cases");
     ASSERT_EQ(cases.size(), 2u);
     expect_records_round_trip<exp::TransportControlCase>(cases);
+    const fs::path host = dir_ / ("tc" + std::to_string(seed) + ".host.h5");
     for (auto& c : cases) {
+      EXPECT_EQ(c["compared_to"], host.string()) << c["schedule"];
       EXPECT_EQ(c["compare_exit"], 0) << c["schedule"];
       EXPECT_EQ(c["datasets_equal"], 26) << c["schedule"];
+      EXPECT_EQ(c["datasets_compared"], 26) << c["schedule"];
     }
-    CmdResult cmp = psi_cmd("compare " + cases[0]["file"].get<std::string>() + " " + cases[1]["file"].get<std::string>());
-    EXPECT_EQ(cmp.status, 0) << cmp.out;
+    EXPECT_EQ(reports::StateReader(host).run_info().experiment, "transport-control/host");
+    EXPECT_EQ(r.out.find("(the reference)"), std::string::npos) << r.out;
+    for (auto& c : cases) {
+      CmdResult cmp = psi_cmd("compare " + c["file"].get<std::string>() + " " + host.string());
+      EXPECT_EQ(cmp.status, 0) << cmp.out;
+    }
     // The side files are tied to the report that compared them.
     const auto run_id = h5::File::open_read(f).attr("/", "run_id");
     ASSERT_TRUE(run_id.has_value());
     for (auto& c : cases) EXPECT_EQ(h5::File::open_read(c["file"].get<std::string>()).attr("/", "run_id"), run_id);
+    EXPECT_EQ(h5::File::open_read(host).attr("/", "run_id"), run_id);
   }
+}
+
+// A report's run compared with its own file (CUDA's reference run; the first schedule of reports
+// before the host reference) shows as the reference, never as "26 / 26 (equal)"; the note says
+// what the reference was.
+TEST(TransportControlTable, NoRowComparesARunWithItself) {
+  nlohmann::json run = {{"h2d_bytes", {{"weights", 0}, {"journal", 0}}}, {"d2h_bytes", {{"journal", 0}}},
+                        {"blocking_syncs", 0}, {"managed_peak_bytes", 0}, {"bound_bytes", 0}};
+  const auto row = [&](const std::string& schedule, const std::string& compared_to) {
+    return nlohmann::json{{"schedule", schedule}, {"file", "r." + schedule + ".h5"}, {"wall_mean_s", 0},
+                          {"wall_sd_s", 0}, {"run", run}, {"compared_to", compared_to}, {"datasets_compared", 26},
+                          {"datasets_equal", 26}, {"compare_exit", 0}};
+  };
+  const exp::Table old = exp::tabulate_transport_control(
+      nlohmann::json::array({row("baseline", "r.baseline.h5"), row("ffn-reuse", "r.baseline.h5")}),
+      {{"model", "tiny"}})[0];
+  EXPECT_EQ(old.rows[0][1], "— (the reference)");
+  EXPECT_EQ(old.rows[1][1], "26 / 26 (equal)");
+  EXPECT_NE(old.notes[0].find("the first schedule's run"), std::string::npos) << old.notes[0];
 }
 
 // A side file read back by name that another run has replaced (same --out) is refused, not
