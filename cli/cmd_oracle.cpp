@@ -285,6 +285,15 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
   cert->add_option("--list", c->list, "write the not correctly rounded elements to this CSV file")
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(*cert);
+  cert->footer(std::string(psi::cli::kExitRule) +
+               "\nThe two ULP measures of the worst element (--json: worst.ulps, worst.signed_ulps; the text: "
+               "\"N ULP, signed error S ULP\"):\n"
+               "  ulps         the BF16 ULP distance between the recorded value and the correctly rounded one: the "
+               "number of BF16 steps from one to the other (1 for neighbours, 0 when correctly rounded; +0 and -0 are "
+               "one point); ulp_histogram's keys and --list's ulps column are this distance\n"
+               "  signed_ulps  (recorded - exact) in units of the BF16 step of the binade the exact value lies in "
+               "(2^-133 for an exact zero): signed, fractional, at most 0.5 in size for a correctly rounded value; the "
+               "exact quotient truncated to a double, for display");
 
   auto e = std::make_shared<ExplainOpts>();
   CLI::App* expl = sub.add_subcommand("explain", "explain one output element: exact value, conditioning, candidates");

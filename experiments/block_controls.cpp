@@ -38,7 +38,8 @@ std::string rows_label(std::int64_t first, std::int64_t count, std::int64_t of) 
 }
 
 // A BF16 path's rows [first, first + count) of axis 1 against the float64 block: relative L2 in
-// double against the float64 values, and the elements that differ from their BF16 rounding.
+// double against the float64 values, and the elements that differ from their BF16 rounding
+// (psi probe's float64 rows measure the recordings with the same probes::distance).
 BlockControlsCase::Float64Row distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
                                const F64Tensor& ref, std::int64_t first, std::int64_t count) {
   const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1)), n = count * inner;
@@ -245,8 +246,9 @@ Table float64_table(const std::vector<BlockControlsCase>& cases) {
                                           "psi official-h200", "psi official-h200-flash", "psi baseline",
                                           "psi modified"};
   Table t;
-  t.title = "distance to the float64 block (same BF16 weights and inputs, no BF16 write inside): relative L2 / "
-            "elements differing from its BF16 rounding";
+  t.title = "distance to the float64 block (same BF16 weights and inputs, no BF16 write inside): relative L2 to its "
+            "unrounded values, ||path − float64|| / ||float64|| / elements differing from its BF16 rounding (psi "
+            "probe --variant float64's rel_l2_to_float64 and differing for the recorded paths)";
   t.columns = {"probe"};
   for (const auto& p : paths) t.columns.push_back(p);
   t.columns.push_back("closest");
@@ -324,7 +326,8 @@ Table flash_cause_table(const std::vector<BlockControlsCase>& cases) {
 std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, const nlohmann::json&) {
   const auto cases = case_records.get<std::vector<BlockControlsCase>>();
   Table t;
-  t.title = "block controls on identical frozen inputs (Table VI): relative L2 to the official MATH block";
+  t.title = "block controls on identical frozen inputs (Table VI): relative L2 to the official MATH block, "
+            "||path − MATH|| / ||MATH|| (psi probe's rel_l2 against math)";
   t.columns = {"path", "video_out rel L2", "audio_out rel L2", "video differing", "audio differing"};
   const auto cells = [](const std::string& path, std::int64_t vd, std::int64_t vt, double vl2, std::int64_t ad,
                         std::int64_t at, double al2) {

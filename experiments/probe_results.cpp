@@ -8,7 +8,8 @@ void to_json(nlohmann::json& j, const ProbeRow& r) {
     j["differing"] = r.distance->differing;
     j["total"] = r.distance->total;
     j["rel_l2"] = r.distance->rel_l2;
-    j["max_ulp"] = r.distance->max_ulp;
+    if (r.distance->sign_flips) j["sign_flips"] = *r.distance->sign_flips;
+    if (r.distance->max_ulp_same_sign) j["max_ulp_same_sign"] = *r.distance->max_ulp_same_sign;
   }
   if (r.full_sha_equal) j["full_sha_equal"] = *r.full_sha_equal;
 }
@@ -19,9 +20,13 @@ void from_json(const nlohmann::json& j, ProbeRow& r) {
   j.at("backend").get_to(r.backend);
   j.at("rows").get_to(r.rows);
   r.distance.reset();
-  if (j.contains("differing"))
-    r.distance = ProbeRow::Distance{j.at("differing").get<std::int64_t>(), j.at("total").get<std::int64_t>(),
-                                    j.at("max_ulp").get<std::int64_t>(), j.at("rel_l2").get<double>()};
+  if (j.contains("differing")) {
+    ProbeRow::Distance d{j.at("differing").get<std::int64_t>(), j.at("total").get<std::int64_t>(),
+                         j.at("rel_l2").get<double>(), std::nullopt, std::nullopt};
+    read_optional(j, "sign_flips", d.sign_flips);
+    read_optional(j, "max_ulp_same_sign", d.max_ulp_same_sign);
+    r.distance = d;
+  }
   r.full_sha_equal.reset();
   if (j.contains("full_sha_equal")) r.full_sha_equal = j.at("full_sha_equal").get<bool>();
 }
@@ -30,8 +35,9 @@ std::vector<ProbeRow> probe_rows(const probes::ProbeReport& r) {
   std::vector<ProbeRow> rows;
   for (const auto& t : r.results) {
     ProbeRow row{t.variant, t.tensor, t.backend, t.rows, std::nullopt, t.full_sha_equal};
-    if (t.distance) row.distance = ProbeRow::Distance{t.distance->differing, t.distance->total, t.distance->max_ulp,
-                                                      t.distance->rel_l2};
+    if (t.distance)
+      row.distance = ProbeRow::Distance{t.distance->differing, t.distance->total, t.distance->rel_l2,
+                                        t.distance->sign_flips, t.distance->max_ulp_same_sign};
     rows.push_back(std::move(row));
   }
   return rows;

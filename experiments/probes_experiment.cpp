@@ -48,7 +48,7 @@ void run_probes(const Options& o, Report& report) {
 std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlohmann::json&) {
   Table t;
   t.title = "operator probes against the recorded official implementation (§IV-B)";
-  t.columns = {"case", "tensor", "vs", "variant", "differing / total", "rel L2", "max ULP"};
+  t.columns = {"case", "tensor", "vs", "variant", "differing / total", "rel L2", "sign flips", "max ULP (same sign)"};
   Table d;
   d.title = "effect of the modified write boundaries (baseline -> modified, vs MATH / official)";
   d.columns = {"case", "tensor", "differing baseline", "differing modified", "removed", "rel L2 baseline",
@@ -57,9 +57,11 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
     std::map<std::string, const ProbeRow*> by_key;
     for (const ProbeRow& r : c.rows) {
       if (!r.distance) continue;
+      // Reports before sign flips were counted apart have neither number.
+      const auto count = [](const std::optional<std::int64_t>& n) { return n ? fmt_count(*n) : std::string("—"); };
       t.add_row({c.case_name, r.tensor, r.backend, r.variant,
                  fmt_count(r.distance->differing) + " / " + fmt_count(r.distance->total), fmt_sci(r.distance->rel_l2),
-                 std::to_string(r.distance->max_ulp)});
+                 count(r.distance->sign_flips), count(r.distance->max_ulp_same_sign)});
       by_key[r.tensor + "|" + r.backend + "|" + r.variant] = &r;
     }
     for (const auto& [key, r] : by_key) {
@@ -71,6 +73,11 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
                  fmt_sci(m->second->distance->rel_l2)});
     }
   }
+  const std::string rel_l2 = "rel L2: ||psi − recording|| / ||recording||, in float64.";
+  t.notes.push_back(rel_l2 + " sign flips: differing elements whose sign (−, 0, +) differs from the recording's; "
+                    "max ULP (same sign): the largest BF16 ULP distance among the other differing elements (across "
+                    "zero the ULP count is every BF16 value near zero).");
+  d.notes.push_back(rel_l2);
   d.notes.push_back("paper (real weights): the fp32 bias change removed 267,593 of 1,032,192 differing elements of "
                     "the audio FFN probe; fp32 attention moved relative L2 from 1.28e-3 to 1.26e-5. Ours are measured "
                     "on the SynthInit recordings and are not tuned toward those numbers.");

@@ -50,9 +50,12 @@ void from_json(const nlohmann::json& j, StateDistance& r);
 // "rows". The distance is absent where the recording stores nothing to compare.
 struct ProbeRow {
   std::string variant, tensor, backend, rows;
-  struct Distance {
-    std::int64_t differing = 0, total = 0, max_ulp = 0;
+  struct Distance {  // probes::Distance
+    std::int64_t differing = 0, total = 0;
     double rel_l2 = 0;
+    // Absent in reports before sign flips were counted apart: their "max_ulp" was over every
+    // differing element, sign flips included, which no table shows now.
+    std::optional<std::int64_t> sign_flips, max_ulp_same_sign;
   };
   std::optional<Distance> distance;
   std::optional<bool> full_sha_equal;
@@ -212,13 +215,17 @@ struct FixedBudgetCase {
 void to_json(nlohmann::json& j, const FixedBudgetCase& r);
 void from_json(const nlohmann::json& j, FixedBudgetCase& r);
 
-// transport-control: one schedule's run, compared with the first schedule's file.
+// transport-control: one schedule's run, compared with the reference run's file (compared_to;
+// the run's own file when it is the reference, which compares nothing).
 struct TransportControlCase {
   std::string schedule, file;
   double wall_mean_s = 0, wall_sd_s = 0;
   nlohmann::json run;
   std::uint64_t chaos_seed = 0;
   std::string compared_to;
+  // What the reference run is; absent in reports before the host reference, whose reference was
+  // the first schedule's run (compared with itself).
+  std::optional<std::string> reference;
   std::int64_t datasets_compared = 0, datasets_equal = 0;
   int compare_exit = 0;
   std::optional<int> states_nonfinite;   // absent in reports before the check

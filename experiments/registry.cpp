@@ -73,7 +73,7 @@ const std::vector<Experiment>& experiments() {
       {.name = "transport-control",
        .reproduces = "§IV-C",
        .summary = "the 8+3 run under the four PSI schedules (recompute, FFN reuse, reuse + async journal, reuse + "
-                  "prefetch): all saved states bitwise equal",
+                  "prefetch): all saved states bitwise equal to the same run on the host block (CPU backend)",
        .run = run_transport_control,
        .tabulate = tabulate_transport_control},
       {.name = "probes",

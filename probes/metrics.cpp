@@ -9,6 +9,24 @@
 
 namespace psi::probes {
 
+namespace {
+
+int sign_of(Bf16 v) { return v.is_zero() ? 0 : (v.sign() ? -1 : 1); }
+
+// One element whose bits differ from the reference's.
+void count_differing(Distance& d, Bf16 ours, Bf16 ref) {
+  ++d.differing;
+  if (!ours.is_nan() && !ref.is_nan() && sign_of(ours) != sign_of(ref)) {
+    ++d.sign_flips;
+    return;
+  }
+  d.max_ulp_same_sign = std::max(d.max_ulp_same_sign, bf16_ulp_distance(ours, ref));
+}
+
+double relative_l2(double num, double den) { return num == 0.0 ? 0.0 : (den == 0.0 ? INFINITY : std::sqrt(num / den)); }
+
+}  // namespace
+
 Distance distance(std::span<const Bf16> ours, std::span<const Bf16> ref) {
   if (ours.size() != ref.size())
     throw Error("distance: " + std::to_string(ours.size()) + " elements against a reference of " +
@@ -20,13 +38,9 @@ Distance distance(std::span<const Bf16> ours, std::span<const Bf16> ref) {
     const double a = ours[i].to_float(), b = ref[i].to_float();
     num += (a - b) * (a - b);
     den += b * b;
-    if (ours[i].bits != ref[i].bits) {
-      ++d.differing;
-      const std::int64_t u = bf16_ulp_distance(ours[i], ref[i]);
-      if (u > d.max_ulp) d.max_ulp = u;
-    }
+    if (ours[i].bits != ref[i].bits) count_differing(d, ours[i], ref[i]);
   }
-  d.rel_l2 = num == 0.0 ? 0.0 : (den == 0.0 ? INFINITY : std::sqrt(num / den));
+  d.rel_l2 = relative_l2(num, den);
   return d;
 }
 
@@ -42,22 +56,20 @@ Distance distance(std::span<const Bf16> ours, std::span<const double> ref) {
     num += (a - b) * (a - b);
     den += b * b;
     const Bf16 rounded = model::bf16_of_f64(b);
-    if (ours[i].bits != rounded.bits) {
-      ++d.differing;
-      d.max_ulp = std::max(d.max_ulp, bf16_ulp_distance(ours[i], rounded));
-    }
+    if (ours[i].bits != rounded.bits) count_differing(d, ours[i], rounded);
   }
-  d.rel_l2 = num == 0.0 ? 0.0 : (den == 0.0 ? INFINITY : std::sqrt(num / den));
+  d.rel_l2 = relative_l2(num, den);
   return d;
 }
 
-std::string format_distance(const Distance& d) {
-  char buf[160];
+std::string format_distance(const Distance& d, const std::string& rel_l2_name) {
+  char buf[240];
   if (d.bitwise_equal()) {
     std::snprintf(buf, sizeof buf, "bitwise-equal (%lld elements)", (long long)d.total);
   } else {
-    std::snprintf(buf, sizeof buf, "differs %lld/%lld rel_l2 %.3e max_ulp %lld", (long long)d.differing,
-                  (long long)d.total, d.rel_l2, (long long)d.max_ulp);
+    std::snprintf(buf, sizeof buf, "differs %lld/%lld %s %.3e sign_flips %lld max_ulp_same_sign %lld",
+                  (long long)d.differing, (long long)d.total, rel_l2_name.c_str(), d.rel_l2, (long long)d.sign_flips,
+                  (long long)d.max_ulp_same_sign);
   }
   return buf;
 }

@@ -209,7 +209,7 @@ void run_block_case(CaseContext& ctx) {
       o.emplace_back(name, model::round_to_bf16(*t));
       ctx.report.float64_outputs.emplace_back(name, *t);
     }
-    compare_and_keep(ctx, std::string(kFloat64Variant), std::move(o), {"math", "flash"});
+    compare_and_keep(ctx, std::string(kFloat64Variant), std::move(o), {"math", "flash"}, &ctx.report.float64_outputs);
     ctx.report.outputs.pop_back();  // the BF16 rounding was for the comparison; float64_outputs keeps the values
   }
 }

@@ -147,7 +147,8 @@ std::vector<model::WeightSpec> recorded_weights(Recording& rec) {
 }
 
 void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
-                      const std::vector<std::string>& backends) {
+                      const std::vector<std::string>& backends,
+                      const std::vector<std::pair<std::string, F64Tensor>>* exact) {
   // Each variant of a probe is a unit of work: a signal stops the probe after the current one.
   check_interrupt("probe " + ctx.report.case_name + ", variant " + variant);
   for (const auto& [name, ours] : outputs) {
@@ -165,6 +166,17 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
       throw Error(ctx.rec.path().string() + ": the recording holds no " + dataset + " (looked for " + looked +
                   "); psi computed it and has nothing to compare it with");
     }
+    const F64Tensor* values = nullptr;
+    if (exact)
+      for (const auto& [n, t] : *exact)
+        if (n == name) values = &t;
+    if (exact && !values) throw Error("probe: the float64 block has no unrounded " + name);
+    // The recording against psi's elements [first, first + n): the recording against the
+    // float64 values (the reference) when given, else psi's output against the recording.
+    const auto measure = [&](const StoredTensor& st, std::int64_t first, std::int64_t n) {
+      if (values) return distance(st.data.span(), std::span<const double>(values->ptr() + first, std::size_t(n)));
+      return distance(std::span<const Bf16>(ours.ptr() + first, std::size_t(n)), st.data.span());
+    };
     for (const auto& b : backends) {
       const std::string rel = b.empty() ? dataset : b + "/" + dataset;
       Recording* src = &ctx.rec;
@@ -180,13 +192,12 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
       r.backend = b.empty() ? "official" : b;
       if (st.full) {
         r.rows = "all";
-        r.distance = distance(ours.span(), st.data.span());
+        r.distance = measure(st, 0, ours.numel());
       } else if (st.row_count > 0) {
         const std::int64_t inner = ours.numel() / (ours.dim(0) * ours.dim(1));
         r.rows = "rows " + std::to_string(st.first_row) + "-" + std::to_string(st.first_row + st.row_count - 1) +
                  " of " + std::to_string(ours.dim(1));
-        r.distance = distance(std::span<const Bf16>(ours.ptr() + st.first_row * inner, st.row_count * inner),
-                              st.data.span());
+        r.distance = measure(st, st.first_row * inner, st.row_count * inner);
       } else {
         r.rows = "sha256 only";
       }

@@ -39,7 +39,9 @@ const ProbeCase& probe_case(std::string_view name);  // psi::Error for an unknow
 std::filesystem::path shared_dir();
 
 // Not a numerics variant: the dense block in float64 (engine/model/block_f64.h), block cases
-// only. Compared with the recordings after one rounding to BF16; its outputs stay float64.
+// only. It is the reference its rows measure the recordings against (probes::distance's float64
+// form: relative L2 to its unrounded values, the other counts against its BF16 rounding), as
+// block-controls' float64 table does; its outputs stay float64.
 inline constexpr std::string_view kFloat64Variant = "float64";
 
 struct ProbeOptions {

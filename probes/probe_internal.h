@@ -30,8 +30,12 @@ std::vector<model::WeightSpec> recorded_weights(Recording& rec);
 // Compares one variant's outputs with every recorded backend. An output named
 // "<dataset>.<how>" is compared with the recorded <dataset> (`backends`: subgroups such as
 // "math", "flash"; an empty string means datasets at the group root) and stores the outputs.
+// `exact`: the unrounded values of which `outputs` are the BF16 rounding (the float64 block).
+// The float64 block is the reference then, so each distance is the recording's to those values
+// (probes::distance's float64 form), as block-controls' float64 table measures every path.
 void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
-                      const std::vector<std::string>& backends);
+                      const std::vector<std::string>& backends,
+                      const std::vector<std::pair<std::string, F64Tensor>>* exact = nullptr);
 
 void run_linear_case(CaseContext& ctx, const std::string& case_name);
 void run_attention_case(CaseContext& ctx);

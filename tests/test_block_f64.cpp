@@ -112,8 +112,8 @@ TEST(BlockF64, RoundsToBf16Once) {
   EXPECT_EQ(model::round_to_bf16(psi::F64Tensor({2}, {0.5, -3.0})).data, (std::vector<Bf16>{Bf16{0x3f00}, Bf16{0xc040}}));
 }
 
-// psi probe's float64 variant: compared with MATH and FLASH after rounding, kept and written in
-// float64; the recorded MATH block is as far from it as the dense path is.
+// psi probe's float64 variant: MATH and FLASH measured against it, kept and written in float64;
+// the recorded MATH block is as far from it as the dense path is.
 TEST(BlockF64, ProbeComparesAndWritesTheFloat64Block) {
   psi::probes::ProbeOptions o;
   o.reference = fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5";

@@ -4,10 +4,12 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -196,6 +198,63 @@ TEST_F(Experiments, ProbesShardedAndMergedEqualOneRun) {
   EXPECT_EQ(psi_cmd("run one-token --shard 0/2 --out " + (dir_ / "s.h5").string()).status, 2);
 }
 
+// The probe rows count sign flips apart from the same-sign ULP maximum; a report written before
+// (one "max_ulp" over every differing element) still tabulates, with neither number shown.
+TEST(ProbeRecords, SignFlipsApartAndOlderReportsStillTabulate) {
+  const auto cases = nlohmann::json::parse(R"([{"case": "audio-ff-up", "index": 0, "rows": [
+      {"variant": "baseline", "tensor": "proj_out", "backend": "official", "rows": "all", "differing": 314841,
+       "total": 1032192, "rel_l2": 2.7e-3, "sign_flips": 559, "max_ulp_same_sign": 128},
+      {"variant": "dense", "tensor": "proj_out", "backend": "official", "rows": "all", "differing": 1129,
+       "total": 1032192, "rel_l2": 9.6e-5, "max_ulp": 14833}]}])");
+  const exp::Table t = exp::tabulate_probes(cases, nlohmann::json::object())[0];
+  ASSERT_EQ(t.rows.size(), 2u);
+  const auto column = [&](const std::string& name) {
+    return std::size_t(std::find(t.columns.begin(), t.columns.end(), name) - t.columns.begin());
+  };
+  ASSERT_LT(column("max ULP (same sign)"), t.columns.size());
+  EXPECT_EQ(t.rows[0][column("sign flips")], "559");
+  EXPECT_EQ(t.rows[0][column("max ULP (same sign)")], "128");
+  EXPECT_EQ(t.rows[1][column("sign flips")], "—");
+  EXPECT_EQ(t.rows[1][column("max ULP (same sign)")], "—");
+}
+
+// One relative L2 to the float64 block: psi probe --variant float64 prints, for the recorded
+// MATH and FLASH blocks, the numbers block-controls' float64 table shows for them (the probe
+// once measured the float64 block rounded to BF16 against the recording instead: other numbers
+// under the same name).
+TEST_F(Experiments, ProbeFloat64RowsAreBlockControlsFloat64Table) {
+  const fs::path b = dir_ / "bc.h5";
+  ASSERT_EQ(psi_cmd("run block-controls --out " + b.string()).status, 0);
+  const CmdResult probe = psi_cmd("probe block-small --variant float64");
+  ASSERT_EQ(probe.status, 0) << probe.out;
+  nlohmann::json table;
+  for (const auto& t : read_json(b, "/report/tables"))
+    if (t["title"].get<std::string>().starts_with("distance to the float64 block")) table = t;
+  ASSERT_TRUE(table.is_object());
+  const auto& columns = table["columns"];
+  const auto column = [&](const std::string& name) {
+    return std::size_t(std::find(columns.begin(), columns.end(), name) - columns.begin());
+  };
+  int compared = 0;
+  for (const auto& row : table["rows"]) {
+    const std::string cell0 = row[0], tensor = cell0.substr(0, cell0.find(' '));
+    for (const auto& [path, vs] : {std::pair<std::string, std::string>{"official MATH (recorded)", "math"},
+                                   {"official FLASH (recorded)", "flash"}}) {
+      ASSERT_LT(column(path), columns.size()) << path;
+      std::string cell = row[column(path)];  // "3.428e-03 / 179,084"
+      std::erase(cell, ',');
+      const std::string l2 = cell.substr(0, cell.find(' ')), differing = cell.substr(cell.rfind(' ') + 1);
+      // "float64 <tensor> <vs> all differs N/T rel_l2_to_float64 X ..."
+      const std::regex line("\\nfloat64 +" + tensor + " +" + vs + " +all +differs " + differing +
+                            "/\\d+ rel_l2_to_float64 " + l2 + " ");
+      EXPECT_TRUE(std::regex_search(probe.out, line)) << tensor << " " << vs << ": block-controls " << cell << "\n"
+                                                      << probe.out;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 20);
+}
+
 // block-controls and projection-oracle: the recorded FLASH row equals the README's count, and
 // the first disagreeing Q element has a psi value that differs from the official one.
 TEST_F(Experiments, BlockControlsAndProjectionOracle) {
@@ -371,8 +430,9 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
 }
 
 // transport-control --quick under chaos: the synchronous journal and the asynchronous journal
-// with prefetch give all 26 saved states bitwise equal, for several chaos seeds; the per-schedule
-// state files compare equal with psi compare too.
+// with prefetch give all 26 saved states bitwise equal to the same run on the host block (no
+// executor, a file of its own: no schedule is compared with itself), for several chaos seeds;
+// the state files compare equal with psi compare too.
 TEST_F(Experiments, TransportControlUnderChaos) {
   for (int seed : {0, 11, 29}) {
     const fs::path f = dir_ / ("tc" + std::to_string(seed) + ".h5");
@@ -382,17 +442,44 @@ TEST_F(Experiments, TransportControlUnderChaos) {
     const auto cases = read_json(f, "/report/cases");
     ASSERT_EQ(cases.size(), 2u);
     expect_records_round_trip<exp::TransportControlCase>(cases);
+    const fs::path host = dir_ / ("tc" + std::to_string(seed) + ".host.h5");
     for (auto& c : cases) {
+      EXPECT_EQ(c["compared_to"], host.string()) << c["schedule"];
       EXPECT_EQ(c["compare_exit"], 0) << c["schedule"];
       EXPECT_EQ(c["datasets_equal"], 26) << c["schedule"];
+      EXPECT_EQ(c["datasets_compared"], 26) << c["schedule"];
     }
-    CmdResult cmp = psi_cmd("compare " + cases[0]["file"].get<std::string>() + " " + cases[1]["file"].get<std::string>());
-    EXPECT_EQ(cmp.status, 0) << cmp.out;
+    EXPECT_EQ(reports::StateReader(host).run_info().experiment, "transport-control/host");
+    EXPECT_EQ(r.out.find("(the reference)"), std::string::npos) << r.out;
+    for (auto& c : cases) {
+      CmdResult cmp = psi_cmd("compare " + c["file"].get<std::string>() + " " + host.string());
+      EXPECT_EQ(cmp.status, 0) << cmp.out;
+    }
     // The side files are tied to the report that compared them.
     const auto run_id = h5::File::open_read(f).attr("/", "run_id");
     ASSERT_TRUE(run_id.has_value());
     for (auto& c : cases) EXPECT_EQ(h5::File::open_read(c["file"].get<std::string>()).attr("/", "run_id"), run_id);
+    EXPECT_EQ(h5::File::open_read(host).attr("/", "run_id"), run_id);
   }
+}
+
+// A report's run compared with its own file (CUDA's reference run; the first schedule of reports
+// before the host reference) shows as the reference, never as "26 / 26 (equal)"; the note says
+// what the reference was.
+TEST(TransportControlTable, NoRowComparesARunWithItself) {
+  nlohmann::json run = {{"h2d_bytes", {{"weights", 0}, {"journal", 0}}}, {"d2h_bytes", {{"journal", 0}}},
+                        {"blocking_syncs", 0}, {"managed_peak_bytes", 0}, {"bound_bytes", 0}};
+  const auto row = [&](const std::string& schedule, const std::string& compared_to) {
+    return nlohmann::json{{"schedule", schedule}, {"file", "r." + schedule + ".h5"}, {"wall_mean_s", 0},
+                          {"wall_sd_s", 0}, {"run", run}, {"compared_to", compared_to}, {"datasets_compared", 26},
+                          {"datasets_equal", 26}, {"compare_exit", 0}};
+  };
+  const exp::Table old = exp::tabulate_transport_control(
+      nlohmann::json::array({row("baseline", "r.baseline.h5"), row("ffn-reuse", "r.baseline.h5")}),
+      {{"model", "tiny"}})[0];
+  EXPECT_EQ(old.rows[0][1], "— (the reference)");
+  EXPECT_EQ(old.rows[1][1], "26 / 26 (equal)");
+  EXPECT_NE(old.notes[0].find("the first schedule's run"), std::string::npos) << old.notes[0];
 }
 
 // A side file read back by name that another run has replaced (same --out) is refused, not

@@ -425,6 +425,26 @@ TEST(OracleExplain, H5pyFixtureEquation5) {
   EXPECT_EQ(count_after(run.out, "seq+bf16-before-bias"), 1);
 }
 
+// certify --json gives the worst element two ULP numbers of different kinds (a whole distance
+// to the correct rounding, a signed fraction of the exact value's step): --help says what each
+// of the keys it prints is.
+TEST(OracleCertify, HelpExplainsEveryUlpKeyOfTheJson) {
+  const CliRun help = psi_run("oracle certify --help");
+  ASSERT_EQ(help.rc, 0) << help.err;
+  const TcRecording& r = tc_recording();
+  const CliRun run = psi_run("oracle certify --json --file " + r.file.string() + " --x x --w w --b b --y y");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  const auto worst = nlohmann::json::parse(run.out)["worst"];
+  int keys = 0;
+  for (const auto& [key, value] : worst.items()) {
+    if (!key.ends_with("ulps")) continue;
+    ++keys;
+    EXPECT_NE(help.out.find("worst." + key), std::string::npos) << key << "\n" << help.out;
+    EXPECT_NE(help.out.find("\n  " + key + " "), std::string::npos) << key << " is not explained\n" << help.out;
+  }
+  EXPECT_EQ(keys, 2);
+}
+
 TEST(OracleCertify, JsonAndListOnATensorCoreRecording) {
   const TcRecording& r = tc_recording();
   // The expected verdicts, element by element with GMP.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "engine/model/variant.h"
@@ -114,11 +115,42 @@ TEST(Probe, AttentionKernelOnRecordedQkv) {
   const auto& baseline = find(r, "baseline", "sdpa_out.on_recorded_qkv", "flash");
   const auto& modified = find(r, "modified", "sdpa_out.on_recorded_qkv", "math");
   ASSERT_TRUE(dense.distance && baseline.distance && modified.distance);
-  EXPECT_LE(dense.distance->max_ulp, 1);
-  EXPECT_LE(modified.distance->max_ulp, 1);
+  EXPECT_EQ(dense.distance->sign_flips, 0);
+  EXPECT_EQ(modified.distance->sign_flips, 0);
+  EXPECT_LE(dense.distance->max_ulp_same_sign, 1);
+  EXPECT_LE(modified.distance->max_ulp_same_sign, 1);
   EXPECT_LT(baseline.distance->rel_l2, 1e-4);
   // And with BF16 P against MATH the distance is the FLASH-like one, far larger.
   EXPECT_GT(find(r, "baseline", "sdpa_out.on_recorded_qkv", "math").distance->rel_l2, 10 * modified.distance->rel_l2);
+}
+
+// A near-zero element that changed sign reads tens of thousands of ULPs (every BF16 value near
+// zero lies between): it is counted as a sign flip, and the ULP maximum is over the others. Zero
+// against a nonzero value changes the sign too; +0 against -0 does not; a NaN keeps giving the
+// largest ULP distance.
+TEST(ProbeMetrics, SignFlipsAreCountedApartFromTheUlps) {
+  const auto b = [](float f) { return psi::bf16_rne(f); };
+  const std::vector<psi::Bf16> ref{b(1e-3f), b(-2e-3f), b(0.0f), b(-0.0f), b(1.0f), b(3.0f), b(5.0f)};
+  std::vector<psi::Bf16> ours{b(-1e-3f), b(2e-3f), b(1e-3f), b(0.0f), psi::Bf16{std::uint16_t(b(1.0f).bits + 3)},
+                              b(3.0f), b(5.0f)};
+  ASSERT_GT(psi::bf16_ulp_distance(ours[0], ref[0]), 20000);
+  probes::Distance d = probes::distance(ours, ref);
+  EXPECT_EQ(d.differing, 5);
+  EXPECT_EQ(d.sign_flips, 3);
+  EXPECT_EQ(d.max_ulp_same_sign, 3);
+  char l2[32];
+  std::snprintf(l2, sizeof l2, "%.3e", d.rel_l2);
+  EXPECT_EQ(probes::format_distance(d), std::string("differs 5/7 rel_l2 ") + l2 + " sign_flips 3 max_ulp_same_sign 3");
+  ours[5] = psi::Bf16{0x7fc0};  // NaN
+  d = probes::distance(ours, ref);
+  EXPECT_EQ(d.sign_flips, 3);
+  EXPECT_EQ(d.max_ulp_same_sign, std::numeric_limits<std::int64_t>::max());
+  // Against a float64 reference, signs as ULPs are those of its BF16 rounding: 1e-50 rounds to +0.
+  const std::vector<double> f64{1e-50, -1e-3, 2.0};
+  d = probes::distance(std::vector<psi::Bf16>{b(-0.0f), b(1e-3f), b(2.0f)}, f64);
+  EXPECT_EQ(d.differing, 2);
+  EXPECT_EQ(d.sign_flips, 1);
+  EXPECT_EQ(d.max_ulp_same_sign, 0);
 }
 
 TEST(Probe, AnyRecordingOfTheLayoutWorks) {

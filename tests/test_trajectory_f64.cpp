@@ -209,6 +209,7 @@ TEST(TrajectoryF64, DistanceToFloat64CountsAgainstTheRounding) {
   ours[0] = Bf16{0x3f80};  // the other neighbour, one step from the rounding
   d = probes::distance(ours, ref);
   EXPECT_EQ(d.differing, 1);
-  EXPECT_EQ(d.max_ulp, 1);
+  EXPECT_EQ(d.max_ulp_same_sign, 1);
+  EXPECT_EQ(d.sign_flips, 0);
   EXPECT_EQ(d.total, 3);
 }
