@@ -150,8 +150,8 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     overall.finish();  // the line goes before the tables are printed
     auto tables = report.commit();
     std::cout << exp::render(tables, exp::Format::markdown);
-    std::cout << "\nreport: " << report.path().string() << "\n";
-    for (const auto& fig : report.figure_files()) std::cout << "figure: " << fig.string() << "\n";
+    std::cout << "\nreport: " << one_line(report.path().string()) << "\n";
+    for (const auto& fig : report.figure_files()) std::cout << "figure: " << one_line(fig.string()) << "\n";
     for (const auto& f : report.failures()) std::cerr << "psi: error: " << one_line(f) << "\n";
     if (!report.failures().empty()) return int(Exit::differs);
     return 0;
@@ -192,9 +192,9 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
   return [m] {
     std::vector<std::filesystem::path> paths(m->shards.begin(), m->shards.end());
     const auto partial = exp::merge_reports(paths, m->out, m->allow_partial);
-    std::cout << exp::render(exp::read_tables(m->out), exp::Format::markdown) << "\nreport: " << m->out << "\n";
+    std::cout << exp::render(exp::read_tables(m->out), exp::Format::markdown) << "\nreport: " << one_line(m->out) << "\n";
     for (const auto& p : partial)
-      std::cout << "partial: " << p.string() << " is a partial shard; the merged report is marked partial and lacks "
+      std::cout << "partial: " << one_line(p.string()) << " is a partial shard; the merged report is marked partial and lacks "
                 << "the cases it did not finish\n";
     return 0;
   };

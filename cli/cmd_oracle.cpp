@@ -107,20 +107,13 @@ Loaded load(const OperandOpts& o, bool need_output, const char* cmd) {
 std::pair<std::int64_t, std::int64_t> parse_rows(const std::string& s, std::int64_t rows) {
   if (s.empty()) return {0, rows};
   const auto colon = s.find(':');
-  try {
-    if (colon == std::string::npos) throw std::invalid_argument(s);
-    std::size_t used = 0;
-    const std::string a = s.substr(0, colon), b = s.substr(colon + 1);
-    std::int64_t r0 = std::stoll(a, &used);
-    if (used != a.size()) throw std::invalid_argument(s);
-    std::int64_t r1 = std::stoll(b, &used);
-    if (used != b.size()) throw std::invalid_argument(s);
-    if (r0 < 0 || r1 > rows || r0 >= r1)
-      throw Error("oracle certify: --rows " + s + " is not a non-empty range within 0:" + std::to_string(rows));
-    return {r0, r1};
-  } catch (const std::logic_error&) {
-    throw Error("oracle certify: --rows '" + s + "' is not A:B (half-open row range, e.g. 0:16)");
-  }
+  const std::uint64_t most = std::uint64_t(std::numeric_limits<std::int64_t>::max());
+  const auto r0 = colon == std::string::npos ? std::nullopt : psi::parse_whole(std::string_view(s).substr(0, colon), 0, most);
+  const auto r1 = colon == std::string::npos ? std::nullopt : psi::parse_whole(std::string_view(s).substr(colon + 1), 0, most);
+  if (!r0 || !r1) throw Error("oracle certify: --rows '" + s + "' is not A:B (half-open row range, e.g. 0:16)");
+  if (std::int64_t(*r1) > rows || *r0 >= *r1)
+    throw Error("oracle certify: --rows " + s + " is not a non-empty range within 0:" + std::to_string(rows));
+  return {std::int64_t(*r0), std::int64_t(*r1)};
 }
 
 std::string operand_desc(const std::string& name, bool synthinit, const psi::Shape& shape, std::int64_t seed) {
@@ -185,7 +178,7 @@ int run_certify(const CertifyOpts& o) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::printf("certify    %s of %s\n", s.probe.empty() ? "datasets" : ("probe " + s.probe).c_str(), s.file.c_str());
+  std::printf("certify    %s of %s\n", s.probe.empty() ? "datasets" : ("probe " + s.probe).c_str(), psi::one_line(s.file).c_str());
   std::printf("  x        %s %s\n", s.x.c_str(), psi::shape_str(p.x_shape).c_str());
   std::printf("  W        %s\n", operand_desc(s.w, s.w_synthinit, p.w.shape, s.seed).c_str());
   if (p.b) std::printf("  b        %s\n", operand_desc(s.b, s.b_synthinit, p.b->shape, s.seed).c_str());

@@ -32,9 +32,9 @@ struct ProbeOpts {
 };
 
 void print_report(const psi::probes::ProbeReport& r) {
-  std::printf("psi probe %s: %s group /%s, seed %llu\n", r.case_name.c_str(), r.file.string().c_str(),
+  std::printf("psi probe %s: %s group /%s, seed %llu\n", r.case_name.c_str(), psi::one_line(r.file.string()).c_str(),
               r.group.c_str(), (unsigned long long)r.seed);
-  if (!r.flash_file.empty()) std::printf("  FLASH probes from %s\n", r.flash_file.string().c_str());
+  if (!r.flash_file.empty()) std::printf("  FLASH probes from %s\n", psi::one_line(r.flash_file.string()).c_str());
   for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
   // The float64 block is the reference of its rows: the recording is measured against it.
   const auto float64_row = [](const psi::probes::TensorResult& t) { return t.variant == psi::probes::kFloat64Variant; };

@@ -51,7 +51,12 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
     if (elements > memory / 2)
       throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " is " + std::to_string(elements) +
                        " BF16 elements, more than this machine's memory (" + std::to_string(memory) + " bytes) holds");
-    if (!o->out.empty()) psi::reports::check_output(o->out, {}, "synthinit: --out");
+    if (!o->out.empty()) {
+      psi::reports::check_output(o->out, {}, "synthinit: --out");
+      if (o->shape.size() > std::size_t(psi::h5::kMaxRank))
+        throw psi::Error("synthinit: --out: a tensor of rank " + std::to_string(o->shape.size()) +
+                         " cannot be written (HDF5 holds at most " + std::to_string(psi::h5::kMaxRank) + " dimensions)");
+    }
     auto spec = psi::synthinit::classify(o->name, o->shape);
     auto t = psi::synthinit::make(o->name, o->shape, o->seed);
     std::printf("%s %s role=%s offset=%g e=%d\n", o->name.c_str(), psi::shape_str(o->shape).c_str(),

@@ -28,16 +28,16 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
     int status = int(psi::Exit::ok);
     for (const std::string& name : *files) {
       const psi::reports::VerifyReport r = psi::reports::verify_file(name);
-      for (const auto& n : r.notes) std::printf("  note: %s\n", n.c_str());
-      for (const auto& p : r.problems) std::printf("  problem: %s\n", p.c_str());
+      for (const auto& n : r.notes) std::printf("  note: %s\n", psi::one_line(n).c_str());
+      for (const auto& p : r.problems) std::printf("  problem: %s\n", psi::one_line(p).c_str());
       if (r.ok())
         std::printf("psi verify %s: OK (%s; %lld datasets read, %lld sha256_full equal to the data, %lld non-finite "
                     "elements%s)\n",
-                    name.c_str(), r.format.c_str(), (long long)r.datasets, (long long)r.hashes_checked,
+                    psi::one_line(name).c_str(), r.format.c_str(), (long long)r.datasets, (long long)r.hashes_checked,
                     (long long)r.nonfinite,
                     r.unchecked ? (", " + std::to_string(r.unchecked) + " not read").c_str() : "");
       else
-        std::printf("psi verify %s: %zu problem%s\n", name.c_str(), r.problems.size(), r.problems.size() == 1 ? "" : "s");
+        std::printf("psi verify %s: %zu problem%s\n", psi::one_line(name).c_str(), r.problems.size(), r.problems.size() == 1 ? "" : "s");
       if (!r.ok()) status = int(psi::Exit::differs);
     }
     return status;

@@ -3,7 +3,6 @@
 // function that runs it. main() only parses and dispatches.
 #include <CLI/CLI.hpp>
 
-#include <charconv>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -12,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/whole_number.h"
 #include "reports/output_path.h"
 
 namespace psi::cli {
@@ -27,17 +27,6 @@ struct Command {
 };
 
 std::vector<Command>& registry();
-
-// The one parser of every integer a user gives psi on the command line: decimal digits only (no
-// sign, no exponent, no other base: "010" is ten) and a value in [lo, hi], so that "-1" or an
-// overlong number is refused instead of wrapping or saturating; nullopt otherwise.
-inline std::optional<std::uint64_t> parse_whole(std::string_view s, std::uint64_t lo, std::uint64_t hi) {
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || s[0] == '-' || s[0] == '+' || ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi)
-    return std::nullopt;
-  return v;
-}
 
 // parse_whole as the check of an integer option.
 inline CLI::Validator whole_number(std::uint64_t lo = 0,

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
@@ -16,6 +17,7 @@
 #include "engine/psi/executor.h"
 #include "engine/psi/tiling.h"
 #include "engine/runtime/run_report.h"
+#include "engine/whole_number.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
 #include "experiments/stats.h"
@@ -74,15 +76,12 @@ void set_row_tile(const std::string& value, Options& o) {
     o.scheduling.row_tile = -1;
     return;
   }
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size() || v <= 0) throw Error("--row-tile '" + value + "': expected a positive number of rows or 'fit'");
-  o.scheduling.row_tile = v;
+  const auto v = parse_whole(value, 1, std::uint64_t(std::numeric_limits<std::int64_t>::max()));
+  if (!v) throw Error("--row-tile '" + value + "': expected a positive number of rows or 'fit'");
+  if (*v % exec::kRowTileGranule != 0)
+    throw Error("--row-tile " + value + ": not a multiple of " + std::to_string(exec::kRowTileGranule) +
+                " rows (the row-tile granule; e.g. " + std::to_string(std::max<std::uint64_t>(1, *v / exec::kRowTileGranule) * exec::kRowTileGranule) + ")");
+  o.scheduling.row_tile = std::int64_t(*v);
 }
 
 void run_scheduling(const Options& o, Report& report) {

@@ -44,17 +44,33 @@ Format parse_format(const std::string& name) {
 namespace {
 
 std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
 
+// A Markdown cell: one line (control characters escaped) and no unescaped '|'. Cells, titles and
+// notes can quote paths and dataset names from files; neither may end a cell or forge a line.
+std::string markdown_cell(const std::string& s) {
+  std::string out;
+  for (char c : one_line(s)) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
 std::string markdown(const Table& t) {
-  std::vector<std::size_t> w(t.columns.size());
+  auto escaped = [](const std::vector<std::string>& cells) {
+    std::vector<std::string> out;
+    for (const auto& c : cells) out.push_back(markdown_cell(c));
+    return out;
+  };
+  const std::vector<std::string> columns = escaped(t.columns);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : t.rows) rows.push_back(escaped(r));
+  std::vector<std::size_t> w(columns.size());
   for (std::size_t c = 0; c < w.size(); ++c) {
-    w[c] = display_width(t.columns[c]);
-    for (auto& r : t.rows) w[c] = std::max(w[c], display_width(r[c]));
+    w[c] = display_width(columns[c]);
+    for (auto& r : rows) w[c] = std::max(w[c], display_width(r[c]));
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string s = "|";
@@ -65,11 +81,11 @@ std::string markdown(const Table& t) {
     }
     return s + "\n";
   };
-  std::string out = "### " + t.title + "\n\n" + line(t.columns) + "|";
+  std::string out = "### " + one_line(t.title) + "\n\n" + line(columns) + "|";
   for (std::size_t c = 0; c < w.size(); ++c) out += std::string(w[c] + 2, '-') + "|";
   out += "\n";
-  for (auto& r : t.rows) out += line(r);
-  for (auto& n : t.notes) out += "\n" + n + "\n";
+  for (auto& r : rows) out += line(r);
+  for (auto& n : t.notes) out += "\n" + one_line(n) + "\n";
   return out;
 }
 
@@ -103,7 +119,7 @@ std::string render(const std::vector<Table>& tables, Format f) {
       out += markdown(t);
       continue;
     }
-    out += "# " + t.title + "\n";
+    out += "# " + one_line(t.title) + "\n";
     // Appended piece by piece: g++ 12 warns (-Wrestrict, a false positive) on "," + string here.
     const auto csv_line = [&out](const std::vector<std::string>& cells) {
       for (std::size_t c = 0; c < cells.size(); ++c) {

@@ -7,6 +7,7 @@
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
+#include "engine/whole_number.h"
 #include "experiments/block_support.h"
 #include "experiments/stats.h"
 #include "engine/progress.h"
@@ -47,9 +48,12 @@ RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, c
   r.group = group;
   if (auto s = f.attr("/", "synthinit_global_seed"); s && std::holds_alternative<std::int64_t>(*s))
     r.seed = std::uint64_t(std::get<std::int64_t>(*s));
-  if (auto l = f.attr(g, "text_context_len"); l && std::holds_alternative<std::string>(*l))
-    r.context_len = std::stoll(std::get<std::string>(*l));
-  else if (f.exists(g + "/inputs/video.context"))
+  if (auto l = f.attr(g, "text_context_len"); l && std::holds_alternative<std::string>(*l)) {
+    const std::string& text = std::get<std::string>(*l);
+    const auto len = parse_whole(text, 1, std::uint64_t(1) << 31);
+    if (!len) throw Error(file.string() + ": /" + group + " attribute text_context_len '" + text + "' is not a row count");
+    r.context_len = std::int64_t(*len);
+  } else if (f.exists(g + "/inputs/video.context"))
     r.context_len = f.info(g + "/inputs/video.context").shape.at(1);
   static const char* names[] = {"00_stage1_initial", "01_stage1_step1", "02_stage1_step2", "03_stage1_step3",
                                 "04_stage1_step4",   "05_stage1_step5", "06_stage1_step6", "07_stage1_step7",

@@ -1,13 +1,14 @@
 #include "probes/recording.h"
 
-#include <charconv>
 #include <cmath>
+#include <limits>
 #include <string_view>
 #include <utility>
 
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
+#include "engine/whole_number.h"
 #include "reports/schema.h"
 
 namespace psi::probes {
@@ -72,8 +73,9 @@ Recording::Recording(const std::filesystem::path& file, std::string group)
     seed_ = std::uint64_t(*d);
   } else {
     const std::string& t = std::get<std::string>(*s);
-    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), seed_);
-    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) throw bad_seed("'" + t + "'");
+    const auto v = parse_whole(t, 0, std::numeric_limits<std::uint64_t>::max());
+    if (!v) throw bad_seed("'" + t + "'");
+    seed_ = *v;
   }
 }
 

@@ -619,10 +619,12 @@ std::vector<std::string> CompareReport::errors() const {
 
 std::string format_table(const CompareReport& r) {
   auto partial = [](const std::string& marker) { return marker.empty() ? "" : ", PARTIAL: " + marker; };
-  std::string out = "A: " + r.file_a + " (" + r.format_a + partial(r.partial_a) + ")\n";
-  out += "B: " + r.file_b + " (" + r.format_b + partial(r.partial_b) + "), the reference of rel_l2\n";
+  // Names and notes come from the files (paths, dataset names, partial markers): each line is
+  // kept one line, so that a newline in them cannot forge another.
+  std::string out = one_line("A: " + r.file_a + " (" + r.format_a + partial(r.partial_a) + ")") + "\n";
+  out += one_line("B: " + r.file_b + " (" + r.format_b + partial(r.partial_b) + "), the reference of rel_l2") + "\n";
   std::size_t width = 7;
-  for (const auto& d : r.datasets) width = std::max(width, dataset_label(d).size());
+  for (const auto& d : r.datasets) width = std::max(width, one_line(dataset_label(d)).size());
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-14s %21s %8s %10s  %-*s  %s\n", "status", "differing/total", "max_ulp",
                 "rel_l2", int(width), "dataset", "first difference / note");
@@ -644,9 +646,9 @@ std::string format_table(const CompareReport& r) {
     if (!d.note.empty()) detail += (detail.empty() ? "" : "; ") + d.note;
     std::snprintf(buf, sizeof buf, "%-14s %21s %8s %10s  ", std::string(status_name(d.status)).c_str(),
                   counts.c_str(), ulp.c_str(), rel.c_str());
-    std::string label = dataset_label(d);
+    std::string label = one_line(dataset_label(d));
     label.resize(std::max(label.size(), width), ' ');
-    out += buf + label + "  " + detail;
+    out += buf + label + "  " + one_line(detail);
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
   }

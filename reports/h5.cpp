@@ -501,6 +501,9 @@ void File::write_raw(const std::string& dataset, hid_t mem_type, hid_t file_type
   if (!writable_) throw Error(where(dataset) + ": file is read-only", Exit::run_failed);
   auto slash = dataset.rfind('/');
   if (slash != std::string::npos && slash > 0) ensure_group(dataset.substr(0, slash));
+  if (shape.size() > std::size_t(kMaxRank))
+    throw Error(where(dataset) + ": rank " + std::to_string(shape.size()) + " is more than HDF5's " +
+                std::to_string(kMaxRank) + " dimensions");
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
   Handle d(H5Dcreate2(file_.get(), dataset.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT,

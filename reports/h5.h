@@ -38,6 +38,9 @@ class Handle {
 using AttrValue = std::variant<std::string, std::int64_t, double>;
 using Attrs = std::map<std::string, AttrValue>;
 
+// The most dimensions an HDF5 dataspace has (H5S_MAX_RANK): writing more is refused up front.
+inline constexpr int kMaxRank = H5S_MAX_RANK;
+
 enum class ElemKind { bf16, f32, f64, u8, u16, i64, other };
 
 struct DatasetInfo {

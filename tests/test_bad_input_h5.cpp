@@ -8,6 +8,7 @@
 
 #include "engine/bf16.h"
 #include "engine/sha256.h"
+#include "experiments/trajectory_support.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
 #include "reports/schema.h"
@@ -398,6 +399,24 @@ TEST(BadHdf5, RecordingAttributesOutOfRangeAreRefused) {
     mentions.insert(mentions.end(), b.mentions.begin(), b.mentions.end());
     expect_error([&] { psi::probes::Recording(b.file, "g").input_bf16("inputs/x"); }, Exit::bad_input, mentions,
                  b.file.filename().string());
+  }
+}
+
+// A trajectory's text_context_len that is not a decimal row count (class 4: one integer parser)
+// is refused naming the group; std::stoll let "abc" escape as an internal error and read "+8 rows"
+// as 8.
+TEST(BadHdf5, TrajectoryContextLengthMustBeARowCount) {
+  const fs::path dir = fresh_dir("h5_context_len");
+  for (const std::string bad : {"abc", "+8", "8 rows", "0", "-1", "99999999999999999999"}) {
+    const fs::path p = dir / ("traj" + std::to_string(bad.size()) + bad.substr(0, 1) + ".h5");
+    {
+      auto f = h5::File::create(p);
+      f.write_bf16("/t/inputs/x", psi::Bf16Tensor({1, 2, 4}), {});
+      f.set_attr("/t", "text_context_len", bad);
+      f.commit();
+    }
+    expect_error([&] { psi::exp::read_recorded_trajectory(p, "t"); }, Exit::bad_input,
+                 {p.string(), "/t attribute text_context_len '" + bad + "' is not a row count"}, bad);
   }
 }
 

@@ -65,6 +65,11 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
        {"more than 2^63 - 1 elements"}},
       {{"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "1048576", "1048576"},
        {"more than this machine's memory"}},
+      // A rank past HDF5's 32 dimensions was computed, then refused as "cannot create dataset
+      // (exists already?)".
+      {{"synthinit", "input.other.x", "--shape", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1",
+        "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "1", "--out", report},
+       {"synthinit: --out: a tensor of rank 33 cannot be written (HDF5 holds at most 32 dimensions)"}},
       {{"run", "one-token", "--chaos", "many", "--out", report}, {"--chaos"}},
       {{"run", "one-token", "--seed", "ten", "--out", report}, {"--seed"}},
       // Numbers that CLI11 alone wrapped (-1 became 2^64 - 1) or saturated.

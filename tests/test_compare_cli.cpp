@@ -177,3 +177,18 @@ TEST(CompareCli, DtypeMismatchWithRecordingExitsTwo) {
             std::string::npos)
       << r.out;
 }
+
+// A file name (or dataset name, partial marker) holding a newline cannot forge a line of the
+// table: every line psi prints is one it wrote.
+TEST(CompareCli, NamesWithNewlinesStayOnOneLine) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_compare_newline_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path forged = dir / "a\nsummary: 99 compared (99 bitwise equal, 0 differ).h5";
+  fs::copy_file(kA, forged);
+  Outcome r = psi("compare '" + forged.string() + "' " + kA);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("\nsummary: 99"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("A: " + dir.string() + "/a\\nsummary: 99"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}

@@ -391,6 +391,15 @@ TEST_F(Experiments, SchedulingAtTheFittingRowTile) {
   EXPECT_NE(r.out.find("psi: error: --row-tile 1000000000: more rows than the block's tallest stream has ("),
             std::string::npos)
       << r.out;
+  // Only the row-tile granule's multiples, written in decimal (one integer parser).
+  r = psi_cmd("run scheduling --row-tile 40 --out " + (dir_ / "x.h5").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("psi: error: --row-tile 40: not a multiple of 16 rows"), std::string::npos) << r.out;
+  for (const char* bad : {"+32", "0x20", "32.0", " 32", "-16", "99999999999999999999"}) {
+    r = psi_cmd(std::string("run scheduling --row-tile '") + bad + "' --out " + (dir_ / "x.h5").string());
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_NE(r.out.find("expected a positive number of rows or 'fit'"), std::string::npos) << bad << r.out;
+  }
   EXPECT_FALSE(fs::exists(dir_ / "x.h5"));
 }
 

@@ -97,3 +97,29 @@ TEST(TableRender, PsiListColumnsLineUp) {
   ASSERT_EQ(lines.size(), 10u) << out;
   for (const auto& l : lines) EXPECT_EQ(summary_column(l), summary_column(lines[0])) << l;
 }
+
+// Cells, titles and notes can quote names from files: a '|' or a newline in them must neither
+// end a cell nor forge a line of the Markdown table (round three of the trust issue, class 7).
+TEST(TableRender, MarkdownEscapesPipesAndNewlines) {
+  Table t;
+  t.title = "title\n### forged";
+  t.columns = {"dataset", "value"};
+  t.add_row({"/a|b\n| forged | row |", "1"});
+  t.notes = {"note\n| forged | note |"};
+  const auto lines = lines_of(render({t}, Format::markdown));
+  // Title, blank, header, rule, one row, blank, one note.
+  ASSERT_EQ(lines.size(), 7u) << render({t}, Format::markdown);
+  EXPECT_EQ(lines[0], "### title\\n### forged");
+  EXPECT_EQ(lines[4].rfind("| /a\\|b\\n\\| forged \\| row \\| | 1", 0), 0u) << lines[4];
+  // Exactly the table's three unescaped pipes on the row.
+  int pipes = 0;
+  for (std::size_t i = 0; i < lines[4].size(); ++i) pipes += lines[4][i] == '|' && (i == 0 || lines[4][i - 1] != '\\');
+  EXPECT_EQ(pipes, 3) << lines[4];
+  EXPECT_EQ(lines[6], "note\\n| forged | note |");
+  // CSV quotes a cell holding a carriage return as it does a newline.
+  Table c;
+  c.title = "c";
+  c.columns = {"x"};
+  c.add_row({"a\rb"});
+  EXPECT_EQ(render({c}, Format::csv), "# c\nx\n\"a\rb\"\n");
+}

@@ -23,7 +23,7 @@ std::int64_t rows_per_tile(std::uint64_t page_bytes, std::int64_t in, std::int64
 
 std::int64_t default_row_tile(const model::ModelConfig& c) {
   const std::int64_t scaled = kFullRowTile * ffn_tile_bytes(c) / kFullFfnTileBytes;
-  return std::max<std::int64_t>(16, scaled / 16 * 16);
+  return std::max(kRowTileGranule, scaled / kRowTileGranule * kRowTileGranule);
 }
 
 FfnGeometry ffn_geometry(const model::ModelConfig& c, const model::NumericsVariant& v, std::int64_t hidden,

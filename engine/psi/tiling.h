@@ -39,6 +39,10 @@ struct RowTiles {
 // The default token row tile of a config (see above).
 std::int64_t default_row_tile(const model::ModelConfig& c);
 
+// What a row tile a user asks for must be a multiple of: the default's granule, so that keys
+// journal in pieces of at least this many rows (gcd(R, key tile)).
+inline constexpr std::int64_t kRowTileGranule = 16;
+
 struct FfnGeometry {
   std::int64_t hidden_tile = 0, n_hidden = 0;  // up-projection tiles
   std::int64_t out_group = 0, n_out = 0;       // down-projection output groups
