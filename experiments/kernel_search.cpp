@@ -41,7 +41,7 @@ StepDifference difference(const pipeline::SavedState& ours, const pipeline::Save
 struct TinyRecordings {
   model::ModelConfig config;
   RecordedTrajectory recording;
-  std::unique_ptr<CachedSource> weights;
+  std::unique_ptr<model::WeightSource> weights;  // a CachedSource
   pipeline::TrajectoryCase tc;
   model::NumericsVariant variant;
   std::string label;

@@ -1,10 +1,14 @@
 #include "reports/output_path.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <climits>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <limits>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -12,6 +16,7 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "engine/whole_number.h"
 #include "reports/h5.h"
 
 namespace fs = std::filesystem;
@@ -129,12 +134,56 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
                 "file); not replaced (--force replaces it)");
 }
 
+namespace {
+
+// This machine's name as it goes into a temporary's name: no dots or slashes, so that the name
+// splits unambiguously.
+std::string host_tag() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) return "host";
+  std::string s;
+  for (const char* c = host; *c; ++c) s += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '_';
+  return s;
+}
+
+bool all_of_kind(std::string_view s, std::size_t n, bool hex) {
+  if (s.size() < 1 || (n && s.size() != n)) return false;
+  for (char c : s)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || (hex && c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+void remove_stale_temps(const fs::path& target, const std::string& host) {
+  const std::string prefix = target.filename().string() + ".tmp." + host + ".";
+  std::error_code ec;
+  fs::directory_iterator it(target.parent_path().empty() ? fs::path(".") : target.parent_path(), ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    const auto dot = rest.find('.');
+    if (dot == std::string_view::npos || !all_of_kind(rest.substr(0, dot), 0, false) ||
+        !all_of_kind(rest.substr(dot + 1), 8, true))
+      continue;
+    const auto pid = parse_whole(rest.substr(0, dot), 1, std::uint64_t(std::numeric_limits<pid_t>::max()));
+    struct stat st;
+    if (!pid || ::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    if (::kill(pid_t(*pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask about
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+  }
+}
+
+}  // namespace
+
 fs::path temp_name(const fs::path& path) {
+  const std::string host = host_tag();
+  fs::path t = write_target(path);
+  remove_stale_temps(t, host);
   std::random_device rd;
   char buf[32];
-  std::snprintf(buf, sizeof buf, ".tmp.%d.%08x", int(::getpid()), unsigned(rd()));
-  fs::path t = write_target(path);
-  t += buf;
+  std::snprintf(buf, sizeof buf, ".%d.%08x", int(::getpid()), unsigned(rd()));
+  t += ".tmp." + host + buf;
   return t;
 }
 

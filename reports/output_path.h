@@ -42,7 +42,11 @@ void check_output(const std::filesystem::path& out, const std::vector<std::files
 // The file an output path writes: the path itself, or what a symbolic link at it names.
 std::filesystem::path write_target(const std::filesystem::path& out);
 
-// A name beside write_target(path) for writing it, unique to this process and call.
+// A name beside write_target(path) for writing it, unique to this process and call:
+// "<file>.tmp.<host>.<pid>.<8 hex digits>". First removes what a killed psi left of the same
+// output: regular files of that form, this user's, whose process is gone (same host, no such
+// pid). A temporary of a live process, of another host (a shared folder on a cluster), a link or
+// anything else is left alone.
 std::filesystem::path temp_name(const std::filesystem::path& path);
 
 // Renames `temp` over write_target(target), unless it has become something other than a

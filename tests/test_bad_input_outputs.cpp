@@ -4,6 +4,11 @@
 // the work starts, and the input's bytes stay as they were. Partial files (an interrupted run's
 // <report>.partial.h5) are refused by psi merge and psi compare unless --allow-partial is given.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 
 #include "engine/sha256.h"
 #include "experiments/experiment.h"
@@ -459,4 +464,39 @@ TEST(BadOutputs, UnusableOutputPathsAreNamedBeforeTheWork) {
         std::vector<std::string>{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out", too_long}})
     expect_rejected(run_psi(args), args, Exit::bad_input, {"a name of 303 bytes, longer than 255 (ENAMETOOLONG)"});
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"a_file"});
+}
+
+// What a killed psi leaves (class 6): SIGKILL gives no chance to remove a temporary. The next psi
+// writing the same output removes this user's temporaries of it whose process is gone on this
+// host, and nothing else: not a live process's, not another host's (a shared folder), not a
+// link of that form, not another output's.
+TEST(BadOutputs, StaleTemporariesOfKilledRunsAreRemoved) {
+  const fs::path dir = fresh_dir("out_stale_temps");
+  const fs::path out = dir / "t.h5";
+  // A pid that was a process and is gone: a child that has exited and been reaped.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  std::string tag;
+  for (const char* c = host; *c; ++c) tag += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '_';
+  const auto temp = [&](const std::string& h, long pid) {
+    return "t.h5.tmp." + h + "." + std::to_string(pid) + ".0badf00d";
+  };
+  const std::string stale = temp(tag, dead), live = temp(tag, ::getpid()), other_host = temp(tag + "x", dead),
+                    other_output = "u.h5.tmp." + tag + "." + std::to_string(dead) + ".0badf00d",
+                    link = temp(tag, dead).replace(temp(tag, dead).size() - 8, 8, "0badf00e");
+  for (const auto& n : {stale, live, other_host, other_output}) std::ofstream(dir / n) << "left by a killed run";
+  fs::create_symlink(dir / other_output, dir / link);
+  const std::vector<std::string> args{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out",
+                                      out.string()};
+  const PsiRun r = run_psi(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> left = leftovers(dir);
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> expected{"t.h5", live, other_host, other_output, link};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(left, expected);
 }
