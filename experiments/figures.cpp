@@ -132,8 +132,48 @@ std::string render_svg(const BarChart& b) {
     f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << kTop + plot_h - h
         << "' width='" << bw << "' height='" << h << "' fill='" << kColours[si % 6] << "'><title>"
         << esc(bar.series + " " + bar.category + " " + num(bar.value)) << "</title></rect>\n";
+    if (b.value_labels)
+      f.s << "<text x='" << kLeft + step * double(c) + step * 0.1 + bw * (double(si) + 0.5) << "' y='"
+          << kTop + plot_h - h - 4 << "' text-anchor='middle' font-size='10'>" << std::int64_t(bar.value) << "</text>\n";
   }
   f.legend(series);
+  return f.done();
+}
+
+std::string render_svg(const CellMap& m) {
+  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  const std::size_t ncols = m.cells.empty() ? 1 : m.cells.front().size();
+  const double cw = plot_w / double(std::max<std::size_t>(ncols, 1)),
+               ch = plot_h / double(std::max<std::size_t>(m.cells.size(), 1));
+  Frame f(m.title, m.y_label);
+  f.s << "<desc>" << esc(m.data) << "</desc>\n";
+  f.s << "<text x='" << kLeft - 8 << "' y='" << kTop + 10 << "' text-anchor='end'>" << esc(m.y_first) << "</text>\n"
+      << "<text x='" << kLeft - 8 << "' y='" << kTop + plot_h << "' text-anchor='end'>" << esc(m.y_last) << "</text>\n"
+      << "<text x='" << kLeft << "' y='" << kH - kBottom + 16 << "'>" << esc(m.x_first) << "</text>\n"
+      << "<text x='" << kLeft + plot_w << "' y='" << kH - kBottom + 16 << "' text-anchor='end'>" << esc(m.x_last)
+      << "</text>\n<text x='" << kLeft + plot_w / 2 << "' y='" << kH - kBottom + 40 << "' text-anchor='middle'>"
+      << esc(m.x_label) << "</text>\n";
+  // A run of equal cells in a row is one rectangle: the SVG stays small for large grids.
+  for (std::size_t r = 0; r < m.cells.size(); ++r) {
+    const std::string& row = m.cells[r];
+    for (std::size_t c = 0; c < row.size();) {
+      std::size_t e = c;
+      while (e < row.size() && row[e] == row[c]) ++e;
+      const int cls = std::stoi(std::string(1, row[c]), nullptr, 16);
+      if (cls > 0 && std::size_t(cls) <= m.classes.size())
+        f.s << "<rect x='" << kLeft + cw * double(c) << "' y='" << kTop + ch * double(r) << "' width='"
+            << cw * double(e - c) << "' height='" << ch << "' fill='" << m.classes[std::size_t(cls - 1)].colour
+            << "'/>\n";
+      c = e;
+    }
+  }
+  f.s << "<rect x='" << kLeft << "' y='" << kTop << "' width='" << plot_w << "' height='" << plot_h
+      << "' fill='none' stroke='black'/>\n";
+  for (std::size_t i = 0; i < m.classes.size(); ++i) {
+    const int y = kTop + 20 * int(i);
+    f.s << "<rect x='" << kW - kRight + 15 << "' y='" << y << "' width='12' height='12' fill='" << m.classes[i].colour
+        << "'/><text x='" << kW - kRight + 33 << "' y='" << y + 11 << "'>" << esc(m.classes[i].label) << "</text>\n";
+  }
   return f.done();
 }
 
