@@ -225,6 +225,22 @@ TEST(ProbeCli, AllWithFloat64) {
   EXPECT_EQ(lines_of("float64"), 20) << text;
 }
 
+// Every RoPE table is checked once per cos/sin arithmetic but named on one line: with host and
+// libdevice variants together each table's line used to appear twice, saying the same thing.
+TEST(ProbeCli, EachRopeTableOnOneLine) {
+  std::string text;
+  ASSERT_EQ(run("probe block-small --variant dense --variant official-h200", &text), 0) << text;
+  for (const std::string table : {"video.pe", "audio.pe", "video.cross_pe", "audio.cross_pe"}) {
+    int n = 0;
+    for (const char* after : {" ", ":"})
+      for (std::size_t p = 0; (p = text.find("RoPE " + table + after, p)) != std::string::npos; ++p) ++n;
+    EXPECT_EQ(n, 1) << table << "\n" << text;
+    EXPECT_NE(text.find("RoPE " + table + " (host and libdevice cos/sin): psi's tables from the recorded positions "
+                        "hash equal to the recording's sha256_full; the recorded tables are used"),
+              std::string::npos) << text;
+  }
+}
+
 TEST(ProbeCli, BadInputIsExit2) {
   std::string text;
   EXPECT_EQ(run("probe no-such-case", &text), 2);
