@@ -8,6 +8,7 @@
 
 #include <array>
 
+#include "engine/progress.h"
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/context_mask.h"
@@ -77,6 +78,10 @@ void from_json(const nlohmann::json& j, FullPromptCase& r) {
 void run_full_prompt(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   auto weights = make_weights(o, o.seed);
+  long cases = 0;  // this shard's
+  for (std::int64_t i = 0; i < std::int64_t(kPrompts.size() * kRequestSeeds.size()); ++i)
+    cases += o.in_shard(i) && !(o.quick && i > 0);
+  Progress::expect_parts(cases * long(model::numerics_variant_names().size()));  // one trajectory per path
   for (std::size_t p = 0; p < kPrompts.size(); ++p)
     for (std::size_t s = 0; s < kRequestSeeds.size(); ++s) {
       const std::int64_t index = std::int64_t(p * kRequestSeeds.size() + s);
