@@ -61,6 +61,10 @@ void print_report(const psi::probes::ProbeReport& r) {
     std::printf("differences from the recording each variant claims (MATH when it claims none), by where they arise "
                 "(own: the module on the recorded upstream probes still differs; inherited: first upstream probe "
                 "differing in the token row)\n");
+    // The own column holds three numbers: say which is which.
+    std::printf("own \"A (B in C rows)\": A = differing elements that also differ when the module runs alone on the "
+                "recorded upstream probes (the rest are inherited); B = all elements where the module alone differs "
+                "from the recording; C = the token rows those B lie in\n");
     std::printf("%-19s %-22s %-8s %-18s %-30s %s\n", "variant", "tensor", "vs", "differs", "own (module alone, its rows)",
                 "inherited");
     for (const auto& a : r.attributions) {
