@@ -116,25 +116,27 @@ std::string render_svg(const DotPlot& p) {
 
 std::string render_svg(const BarChart& b) {
   auto [cats, series] = axes(b.bars);
-  double hi = 0;
-  for (auto& bar : b.bars) hi = std::max(hi, bar.value);
-  if (hi <= 0) hi = 1;
+  // The axis spans zero and every value: a negative bar (a difference) hangs below the zero line.
+  double lo = 0, hi = 0;
+  for (auto& bar : b.bars) lo = std::min(lo, bar.value), hi = std::max(hi, bar.value);
+  if (hi <= lo) hi = 1;
   const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  const auto ypos = [&](double v) { return kTop + plot_h * (hi - v) / (hi - lo); };
   Frame f(b.title, b.y_label);
-  for (int i = 0; i <= 4; ++i) f.ytick(kTop + plot_h * (1 - i / 4.0), num(hi * i / 4.0));
+  for (int i = 0; i <= 4; ++i) f.ytick(ypos(lo + (hi - lo) * i / 4.0), num(lo + (hi - lo) * i / 4.0));
   const double step = plot_w / double(std::max<std::size_t>(cats.size(), 1));
   const double bw = step * 0.8 / double(std::max<std::size_t>(series.size(), 1));
   for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(kLeft + step * (double(c) + 0.3), cats[c]);
   for (auto& bar : b.bars) {
     const auto c = std::find(cats.begin(), cats.end(), bar.category) - cats.begin();
     const auto si = std::find(series.begin(), series.end(), bar.series) - series.begin();
-    const double h = plot_h * bar.value / hi;
-    f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << kTop + plot_h - h
+    const double top = ypos(std::max(bar.value, 0.0)), h = ypos(std::min(bar.value, 0.0)) - top;
+    f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << top
         << "' width='" << bw << "' height='" << h << "' fill='" << kColours[si % 6] << "'><title>"
         << esc(bar.series + " " + bar.category + " " + num(bar.value)) << "</title></rect>\n";
     if (b.value_labels)
       f.s << "<text x='" << kLeft + step * double(c) + step * 0.1 + bw * (double(si) + 0.5) << "' y='"
-          << kTop + plot_h - h - 4 << "' text-anchor='middle' font-size='10'>" << std::int64_t(bar.value) << "</text>\n";
+          << top - 4 << "' text-anchor='middle' font-size='10'>" << std::int64_t(bar.value) << "</text>\n";
   }
   f.legend(series);
   return f.done();

@@ -150,12 +150,18 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   DotPlot fig;
   fig.title = "Endpoint error to dense, per case (Fig. 3 style)";
   fig.y_label = "relative L2 (video endpoint)";
+  // Δ is a few percent of the errors: invisible on their log axis, so it has a linear figure.
+  BarChart delta;
+  delta.title = "Δ = modified − baseline, video endpoint relative L2 to dense, per case (the table's Δ video)";
+  delta.y_label = "Δ relative L2";
   for (const auto& c : case_records.get<std::vector<FullPromptCase>>()) {
     const std::string label = c.prompt.substr(0, 5) + "#" + std::to_string(c.run);
-    fig.points.push_back({label, "baseline", c.path("baseline").endpoint_video_rel_l2});
-    fig.points.push_back({label, "modified", c.path("modified").endpoint_video_rel_l2});
+    for (const char* path : {"official-h200", "baseline", "modified"})
+      if (c.paths.count(path)) fig.points.push_back({label, path, c.path(path).endpoint_video_rel_l2});  // reports before official-h200 have none
+    delta.bars.push_back({label, "modified − baseline",
+                          c.path("modified").endpoint_video_rel_l2 - c.path("baseline").endpoint_video_rel_l2});
   }
-  return {{"endpoint_error", render_svg(fig)}};
+  return {{"endpoint_error", render_svg(fig)}, {"endpoint_delta", render_svg(delta)}};
 }
 
 }  // namespace psi::exp
