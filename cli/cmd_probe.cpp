@@ -13,6 +13,7 @@
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/ops/parallel.h"
+#include "experiments/diff_figures.h"
 #include "experiments/experiment.h"
 #include "probes/probe_cases.h"
 #include "reports/output_path.h"
@@ -25,6 +26,7 @@ struct ProbeOpts {
   std::string flash_reference;
   std::vector<std::string> variants{"all"};
   std::string out;
+  std::string figures;
   int threads = 0;
   std::string backend = "host";
   bool explain = false;
@@ -59,6 +61,10 @@ void print_report(const psi::probes::ProbeReport& r) {
     std::printf("differences from the recording each variant claims (MATH when it claims none), by where they arise "
                 "(own: the module on the recorded upstream probes still differs; inherited: first upstream probe "
                 "differing in the token row)\n");
+    // The own column holds three numbers: say which is which.
+    std::printf("own \"A (B in C rows)\": A = differing elements that also differ when the module runs alone on the "
+                "recorded upstream probes (the rest are inherited); B = all elements where the module alone differs "
+                "from the recording; C = the token rows those B lie in\n");
     std::printf("%-19s %-22s %-8s %-18s %-30s %s\n", "variant", "tensor", "vs", "differs", "own (module alone, its rows)",
                 "inherited");
     for (const auto& a : r.attributions) {
@@ -72,6 +78,36 @@ void print_report(const psi::probes::ProbeReport& r) {
     }
   }
   std::printf("(%.1f s)\n", r.seconds);
+}
+
+// The figures of every comparison that differs, as <case>.<variant>.<tensor>.<recording>.ulp-map
+// and .ulp-histogram (.svg, .png) in `dir`, each checked by the output rule before any is written.
+std::vector<psi::exp::Figure> probe_figures(const psi::probes::ProbeReport& r) {
+  std::vector<psi::exp::Figure> figs;
+  for (const auto& t : r.results) {
+    if (!t.diff) continue;
+    std::string path = t.backend;
+    for (char& ch : path) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    const std::string against = t.backend == "official" ? "the recording" : "the " + path + " recording";
+    for (auto& f : psi::exp::diff_figures(t.variant + "." + t.tensor + "." + t.backend,
+                                          t.variant + " " + t.tensor + " vs " + against, *t.diff))
+      figs.push_back(std::move(f));
+  }
+  return figs;
+}
+
+// Writes the figures and prints, per comparison, the files and the histogram's numbers.
+void write_probe_figures(const psi::probes::ProbeReport& r, const std::vector<psi::exp::Figure>& figs,
+                         const std::filesystem::path& dir) {
+  std::vector<std::string> notes;
+  // figure_file names <report stem>.<figure name>: the case's name stands for the report.
+  const auto written = psi::exp::write_figures(dir / r.case_name, figs, notes);
+  for (const auto& t : r.results)
+    if (t.diff)
+      std::printf("figures %s.%s.%s: %s\n", t.variant.c_str(), t.tensor.c_str(), t.backend.c_str(),
+                  psi::exp::ulp_histogram_line(*t.diff).c_str());
+  for (const auto& f : written) std::printf("figure: %s\n", f.string().c_str());
+  for (const auto& n : notes) std::printf("%s\n", n.c_str());
 }
 
 // One line per claim: what it says and whether this run bears it out.
@@ -107,6 +143,10 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
                  "dense block in float64 (block cases, not part of all)");
   sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file")->check(psi::cli::output_path());
+  sub.add_option("--figures", o->figures,
+                 "DIR: draw, for every tensor that differs from its recording, where it differs (tokens x channels, "
+                 "coloured by ULP distance) and a histogram of the ULP distances, as SVG and PNG")
+      ->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
       ->check(psi::cli::whole_number(1, 1024));
@@ -165,14 +205,25 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       throw psi::Error("--reference " + o->reference + ": no such recording file (psi probe takes a recording file, "
                        "or a folder holding " + pc.default_file + ")");
     psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain};
-    if (!o->out.empty()) {
-      const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
-      psi::reports::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
-    }
+    const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
+    if (!o->out.empty()) psi::reports::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
+    if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))
+      throw psi::Error("probe: --figures " + o->figures + ": not a folder");
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
     print_report(r);
     const auto claims = psi::probes::check_claims(r);
     print_claims(claims);
+    if (!o->figures.empty()) {
+      // The figures' names come from the comparisons: checked once they are known, before any is written.
+      const std::vector<psi::exp::Figure> figs = probe_figures(r);
+      const std::filesystem::path dir = o->figures;
+      std::filesystem::create_directories(dir);
+      for (const auto& f : figs)
+        for (const char* ext : {".svg", ".png"})
+          psi::reports::check_output(psi::exp::figure_file(dir / r.case_name, f, ext), {in.file, in.flash_file},
+                                     "probe: --figures", psi::exp::is_psi_figure);
+      write_probe_figures(r, figs, dir);
+    }
     if (!o->out.empty()) {
       psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(o->backend == "cuda" ? "cuda" : "cpu"));
       std::printf("outputs written to %s\n", o->out.c_str());

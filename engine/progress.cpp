@@ -49,6 +49,10 @@ Progress::~Progress() {
 
 void Progress::set_total(long total) { total_ = total; }
 
+void Progress::expect_parts(long n) {
+  if (line_owner) line_owner->parts_expected_ += n;
+}
+
 void Progress::step(const std::string& where) {
   // Every loop long enough to show progress is a place a signal is noticed.
   check_interrupt(where);
@@ -67,14 +71,18 @@ void Progress::draw(const Progress& part, const std::string& where) {
   const double eta = part.done_ > 0 && part.total_ > part.done_
                          ? part_elapsed / double(part.done_) * double(part.total_ - part.done_)
                          : 0.0;
-  // The owner's own units, or the part's with its name (and number, once there is more than one).
+  // The owner's own units, or the part's with its name (and number out of the parts declared, once
+  // there is more than one: a number without a total says nothing of how far the command is).
   std::string what = title_ + ": ";
+  const bool numbered = &part != this && parts_expected_ > 1 && part.part_index_ <= parts_expected_;
   if (&part != this) {
-    if (parts_ > 1) what += "part " + std::to_string(part.part_index_) + (part.title_.empty() ? ": " : " ");
+    if (numbered)
+      what += "part " + std::to_string(part.part_index_) + "/" + std::to_string(parts_expected_) +
+              (part.title_.empty() ? ": " : " ");
     if (!part.title_.empty()) what += part.title_ + ": ";
   }
   std::fprintf(stderr, "%s%s%s  [%ld/%ld]  %.1fs elapsed, %sETA %.1fs%s", tty ? "\r\033[K" : "", what.c_str(),
-               where.c_str(), part.done_, part.total_, elapsed, parts_ > 1 ? "part " : "", eta, tty ? "" : "\n");
+               where.c_str(), part.done_, part.total_, elapsed, numbered ? "part " : "", eta, tty ? "" : "\n");
   std::fflush(stderr);
 }
 

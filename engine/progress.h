@@ -1,9 +1,9 @@
 #pragma once
 // Progress display for long work, on stderr. A command shows one line for all its work: the
 // first Progress alive owns it, and a Progress made while it lives (a driver's sub-run, a
-// trajectory inside an experiment) is a part of it: the line names the part, counts the part's
-// units and gives the part's ETA beside the whole command's elapsed time, instead of a new line
-// whose ETA starts again. On a terminal the line overwrites itself; otherwise a plain line is
+// trajectory inside an experiment) is a part of it: the line names the part (and its number out
+// of those declared, expect_parts), counts the part's units and gives the part's ETA beside the
+// whole command's elapsed time, instead of a new line whose ETA starts again. On a terminal the line overwrites itself; otherwise a plain line is
 // printed every PSI_PROGRESS_SECONDS seconds (default 30; 0: at every step), so a log shows
 // the run is alive without filling up.
 #include <chrono>
@@ -28,6 +28,9 @@ class Progress {
   void note(const std::string& line);  // a line that stays (printed above the progress line)
   void finish();
   static bool enabled();  // stderr is a terminal
+  // Adds `n` to the parts this thread's command line will show (a driver declares its runs as it
+  // learns them): parts are numbered "part i/n" against the count, and not at all without one.
+  static void expect_parts(long n);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -39,6 +42,7 @@ class Progress {
   Clock::time_point start_;
   Progress* owner_ = nullptr;  // the line's owner when this is a part; null for the owner
   int parts_ = 0;              // owner: parts begun so far
+  long parts_expected_ = 0;    // owner: parts declared by expect_parts
   int part_index_ = 0;         // part: its number under the owner
   Clock::time_point last_plain_;
 };

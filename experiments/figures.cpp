@@ -116,24 +116,66 @@ std::string render_svg(const DotPlot& p) {
 
 std::string render_svg(const BarChart& b) {
   auto [cats, series] = axes(b.bars);
-  double hi = 0;
-  for (auto& bar : b.bars) hi = std::max(hi, bar.value);
-  if (hi <= 0) hi = 1;
+  // The axis spans zero and every value: a negative bar (a difference) hangs below the zero line.
+  double lo = 0, hi = 0;
+  for (auto& bar : b.bars) lo = std::min(lo, bar.value), hi = std::max(hi, bar.value);
+  if (hi <= lo) hi = 1;
   const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  const auto ypos = [&](double v) { return kTop + plot_h * (hi - v) / (hi - lo); };
   Frame f(b.title, b.y_label);
-  for (int i = 0; i <= 4; ++i) f.ytick(kTop + plot_h * (1 - i / 4.0), num(hi * i / 4.0));
+  for (int i = 0; i <= 4; ++i) f.ytick(ypos(lo + (hi - lo) * i / 4.0), num(lo + (hi - lo) * i / 4.0));
   const double step = plot_w / double(std::max<std::size_t>(cats.size(), 1));
   const double bw = step * 0.8 / double(std::max<std::size_t>(series.size(), 1));
   for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(kLeft + step * (double(c) + 0.3), cats[c]);
   for (auto& bar : b.bars) {
     const auto c = std::find(cats.begin(), cats.end(), bar.category) - cats.begin();
     const auto si = std::find(series.begin(), series.end(), bar.series) - series.begin();
-    const double h = plot_h * bar.value / hi;
-    f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << kTop + plot_h - h
+    const double top = ypos(std::max(bar.value, 0.0)), h = ypos(std::min(bar.value, 0.0)) - top;
+    f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << top
         << "' width='" << bw << "' height='" << h << "' fill='" << kColours[si % 6] << "'><title>"
         << esc(bar.series + " " + bar.category + " " + num(bar.value)) << "</title></rect>\n";
+    if (b.value_labels)
+      f.s << "<text x='" << kLeft + step * double(c) + step * 0.1 + bw * (double(si) + 0.5) << "' y='"
+          << top - 4 << "' text-anchor='middle' font-size='10'>" << std::int64_t(bar.value) << "</text>\n";
   }
   f.legend(series);
+  return f.done();
+}
+
+std::string render_svg(const CellMap& m) {
+  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  const std::size_t ncols = m.cells.empty() ? 1 : m.cells.front().size();
+  const double cw = plot_w / double(std::max<std::size_t>(ncols, 1)),
+               ch = plot_h / double(std::max<std::size_t>(m.cells.size(), 1));
+  Frame f(m.title, m.y_label);
+  f.s << "<desc>" << esc(m.data) << "</desc>\n";
+  f.s << "<text x='" << kLeft - 8 << "' y='" << kTop + 10 << "' text-anchor='end'>" << esc(m.y_first) << "</text>\n"
+      << "<text x='" << kLeft - 8 << "' y='" << kTop + plot_h << "' text-anchor='end'>" << esc(m.y_last) << "</text>\n"
+      << "<text x='" << kLeft << "' y='" << kH - kBottom + 16 << "'>" << esc(m.x_first) << "</text>\n"
+      << "<text x='" << kLeft + plot_w << "' y='" << kH - kBottom + 16 << "' text-anchor='end'>" << esc(m.x_last)
+      << "</text>\n<text x='" << kLeft + plot_w / 2 << "' y='" << kH - kBottom + 40 << "' text-anchor='middle'>"
+      << esc(m.x_label) << "</text>\n";
+  // A run of equal cells in a row is one rectangle: the SVG stays small for large grids.
+  for (std::size_t r = 0; r < m.cells.size(); ++r) {
+    const std::string& row = m.cells[r];
+    for (std::size_t c = 0; c < row.size();) {
+      std::size_t e = c;
+      while (e < row.size() && row[e] == row[c]) ++e;
+      const int cls = std::stoi(std::string(1, row[c]), nullptr, 16);
+      if (cls > 0 && std::size_t(cls) <= m.classes.size())
+        f.s << "<rect x='" << kLeft + cw * double(c) << "' y='" << kTop + ch * double(r) << "' width='"
+            << cw * double(e - c) << "' height='" << ch << "' fill='" << m.classes[std::size_t(cls - 1)].colour
+            << "'/>\n";
+      c = e;
+    }
+  }
+  f.s << "<rect x='" << kLeft << "' y='" << kTop << "' width='" << plot_w << "' height='" << plot_h
+      << "' fill='none' stroke='black'/>\n";
+  for (std::size_t i = 0; i < m.classes.size(); ++i) {
+    const int y = kTop + 20 * int(i);
+    f.s << "<rect x='" << kW - kRight + 15 << "' y='" << y << "' width='12' height='12' fill='" << m.classes[i].colour
+        << "'/><text x='" << kW - kRight + 33 << "' y='" << y + 11 << "'>" << esc(m.classes[i].label) << "</text>\n";
+  }
   return f.done();
 }
 

@@ -32,10 +32,24 @@ struct BarChart {
   };
   std::string title, y_label;
   std::vector<Bar> bars;
+  bool value_labels = false;  // each bar's value written above it
+};
+
+// A grid of cells, each drawn in the colour of its class (blank: class 0), row 0 at the top.
+struct CellMap {
+  struct Class {
+    std::string label, colour;
+  };
+  std::string title, x_label, y_label;
+  std::string x_first, x_last, y_first, y_last;  // what the axes' ends stand for
+  std::vector<std::string> cells;                // one string per row, one hex digit (the class) per cell
+  std::vector<Class> classes;                    // classes 1, 2, ...
+  std::string data;                              // the numbers drawn, kept in the SVG as its <desc>
 };
 
 std::string render_svg(const DotPlot& p);
 std::string render_svg(const BarChart& b);
+std::string render_svg(const CellMap& m);
 
 // Where a figure goes beside `report`: <report stem>.<name><ext> (ext ".svg" or ".png").
 std::filesystem::path figure_file(const std::filesystem::path& report, const Figure& fig, const std::string& ext);

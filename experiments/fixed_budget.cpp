@@ -11,6 +11,7 @@
 
 #include <chrono>
 
+#include "engine/progress.h"
 #include "engine/model/variant.h"
 #include "engine/psi/arena_settings.h"
 #include "engine/psi/executor.h"
@@ -73,6 +74,7 @@ void run_fixed_budget(const Options& o, Report& report) {
   auto host = make_weights(o, o.seed);
   pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
 
+  Progress::expect_parts(2);  // the uncapped and the capped run
   const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");
   // Before the executor, whose first block allocates the arena; held until this function returns.
   const rt::FixedBudget budget(o.backend, pool);

@@ -8,6 +8,7 @@
 
 #include <array>
 
+#include "engine/progress.h"
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/context_mask.h"
@@ -77,6 +78,10 @@ void from_json(const nlohmann::json& j, FullPromptCase& r) {
 void run_full_prompt(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   auto weights = make_weights(o, o.seed);
+  long cases = 0;  // this shard's
+  for (std::int64_t i = 0; i < std::int64_t(kPrompts.size() * kRequestSeeds.size()); ++i)
+    cases += o.in_shard(i) && !(o.quick && i > 0);
+  Progress::expect_parts(cases * long(model::numerics_variant_names().size()));  // one trajectory per path
   for (std::size_t p = 0; p < kPrompts.size(); ++p)
     for (std::size_t s = 0; s < kRequestSeeds.size(); ++s) {
       const std::int64_t index = std::int64_t(p * kRequestSeeds.size() + s);
@@ -145,12 +150,18 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   DotPlot fig;
   fig.title = "Endpoint error to dense, per case (Fig. 3 style)";
   fig.y_label = "relative L2 (video endpoint)";
+  // Δ is a few percent of the errors: invisible on their log axis, so it has a linear figure.
+  BarChart delta;
+  delta.title = "Δ = modified − baseline, video endpoint relative L2 to dense, per case (the table's Δ video)";
+  delta.y_label = "Δ relative L2";
   for (const auto& c : case_records.get<std::vector<FullPromptCase>>()) {
     const std::string label = c.prompt.substr(0, 5) + "#" + std::to_string(c.run);
-    fig.points.push_back({label, "baseline", c.path("baseline").endpoint_video_rel_l2});
-    fig.points.push_back({label, "modified", c.path("modified").endpoint_video_rel_l2});
+    for (const char* path : {"official-h200", "baseline", "modified"})
+      if (c.paths.count(path)) fig.points.push_back({label, path, c.path(path).endpoint_video_rel_l2});  // reports before official-h200 have none
+    delta.bars.push_back({label, "modified − baseline",
+                          c.path("modified").endpoint_video_rel_l2 - c.path("baseline").endpoint_video_rel_l2});
   }
-  return {{"endpoint_error", render_svg(fig)}};
+  return {{"endpoint_error", render_svg(fig)}, {"endpoint_delta", render_svg(delta)}};
 }
 
 }  // namespace psi::exp

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 
+#include "engine/progress.h"
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "experiments/trajectory_support.h"
@@ -122,6 +123,11 @@ void run_one_token(const Options& o, Report& report) {
     pipeline::TrajectoryCase tc{cc.group, cc.group, cc.rows, seed, seed};
     auto teacher = [&](int k) { return &recording->states.at(std::size_t(k - 1)); };
     const std::string f64_label = std::string("one-token ") + cc.label + " float64 ";
+    // This context's trajectories: float64 and every path but FLASH's, free-running, and teacher
+    // forced as well where there is a recording to force them with.
+    long paths = 1;
+    for (const std::string& path : model::numerics_variant_names()) paths += model::numerics_variant(path).claims != "flash";
+    Progress::expect_parts(recording ? 2 * paths : paths);
     const pipeline::TrajectoryResultF64 f64_free = run_f64_with_progress(c, *weights, tc, f64_label + "free-running");
     save_states(report, std::string("/states/") + cc.label + "/float64/free_running", f64_free.states, "float64");
     const auto [f64_mean, f64_sd] = wall_mean_sd(f64_free.invocations);

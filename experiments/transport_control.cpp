@@ -10,6 +10,7 @@
 // nothing.
 #include "experiments/drivers.h"
 
+#include "engine/progress.h"
 #include "engine/model/variant.h"
 #include "engine/psi/executor.h"
 #include "engine/runtime/run_report.h"
@@ -96,6 +97,7 @@ void run_transport_control(const Options& o, Report& report) {
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
   pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
 
+  Progress::expect_parts(long(runs.size()) + (host_reference ? 1 : 0));
   if (host_reference) {
     const auto ref = run_with_progress(c, *host, tc, variant, "transport-control host block");
     write_states(o, report, reference_file, "transport-control/host", ref.states, variant.name);

@@ -13,10 +13,16 @@ namespace {
 
 int sign_of(Bf16 v) { return v.is_zero() ? 0 : (v.sign() ? -1 : 1); }
 
+}  // namespace
+
+bool is_sign_flip(Bf16 ours, Bf16 ref) { return !ours.is_nan() && !ref.is_nan() && sign_of(ours) != sign_of(ref); }
+
+namespace {
+
 // One element whose bits differ from the reference's.
 void count_differing(Distance& d, Bf16 ours, Bf16 ref) {
   ++d.differing;
-  if (!ours.is_nan() && !ref.is_nan() && sign_of(ours) != sign_of(ref)) {
+  if (is_sign_flip(ours, ref)) {
     ++d.sign_flips;
     return;
   }

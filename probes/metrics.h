@@ -25,6 +25,9 @@ struct Distance {
   bool bitwise_equal() const { return differing == 0; }
 };
 
+// Whether a differing element counts as a sign flip (Distance::sign_flips).
+bool is_sign_flip(Bf16 ours, Bf16 ref);
+
 // Sizes must match (psi::Error otherwise).
 Distance distance(std::span<const Bf16> ours, std::span<const Bf16> ref);
 

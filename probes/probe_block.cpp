@@ -80,27 +80,55 @@ void check_weights(CaseContext& ctx, const model::ModelConfig& c, const model::B
                              model::SynthInitSource(ctx.rec.seed()).describe() + ")");
 }
 
+// One RoPE table pair checked in one cos/sin arithmetic: what psi's tables are against the
+// recording's hash, and which tables the block uses.
+struct RopeCheck {
+  std::string table;  // "video.pe"
+  std::string math;   // "host" or "libdevice"
+  std::string verdict, used;
+};
+
 // One RoPE table pair: the recorded one when stored, else ours; ours is compared either way.
-// `of` names the cos/sin arithmetic in the note when it is not the host's.
 ops::RopeTables pick_tables(CaseContext& ctx, const std::string& stream, const std::string& kind,
-                            const ops::RopeTables& mine, const std::string& of) {
+                            const ops::RopeTables& mine, const std::string& math, std::vector<RopeCheck>& checks) {
   const std::string rc = "inputs/" + stream + "." + kind + "_cos", rs = "inputs/" + stream + "." + kind + "_sin";
   StoredTensor c = ctx.rec.stored_bf16(rc), s = ctx.rec.stored_bf16(rs);
-  std::string note = "RoPE " + stream + "." + kind + of + ": psi's tables from the recorded positions ";
+  RopeCheck check{stream + "." + kind, math, "", ""};
   if (c.sha256_full.empty() || s.sha256_full.empty())
-    note += "not checked (no sha256_full recorded)";
+    check.verdict = "not checked (no sha256_full recorded)";
   else if (sha256_hex(mine.cos) == c.sha256_full && sha256_hex(mine.sin) == s.sha256_full)
-    note += "hash equal to the recording's sha256_full";
+    check.verdict = "hash equal to the recording's sha256_full";
   else
-    note += std::string("DIFFER from the recording's sha256_full (cos ") +
-            (sha256_hex(mine.cos) == c.sha256_full ? "equal" : "differs") + ", sin " +
-            (sha256_hex(mine.sin) == s.sha256_full ? "equal" : "differs") + ")";
-  if (c.full && s.full) {
-    ctx.report.notes.push_back(note + "; the recorded tables are used");
-    return ops::RopeTables{std::move(c.data), std::move(s.data)};
-  }
-  ctx.report.notes.push_back(note + "; psi's tables are used (the recording stores only their hash)");
+    check.verdict = std::string("DIFFER from the recording's sha256_full (cos ") +
+                    (sha256_hex(mine.cos) == c.sha256_full ? "equal" : "differs") + ", sin " +
+                    (sha256_hex(mine.sin) == s.sha256_full ? "equal" : "differs") + ")";
+  const bool recorded = c.full && s.full;
+  check.used = recorded ? "the recorded tables are used" : "psi's tables are used (the recording stores only their hash)";
+  checks.push_back(check);
+  if (recorded) return ops::RopeTables{std::move(c.data), std::move(s.data)};
   return mine;
+}
+
+// One note per table: both arithmetics on one line when both were computed (official-h200 beside
+// a host variant), so a table is named once whether they agree or not.
+void note_rope_checks(CaseContext& ctx, const std::vector<RopeCheck>& checks) {
+  const auto label = [](const RopeCheck& k) { return k.math == "host" ? "" : " (" + k.math + " cos/sin)"; };
+  std::vector<std::string> done;
+  for (const RopeCheck& a : checks) {
+    if (std::find(done.begin(), done.end(), a.table) != done.end()) continue;
+    done.push_back(a.table);
+    const auto b = std::find_if(checks.begin(), checks.end(),
+                                [&](const RopeCheck& k) { return k.table == a.table && k.math != a.math; });
+    const std::string from = "psi's tables from the recorded positions ";
+    if (b == checks.end())
+      ctx.report.notes.push_back("RoPE " + a.table + label(a) + ": " + from + a.verdict + "; " + a.used);
+    else if (a.verdict == b->verdict && a.used == b->used)
+      ctx.report.notes.push_back("RoPE " + a.table + " (" + a.math + " and " + b->math + " cos/sin): " + from +
+                                 a.verdict + "; " + a.used);
+    else
+      ctx.report.notes.push_back("RoPE " + a.table + ": " + from + "in " + a.math + " cos/sin " + a.verdict + ", " +
+                                 a.used + "; in " + b->math + " cos/sin " + b->verdict + ", " + b->used);
+  }
 }
 
 model::StreamInputs stream_inputs(CaseContext& ctx, const std::string& s, bool has_prompt) {
@@ -177,14 +205,15 @@ void run_block_case(CaseContext& ctx) {
   const F32Tensor vp = rec.input_f32("inputs/video.positions"), ap = rec.input_f32("inputs/audio.positions");
   // The inputs with psi's tables in one cos/sin arithmetic (the host's, or official-h200's
   // libdevice model); each table pair is the recorded one where the recording stores it.
+  std::vector<RopeCheck> rope_checks;
   auto with_tables = [&](ops::F32Math math) {
     const model::BlockRope mine = model::block_rope(c, vp, ap, math);
-    const std::string of = math == ops::F32Math::cuda ? " (libdevice cos/sin)" : "";
+    const std::string of = math == ops::F32Math::cuda ? "libdevice" : "host";
     model::BlockInputs r = base;
-    r.video.pe = pick_tables(ctx, "video", "pe", mine.video, of);
-    r.audio.pe = pick_tables(ctx, "audio", "pe", mine.audio, of);
-    r.video.cross_pe = pick_tables(ctx, "video", "cross_pe", mine.video_cross, of);
-    r.audio.cross_pe = pick_tables(ctx, "audio", "cross_pe", mine.audio_cross, of);
+    r.video.pe = pick_tables(ctx, "video", "pe", mine.video, of, rope_checks);
+    r.audio.pe = pick_tables(ctx, "audio", "pe", mine.audio, of, rope_checks);
+    r.video.cross_pe = pick_tables(ctx, "video", "cross_pe", mine.video_cross, of, rope_checks);
+    r.audio.cross_pe = pick_tables(ctx, "audio", "cross_pe", mine.audio_cross, of, rope_checks);
     return r;
   };
   std::map<ops::F32Math, model::BlockInputs> inputs;
@@ -192,6 +221,7 @@ void run_block_case(CaseContext& ctx) {
     if (!inputs.count(v->model_math)) inputs.emplace(v->model_math, with_tables(v->model_math));
   if (ctx.float64 && !inputs.count(ops::F32Math::host))
     inputs.emplace(ops::F32Math::host, with_tables(ops::F32Math::host));
+  note_rope_checks(ctx, rope_checks);
 
   for (const auto* v : ctx.variants) {
     const model::BlockInputs& in = inputs.at(v->model_math);

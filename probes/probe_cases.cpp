@@ -190,14 +190,23 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
       r.variant = variant;
       r.tensor = name;
       r.backend = b.empty() ? "official" : b;
+      // Channels: every axis after the token axis (axis 1, or axis 0 of a matrix).
+      const std::int64_t channels = ours.shape.size() > 2 ? ours.numel() / (ours.dim(0) * ours.dim(1)) : ours.shape.back();
+      const auto diff = [&](std::int64_t first, std::int64_t n) {
+        if (!values && !r.distance->bitwise_equal())
+          r.diff = diff_map(std::span<const Bf16>(ours.ptr() + first, std::size_t(n)), st.data.span(), first / channels,
+                            n / channels, channels);
+      };
       if (st.full) {
         r.rows = "all";
         r.distance = measure(st, 0, ours.numel());
+        diff(0, ours.numel());
       } else if (st.row_count > 0) {
         const std::int64_t inner = ours.numel() / (ours.dim(0) * ours.dim(1));
         r.rows = "rows " + std::to_string(st.first_row) + "-" + std::to_string(st.first_row + st.row_count - 1) +
                  " of " + std::to_string(ours.dim(1));
         r.distance = measure(st, st.first_row * inner, st.row_count * inner);
+        diff(st.first_row * inner, st.row_count * inner);
       } else {
         r.rows = "sha256 only";
       }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "probes/diff_map.h"
 #include "probes/metrics.h"
 
 namespace psi::probes {
@@ -65,6 +66,9 @@ struct TensorResult {
   std::string rows;     // what was compared: "all", "rows 0-255 of 4928", or "sha256 only"
   std::optional<Distance> distance;     // absent when nothing is stored
   std::optional<bool> full_sha_equal;   // our whole tensor against sha256_full, when recorded
+  // Where psi's tensor differs from the recording, on the rows compared (absent when it does not,
+  // and for the float64 rows, which measure the recording).
+  std::optional<DiffMap> diff;
 };
 
 // Where one block probe's differing elements come from (--explain-differences). The probe's

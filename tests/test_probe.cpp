@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <regex>
 #include <string>
 
 #include "engine/model/variant.h"
@@ -223,6 +224,39 @@ TEST(ProbeCli, AllWithFloat64) {
   };
   for (const auto& v : psi::model::numerics_variant_names()) EXPECT_EQ(lines_of(v), 20) << v << "\n" << text;
   EXPECT_EQ(lines_of("float64"), 20) << text;
+}
+
+// Every RoPE table is checked once per cos/sin arithmetic but named on one line: with host and
+// libdevice variants together each table's line used to appear twice, saying the same thing.
+TEST(ProbeCli, EachRopeTableOnOneLine) {
+  std::string text;
+  ASSERT_EQ(run("probe block-small --variant dense --variant official-h200", &text), 0) << text;
+  for (const std::string table : {"video.pe", "audio.pe", "video.cross_pe", "audio.cross_pe"}) {
+    int n = 0;
+    for (const char* after : {" ", ":"})
+      for (std::size_t p = 0; (p = text.find("RoPE " + table + after, p)) != std::string::npos; ++p) ++n;
+    EXPECT_EQ(n, 1) << table << "\n" << text;
+    EXPECT_NE(text.find("RoPE " + table + " (host and libdevice cos/sin): psi's tables from the recorded positions "
+                        "hash equal to the recording's sha256_full; the recorded tables are used"),
+              std::string::npos) << text;
+  }
+}
+
+// --explain-differences' own column ("1898 (2512 in 101 rows)") is three numbers: a legend line
+// names each, and the numbers of a row are what the legend says (A counts a part of "differs").
+TEST(ProbeCli, ExplainDifferencesHasALegend) {
+  std::string text;
+  ASSERT_EQ(run("probe block-small --variant dense --explain-differences", &text), 0) << text;
+  EXPECT_NE(text.find("\nown \"A (B in C rows)\": A = differing elements that also differ when the module runs alone "
+                      "on the recorded upstream probes (the rest are inherited); B = all elements where the module "
+                      "alone differs from the recording; C = the token rows those B lie in\n"),
+            std::string::npos) << text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("\ndense +attn1 +math +(\\d+)/\\d+ +(\\d+) \\((\\d+) in (\\d+) rows\\)")))
+      << text;
+  EXPECT_LE(std::stoll(m[2]), std::stoll(m[1]));
+  EXPECT_LE(std::stoll(m[2]), std::stoll(m[3]));
+  EXPECT_LE(std::stoll(m[4]), std::stoll(m[3]));
 }
 
 TEST(ProbeCli, BadInputIsExit2) {

@@ -39,6 +39,7 @@ TEST(Progress, PartsShareTheCommandsLine) {
   ::dup2(::fileno(f), STDERR_FILENO);
   {
     psi::Progress run("one-token", 0);
+    psi::Progress::expect_parts(2);
     {
       psi::Progress a("one-token one-token float64 free-running", 2);
       a.step("stage 1 step 1");
@@ -56,8 +57,9 @@ TEST(Progress, PartsShareTheCommandsLine) {
   const auto lines = lines_of(log);
   fs::remove(log);
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_TRUE(lines[0].starts_with("one-token: one-token float64 free-running: stage 1 step 1  [1/2]  ")) << lines[0];
-  EXPECT_TRUE(lines[2].starts_with("one-token: part 2 dense: stage 2 step 3  [1/1]  ")) << lines[2];
+  EXPECT_TRUE(lines[0].starts_with("one-token: part 1/2 one-token float64 free-running: stage 1 step 1  [1/2]  ")) << lines[0];
+  // The part's number says how far the command is: out of the parts declared.
+  EXPECT_TRUE(lines[2].starts_with("one-token: part 2/2 dense: stage 2 step 3  [1/1]  ")) << lines[2];
   EXPECT_NE(lines[2].find("part ETA 0.0s"), std::string::npos) << lines[2];
   for (const auto& l : lines) {
     EXPECT_EQ(l.find("one-token one-token"), std::string::npos) << l;
@@ -81,5 +83,25 @@ TEST(Progress, PlainLinesWhenStderrIsNotATerminal) {
   }
   ASSERT_EQ(std::system(("env -u PSI_PROGRESS_SECONDS " + run + (dir / "quiet.txt").string()).c_str()), 0);
   EXPECT_TRUE(lines_of(dir / "quiet.txt").empty());
+  fs::remove_all(dir);
+}
+
+// A command of several runs numbers each out of all of them ("part 2/2"), never "part 2" alone.
+TEST(Progress, PartsOfARunAreCountedOutOfTheirTotal) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_progress_parts_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string run = "PSI_PROGRESS_SECONDS=0 " + std::string(PSI_BINARY) + " run fixed-budget --out " +
+                          (dir / "fb.h5").string() + " >/dev/null 2>" + (dir / "err.txt").string();
+  ASSERT_EQ(std::system(run.c_str()), 0);
+  const auto lines = lines_of(dir / "err.txt");
+  ASSERT_FALSE(lines.empty());
+  int first = 0, second = 0;
+  for (const auto& l : lines) {
+    first += l.starts_with("fixed-budget: part 1/2 uncapped (host): ");
+    second += l.starts_with("fixed-budget: part 2/2 capped (PSI): ");
+  }
+  EXPECT_EQ(first + second, int(lines.size())) << lines.front() << "\n" << lines.back();
+  EXPECT_GT(first, 0);
+  EXPECT_GT(second, 0);
   fs::remove_all(dir);
 }

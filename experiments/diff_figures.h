@@ -1,0 +1,22 @@
+#pragma once
+// The two figures of one comparison with a recording (probes/diff_map.h): where the elements
+// differ over tokens x channels, each cell coloured by the largest ULP class in it, and how many
+// differing elements fall in each class. psi probe --figures and block-controls draw them.
+#include <string>
+#include <vector>
+
+#include "experiments/figures.h"
+#include "probes/diff_map.h"
+
+namespace psi::exp {
+
+// `name`: the figures' name stem ("<variant>.<tensor>.<recording>", the files end in
+// ".ulp-map" and ".ulp-histogram"); `what`: the comparison, for the titles ("dense video_out vs
+// the MATH recording").
+std::vector<Figure> diff_figures(const std::string& name, const std::string& what, const probes::DiffMap& m);
+
+// The histogram's numbers on one line, which psi prints and records beside the figures:
+// "ULP classes (elements): 1: 5012, 2: 2410, ..., sign flip: 5; sum 11119".
+std::string ulp_histogram_line(const probes::DiffMap& m);
+
+}  // namespace psi::exp

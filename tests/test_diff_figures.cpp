@@ -1,0 +1,105 @@
+// psi's difference figures (issue 27.9): where a tensor differs from its recording and by how
+// many ULPs, drawn from numbers psi also prints.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "engine/bf16.h"
+#include "probes/diff_map.h"
+#include "probes/metrics.h"
+#include "psi_command.h"
+
+namespace fs = std::filesystem;
+namespace probes = psi::probes;
+
+namespace {
+
+psi::Bf16 plus_ulps(psi::Bf16 v, int n) { return psi::Bf16{std::uint16_t(v.bits + n)}; }
+
+}  // namespace
+
+// Each differing element lands in the class of its ULP distance (a sign flip apart, as
+// probes::distance counts it), the histogram sums to the differing count, and each cell holds
+// the largest class among its elements.
+TEST(DiffMap, ClassesHistogramAndCells) {
+  const std::int64_t rows = 300, cols = 170;  // above the cell grid's limits: binned
+  std::vector<psi::Bf16> ref(std::size_t(rows * cols), psi::bf16_rne(1.0f)), ours = ref;
+  ours[0] = plus_ulps(ref[0], 1);                 // cell (0, 0): 1 ULP
+  ours[1] = plus_ulps(ref[1], 3);                 // cell (0, 0) too: 3 ULP, class "3-4"
+  ours[std::size_t(299 * cols + 169)] = psi::bf16_rne(-1.0f);  // the last cell: a sign flip
+  ours[std::size_t(150 * cols)] = plus_ulps(ref[0], 2000);     // ">1024"
+  const probes::DiffMap m = probes::diff_map(ours, ref, 7, rows, cols);
+  EXPECT_EQ(m.differing(), probes::distance(ours, ref).differing);
+  EXPECT_EQ(m.histogram[0], 1);
+  EXPECT_EQ(m.histogram[2], 1);
+  EXPECT_EQ(m.histogram[11], 1);
+  EXPECT_EQ(m.histogram[std::size_t(probes::kSignFlipClass - 1)], 1);
+  EXPECT_EQ(probes::ulp_class_label(3), "3-4");
+  EXPECT_EQ(probes::ulp_class_label(12), ">1024");
+  EXPECT_EQ(m.row_step, 3);  // 300 rows in at most 128 cells
+  EXPECT_EQ(m.col_step, 2);  // 170 channels in at most 160
+  ASSERT_EQ(m.cell_rows(), 100);
+  ASSERT_EQ(m.cell_cols(), 85);
+  EXPECT_EQ(m.cells[0][0], '3');
+  EXPECT_EQ(m.cells[99][84], 'd');
+  EXPECT_EQ(m.cells[50][0], 'c');
+  EXPECT_EQ(m.cells[1][0], '0');
+  EXPECT_EQ(m.first_row, 7);
+}
+
+// psi probe --figures writes a map and a histogram per differing comparison as SVG and PNG, and
+// prints the histogram's numbers, which add up to the differing count of its row.
+TEST(DiffFigures, ProbeWritesCheckableFigures) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_diff_figures_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto r = psi::testing::run_psi_in("probe audio-ff-up --variant dense --variant official-h200 --figures " +
+                                              (dir / "figs").string(), dir);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  for (const std::string tensor : {"proj_out", "gelu_out"}) {
+    std::smatch row, hist;
+    ASSERT_TRUE(std::regex_search(r.out, row, std::regex("\ndense +" + tensor + " +official all +differs (\\d+)/")))
+        << r.out;
+    ASSERT_TRUE(std::regex_search(r.out, hist, std::regex("figures dense\\." + tensor + "\\.official: ULP classes \\(elements\\): ([^;]*); sum (\\d+)")))
+        << r.out;
+    std::int64_t sum = 0;
+    const std::string counts = hist[1];
+    const std::regex count(": (\\d+)");
+    for (auto it = std::sregex_iterator(counts.begin(), counts.end(), count); it != std::sregex_iterator(); ++it)
+      sum += std::stoll((*it)[1]);
+    EXPECT_EQ(sum, std::stoll(row[1])) << hist[0];
+    EXPECT_EQ(hist[2], row[1]);
+    for (const std::string kind : {"ulp-map", "ulp-histogram"}) {
+      const fs::path stem = dir / "figs" / ("audio-ff-up.dense." + tensor + ".official." + kind);
+      const std::string svg = psi::testing::slurp(fs::path(stem) += ".svg");
+      EXPECT_EQ(svg.rfind("<!-- psi figure -->\n<svg xmlns='http://www.w3.org/2000/svg'", 0), 0u) << stem;
+      EXPECT_NE(svg.find("</svg>\n"), std::string::npos) << stem;
+      // The map keeps the numbers it draws (XML-escaped in its <desc>): the same histogram line.
+      if (kind == "ulp-map") {
+        const std::string line = std::regex_replace(hist[0].str().substr(hist[0].str().find("ULP classes")),
+                                                    std::regex(">"), "&gt;");
+        EXPECT_NE(svg.find(line), std::string::npos) << line;
+      }
+      const std::string png = psi::testing::slurp(fs::path(stem) += ".png");
+      EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << stem;
+    }
+  }
+  // official-h200 reproduces the recording: nothing differs, nothing is drawn.
+  EXPECT_EQ(r.out.find("official-h200.proj_out"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "figs" / "audio-ff-up.official-h200.proj_out.official.ulp-map.svg"));
+  fs::remove_all(dir);
+}
+
+// A --figures path that is a file is refused before any work, in one line, exit 2.
+TEST(DiffFigures, AFileIsNoFiguresFolder) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_diff_figures_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  { std::ofstream(dir / "file") << "x"; }
+  const auto r = psi::testing::run_psi_in("probe audio-ff-up --variant dense --figures " + (dir / "file").string(), dir);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--figures " + (dir / "file").string() + ": not a folder"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
