@@ -26,6 +26,10 @@ struct TempSlot {
 std::array<TempSlot, kMaxTempFiles> g_temps;
 std::mutex g_temps_mutex;  // the program's side; the handler takes no lock
 
+// The last check point passed, for a stop inside an operator to say where the work was.
+std::mutex g_place_mutex;
+std::string g_place;
+
 extern "C" void on_signal(int sig) {
   int expected = 0;
   if (g_signal.compare_exchange_strong(expected, sig)) return;
@@ -69,11 +73,24 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig);
 }
 
-bool interrupt_requested() { return g_signal.load() != 0; }
-int interrupt_signal() { return g_signal.load(); }
 
 void check_interrupt(const std::string& where) {
   if (int s = g_signal.load()) throw Error("interrupted by " + signal_name(s) + " at " + where, interrupted_by(s));
+  std::lock_guard<std::mutex> lock(g_place_mutex);
+  g_place = where;
+}
+
+std::string last_check_point() {
+  std::lock_guard<std::mutex> lock(g_place_mutex);
+  return g_place;
+}
+
+void check_interrupt_in_operator() {
+  const int s = g_signal.load();
+  if (!s) return;
+  const std::string place = last_check_point();
+  throw Error("interrupted by " + signal_name(s) + (place.empty() ? "" : " at " + place) + " (inside an operator)",
+              interrupted_by(s));
 }
 
 void register_temp_file(const std::string& path) {

@@ -12,11 +12,15 @@
 namespace psi {
 
 void install_interrupt_handlers();
-bool interrupt_requested();
-int interrupt_signal();  // the signal number received, 0 if none
 std::string signal_name(int sig);  // "SIGINT", "SIGHUP", …
-// Throws psi::Error(interrupted_by(signal)) naming the signal and `where` if one arrived.
+// Throws psi::Error(interrupted_by(signal)) naming the signal and `where` if one arrived;
+// otherwise remembers `where` as the last check point passed.
 void check_interrupt(const std::string& where);
+// The last check point passed ("" before the first), for messages that say where the work is.
+std::string last_check_point();
+// The check point inside an operator (ops::parallel_for, before each task): a long product stops
+// within a task's time, not at the next step. Names the last check point passed.
+void check_interrupt_in_operator();
 
 // Temporary files that a second signal removes before the process exits. Registration is
 // bounded (kMaxTempFiles at once, paths under 4 KiB); a file that does not fit is still removed

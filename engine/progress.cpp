@@ -2,8 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include "engine/interrupt.h"
 
@@ -25,7 +29,30 @@ double plain_period() {
   return period;
 }
 
+// When a progress line (or pulse) was last printed, and when the process began, in steady-clock
+// nanoseconds: what a pulse from any thread reads without a lock.
+std::atomic<std::int64_t> g_last_line{0};
+const std::int64_t g_start = std::chrono::steady_clock::now().time_since_epoch().count();
+std::mutex g_pulse_mutex;
+
+std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
 }  // namespace
+
+void progress_pulse() {
+  static const bool tty = Progress::enabled();
+  if (tty) return;
+  const auto period = std::int64_t(std::max(plain_period(), 10.0) * 1e9);
+  const std::int64_t now = now_ns();
+  std::int64_t last = g_last_line.load(std::memory_order_relaxed);
+  if (now - std::max(last, g_start) < period) return;
+  std::unique_lock<std::mutex> lock(g_pulse_mutex, std::try_to_lock);
+  if (!lock || !g_last_line.compare_exchange_strong(last, now)) return;  // another thread prints it
+  const std::string place = last_check_point();
+  std::fprintf(stderr, "psi: working%s%s, %.0f s elapsed\n", place.empty() ? "" : " at ", place.c_str(),
+               double(now - g_start) * 1e-9);
+  std::fflush(stderr);
+}
 
 bool Progress::enabled() { return ::isatty(STDERR_FILENO) == 1; }
 
@@ -81,6 +108,7 @@ void Progress::draw(const Progress& part, const std::string& where) {
               (part.title_.empty() ? ": " : " ");
     if (!part.title_.empty()) what += part.title_ + ": ";
   }
+  g_last_line.store(now_ns());
   std::fprintf(stderr, "%s%s%s  [%ld/%ld]  %.1fs elapsed, %sETA %.1fs%s", tty ? "\r\033[K" : "", what.c_str(),
                where.c_str(), part.done_, part.total_, elapsed, numbered ? "part " : "", eta, tty ? "" : "\n");
   std::fflush(stderr);

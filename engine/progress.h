@@ -5,7 +5,9 @@
 // of those declared, expect_parts), counts the part's units and gives the part's ETA beside the
 // whole command's elapsed time, instead of a new line whose ETA starts again. On a terminal the line overwrites itself; otherwise a plain line is
 // printed every PSI_PROGRESS_SECONDS seconds (default 30; 0: at every step), so a log shows
-// the run is alive without filling up.
+// the run is alive without filling up. Between steps, long operators pulse (progress_pulse):
+// when stderr is not a terminal and no line has been printed for the period (at least 10 s), a
+// plain line says where the work is, so that a log shows a single long step is alive too.
 #include <chrono>
 #include <string>
 
@@ -15,6 +17,11 @@ namespace psi {
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// Called often, from any thread (ops::parallel_for calls it before each task); prints at most one
+// line per period, only when stderr is not a terminal: "psi: working at <last check point>,
+// <seconds> s elapsed".
+void progress_pulse();
 
 class Progress {
  public:

@@ -2,6 +2,7 @@
 // attention kernel), sdpa_out, to_out_in, out and out_if_ungated compared with the MATH and
 // FLASH recordings.
 #include "engine/error.h"
+#include "engine/interrupt.h"
 #include "engine/model/attention_module.h"
 #include "engine/ops/gemm.h"
 #include "engine/sha256.h"
@@ -65,6 +66,7 @@ void run_attention_case(CaseContext& ctx) {
     if (q.full && k.full && v.full) rec_q = std::move(q.data), rec_k = std::move(k.data), rec_v = std::move(v.data);
   }
   for (const auto* v : ctx.variants) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
     model::AttentionTrace tr;
     Bf16Tensor out = model::attention_forward(w, x, x, &pe, &pe, v->sdpa(head_dim), cfg.norm_eps, v->product, v->norm, &tr);
     Bf16Tensor ungated = ops::linear(tr.sdpa_out, w.to_out.w, w.to_out.bias(), ops::BiasRule::fused_f32, v->product);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/interrupt.h"
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/synthetic_block.h"
@@ -224,6 +225,7 @@ void run_block_case(CaseContext& ctx) {
   note_rope_checks(ctx, rope_checks);
 
   for (const auto* v : ctx.variants) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
     const model::BlockInputs& in = inputs.at(v->model_math);
     model::BlockProbes p = ctx.backend == "host" ? model::block_forward(c, w, in, *v) : on_runtime(ctx, c, in, *v);
     Outputs o;
@@ -232,6 +234,7 @@ void run_block_case(CaseContext& ctx) {
     compare_and_keep(ctx, v->name, std::move(o), {"math", "flash"});
   }
   if (ctx.float64) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + std::string(kFloat64Variant));
     // On the host whatever the backend: it is the reference, not a runtime path.
     const model::BlockProbesF64 p = model::block_forward_f64(c, w, inputs.at(ops::F32Math::host));
     Outputs o;

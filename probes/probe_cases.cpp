@@ -94,6 +94,10 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   if (ctx.explain && !pc.name.starts_with("block-"))
     throw Error("probe " + pc.name + ": --explain-differences attributes block probes, for block cases only");
 
+  // A variant of the full block takes minutes: a line per variant, and between them the pulse of
+  // the operators' tasks (engine/progress.h), also when stderr is a log.
+  Progress progress("probe " + pc.name, long(ctx.variants.size()) + (ctx.float64 ? 1 : 0));
+  ctx.progress = &progress;
   if (pc.name == "audio-ff-up" || pc.name == "video-q-proj")
     detail::run_linear_case(ctx, pc.name);
   else if (pc.name == "audio-self-attn")
@@ -149,8 +153,9 @@ std::vector<model::WeightSpec> recorded_weights(Recording& rec) {
 void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
                       const std::vector<std::string>& backends,
                       const std::vector<std::pair<std::string, F64Tensor>>* exact) {
-  // Each variant of a probe is a unit of work: a signal stops the probe after the current one.
-  check_interrupt("probe " + ctx.report.case_name + ", variant " + variant);
+  // Each variant of a probe is a unit of work: a signal stops the probe after the current one (or
+  // inside its operators, engine/ops/parallel.h).
+  if (ctx.progress) ctx.progress->step("variant " + variant);
   for (const auto& [name, ours] : outputs) {
     // "<dataset>.<how>" is another computation of the recorded <dataset>.
     const std::string dataset = name.substr(0, name.find('.'));

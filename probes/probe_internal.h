@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/model/block.h"
+#include "engine/progress.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
 #include "probes/probe_cases.h"
@@ -22,6 +23,7 @@ struct CaseContext {
   std::string backend = "host";  // ProbeOptions::backend
   bool float64 = false;          // also the float64 reference block (kFloat64Variant), block cases only
   bool explain = false;          // ProbeOptions::explain
+  Progress* progress = nullptr;  // one step per variant compared
 };
 
 // The recording's weights_json: every parameter's name and shape.

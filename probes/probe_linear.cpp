@@ -2,6 +2,7 @@
 // with bias). Weight names and shapes come from the group's weights_json; values are SynthInit
 // with the file's seed.
 #include "engine/error.h"
+#include "engine/interrupt.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
 #include "probes/whole_linear.h"
@@ -46,6 +47,7 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
     return std::move(r.y);
   };
   for (const auto* v : ctx.variants) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
     Outputs out;
     if (case_name == "audio-ff-up") {
       // The FFN up-projection: the variant decides where its bias enters.

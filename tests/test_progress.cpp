@@ -6,14 +6,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "engine/interrupt.h"
 #include "engine/progress.h"
 
 namespace fs = std::filesystem;
@@ -103,5 +106,29 @@ TEST(Progress, PartsOfARunAreCountedOutOfTheirTotal) {
   EXPECT_EQ(first + second, int(lines.size())) << lines.front() << "\n" << lines.back();
   EXPECT_GT(first, 0);
   EXPECT_GT(second, 0);
+  fs::remove_all(dir);
+}
+
+// A single long step (one operator of the full block runs for minutes) still shows it is alive
+// in a log: the operators' tasks pulse, and after 10 s without a line one plain line says
+// where the work is; the next pulses within the period print nothing.
+TEST(Progress, LongOperatorsPulseInALog) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_progress_pulse_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  ASSERT_TRUE(std::freopen((dir / "err.txt").c_str(), "w", stderr));
+  ::setenv("PSI_PROGRESS_SECONDS", "0", 1);  // a line at every step; pulses keep their 10 s floor
+  psi::check_interrupt("probe block-full, variant official-h200");
+  psi::progress_pulse();  // under the period since the process began: nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(10200));
+  for (int i = 0; i < 1000; ++i) psi::progress_pulse();
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  const auto lines = lines_of(dir / "err.txt");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_TRUE(lines[0].starts_with("psi: working at probe block-full, variant official-h200, 1")) << lines[0];
+  EXPECT_TRUE(lines[0].ends_with(" s elapsed")) << lines[0];
   fs::remove_all(dir);
 }

@@ -8,6 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/interrupt.h"
+#include "engine/progress.h"
+
 namespace psi::ops {
 
 namespace {
@@ -39,7 +42,11 @@ void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task)
   if (n <= 0) return;
   const int threads = t_in_task ? 1 : int(std::min<std::int64_t>(thread_count(), n));
   if (threads <= 1) {
-    for (std::int64_t i = 0; i < n; ++i) task(i);
+    for (std::int64_t i = 0; i < n; ++i) {
+      check_interrupt_in_operator();
+      progress_pulse();
+      task(i);
+    }
     return;
   }
   // Dynamic hand-out keeps uneven tasks balanced; outputs do not depend on who runs what.
@@ -55,6 +62,8 @@ void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task)
         return;
       }
       try {
+        check_interrupt_in_operator();
+        progress_pulse();
         task(i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);

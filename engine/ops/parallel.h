@@ -13,7 +13,10 @@ int thread_count();
 void set_thread_count(int n);
 
 // Runs task(i) for every i in [0, n). Tasks must not write shared outputs. Called from inside
-// a task, it runs its own tasks inline on that thread.
+// a task, it runs its own tasks inline on that thread. Before each task it is a check point for
+// signals (check_interrupt_in_operator): once one has arrived no further task starts and the
+// call throws the interruption after the running ones end. It also lets a long operator pulse
+// (progress_pulse, engine/progress.h), so that a log shows it is alive.
 void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task);
 
 }  // namespace psi::ops
