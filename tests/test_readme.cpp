@@ -225,11 +225,13 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
           for (std::size_t r = 0; r < t.rows.size(); ++r) {
             ASSERT_EQ(u.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": psi's row " << r;
             ASSERT_EQ(t.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": the README's row " << r;
-            for (std::size_t c = 0; c < t.header.size(); ++c)
-              if (c == 0 || !psi::reports::timing_field(t.header[c]))
+            for (std::size_t c = 0; c < t.header.size(); ++c) {
+              if (c == 0 || !psi::reports::timing_field(t.header[c])) {
                 EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << "README.md:" << b.line << ": table headed '" << t.header.at(0)
                                                       << "', row '" << t.rows[r][0] << "', column '" << t.header[c]
                                                       << "'";
+              }
+            }
           }
         }
       EXPECT_TRUE(found) << "README.md:" << b.line << ": psi " << shape << " prints no table headed\n  "
