@@ -35,14 +35,6 @@ constexpr Bf16 bf16_rne(float f) {
   return Bf16{std::uint16_t(u >> 16)};
 }
 
-// Round toward zero (truncation): the other rounding some kernels use; kept for the oracle's
-// "which rule reproduces this value" search.
-constexpr Bf16 bf16_rtz(float f) {
-  std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
-    return Bf16{std::uint16_t((u >> 16) | 0x0040u)};
-  return Bf16{std::uint16_t(u >> 16)};
-}
 
 // The BF16 write boundary: the float32 value an operator hands on after storing BF16.
 constexpr float bf(float f) { return bf16_rne(f).to_float(); }

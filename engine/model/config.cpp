@@ -24,7 +24,6 @@ Features features_for(std::string_view profile) {
   throw Error("unknown feature profile '" + std::string(profile) + "' (known: ltx25, ltx2)");
 }
 
-std::vector<std::string> profile_names() { return {"ltx25", "ltx2"}; }
 
 double ModelConfig::cross_max_pos() const {
   return std::max(video_max_pos.at(0), audio_max_pos.at(0));

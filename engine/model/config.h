@@ -38,7 +38,6 @@ struct Features {
 };
 
 Features features_for(std::string_view profile);  // "ltx25" or "ltx2"; else psi::Error
-std::vector<std::string> profile_names();
 
 struct ModelConfig {
   std::string name;

@@ -46,11 +46,4 @@ F32Tensor audio_positions(std::int64_t tokens, ops::F32Math math) {
   return p;
 }
 
-F32Tensor time_axis(const F32Tensor& positions) {
-  const std::int64_t n = positions.dim(2);
-  F32Tensor out({1, 1, n, 2});
-  std::copy_n(positions.data.begin(), 2 * n, out.data.begin());
-  return out;
-}
-
 }  // namespace psi::pipeline

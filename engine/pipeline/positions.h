@@ -17,7 +17,4 @@ F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t
                           ops::F32Math math = ops::F32Math::host);
 F32Tensor audio_positions(std::int64_t tokens, ops::F32Math math = ops::F32Math::host);
 
-// The time axis [1, 1, N, 2] of a positions tensor: what the cross-modal RoPE uses (§5.1 step 7).
-F32Tensor time_axis(const F32Tensor& positions);
-
 }  // namespace psi::pipeline
