@@ -233,7 +233,7 @@ void run_block_controls(const Options& o, Report& report) {
   steps_po.variants.clear();
   for (int k = 1; k < ops::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
   const probes::ProbeReport steps = probes::run_probe(name, steps_po);
-  report.add_case(0, BlockControlsCase{name, r.file.filename().string(), r.seed, probe_rows(r), flash_rows,
+  report.add_case(0, BlockControlsCase{name, r.file.string(), r.seed, probe_rows(r), flash_rows,
                                        float64_rows(r), flash_causes(r, steps), official, r.notes});
 }
 
@@ -352,8 +352,8 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
     }
     const auto& tm = c.official_timing_and_memory;
     if (!tm.is_null() && !tm.empty()) t.notes.push_back("official timing and memory on the recording GPU: " + tm.dump());
-    t.notes.push_back("case " + c.case_name + " from " + c.file +
-                      "; paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
+    t.notes.push_back(recording_note("case " + c.case_name + " recorded in", c.file, c.seed));
+    t.notes.push_back("paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
   }
   std::vector<Table> tables{t};
   if (Table f = float64_table(cases); !f.rows.empty()) tables.push_back(std::move(f));  // reports before it have none

@@ -78,6 +78,7 @@ void to_json(nlohmann::json& j, const OneTokenCase& r) {
   }
   if (const auto& p = r.result) {
     j["reference"] = p->reference;
+    if (!p->reference_file.empty()) j["reference_file"] = p->reference_file;
     j["wall_mean_s"] = p->wall_mean_s;
     j["wall_sd_s"] = p->wall_sd_s;
     j["invocations"] = p->invocations;
@@ -102,6 +103,7 @@ void from_json(const nlohmann::json& j, OneTokenCase& r) {
   if (j.contains("states")) {  // a path's run, not the recording or the rounded float64 states
     OneTokenResult& p = r.result.emplace();
     j.at("reference").get_to(p.reference);
+    read_if_present(j, "reference_file", p.reference_file);
     j.at("wall_mean_s").get_to(p.wall_mean_s);
     j.at("wall_sd_s").get_to(p.wall_sd_s);
     j.at("states").get_to(p.states);
@@ -166,7 +168,7 @@ void run_one_token(const Options& o, Report& report) {
                                                     recording->file.filename().string() + ")"
                                               : "dense path",
                                     mean, sd, result.invocations.size(), compare_states(result.states, ref),
-                                    pr.invocations, pr.run};
+                                    pr.invocations, pr.run, recording ? recording->file.string() : ""};
         rec.states_f64 = compare_states(result.states, forced ? f64_forced.states : f64_free.states);
         save_states(report, std::string("/states/") + cc.label + "/" + path + "/" + (forced ? "teacher_forced" : "free_running"),
                     result.states, path);
@@ -223,6 +225,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
   std::vector<Table> more;
   std::map<std::string, std::string> reference;
   std::map<std::string, std::uint64_t> seed;
+  std::map<std::string, std::string> reference_file;
   for (const OneTokenCase& c : cases) {
     if (!c.result) continue;
     const OneTokenResult& p = *c.result;
@@ -235,6 +238,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
                finite ? "yes" : "NO", c.states_f64 ? video_audio(c.states_f64->at(c.states_f64->size() - 1)) : "—"});
     reference[c.context] = p.reference;
     seed[c.context] = c.seed;
+    if (!p.reference_file.empty()) reference_file[c.context] = p.reference_file;
   }
   const auto states = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return c.result->states; };
   const auto states_f64 = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return *c.states_f64; };
@@ -248,6 +252,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
     more.push_back(per_state("per-state relative L2 to " + ref + ", " + context + " context (video / audio)", paths,
                              states));
     t.notes.push_back(context + " reference: " + ref + " (SynthInit seed " + std::to_string(seed[context]) + ")");
+    if (reference_file.count(context)) t.notes.push_back(recording_note(context + " recording", reference_file[context], {}));
     if (with_f64.empty()) continue;
     Table f;
     f.title = "distance to the float64 trajectory, " + context + " context (final state; differing: elements " +

@@ -41,7 +41,7 @@ void run_probes(const Options& o, Report& report) {
     po.backend = o.backend == "cuda" ? "cuda" : "host";
     probes::ProbeReport r = probes::run_probe(name, po);
     save_probe_outputs(report, r);
-    report.add_case(i, ProbesCase{name, r.file.filename().string(), r.seed, r.seconds, r.notes, probe_rows(r)});
+    report.add_case(i, ProbesCase{name, r.file.string(), r.seed, r.seconds, r.notes, probe_rows(r)});
   }
 }
 
@@ -53,7 +53,8 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
   d.title = "effect of the modified write boundaries (baseline -> modified, vs MATH / official)";
   d.columns = {"case", "tensor", "differing baseline", "differing modified", "removed", "rel L2 baseline",
                "rel L2 modified"};
-  for (const auto& c : case_records.get<std::vector<ProbesCase>>()) {
+  const auto cases = case_records.get<std::vector<ProbesCase>>();
+  for (const auto& c : cases) {
     std::map<std::string, const ProbeRow*> by_key;
     for (const ProbeRow& r : c.rows) {
       if (!r.distance) continue;
@@ -77,6 +78,7 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
   t.notes.push_back(rel_l2 + " sign flips: differing elements whose sign (−, 0, +) differs from the recording's; "
                     "max ULP (same sign): the largest BF16 ULP distance among the other differing elements (across "
                     "zero the ULP count is every BF16 value near zero).");
+  for (const ProbesCase& c : cases) t.notes.push_back(recording_note(c.case_name + " recorded in", c.file, c.seed));
   d.notes.push_back(rel_l2);
   d.notes.push_back("paper (real weights): the fp32 bias change removed 267,593 of 1,032,192 differing elements of "
                     "the audio FFN probe; fp32 attention moved relative L2 from 1.28e-3 to 1.26e-5. Ours are measured "

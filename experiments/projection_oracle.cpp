@@ -6,12 +6,14 @@
 #include "engine/ops/gemm.h"
 #include "oracle/explain.h"
 #include "oracle/operands.h"
+#include "probes/recording.h"
 #include "reports/h5.h"
 
 namespace psi::exp {
 
 void to_json(nlohmann::json& j, const ProjectionOracleCase& r) {
   j = {{"file", r.file}, {"probe", r.probe}, {"output", r.output}, {"elements", r.elements}, {"differing", r.differing}};
+  if (r.seed) j["seed"] = *r.seed;
   if (r.first) {
     j["row"] = r.first->row;
     j["col"] = r.first->col;
@@ -26,6 +28,7 @@ void from_json(const nlohmann::json& j, ProjectionOracleCase& r) {
   read_if_present(j, "file", r.file);
   read_if_present(j, "probe", r.probe);
   read_if_present(j, "output", r.output);
+  read_optional(j, "seed", r.seed);
   r.first.reset();
   if (j.contains("explanation")) {  // the table shows a disagreement's count and where it is
     j.at("differing").get_to(r.differing);
@@ -52,7 +55,8 @@ void run_projection_oracle(const Options& o, Report& report) {
       ++differing;
     }
   ProjectionOracleCase rec;
-  rec.file = file.filename().string();
+  rec.file = file.string();
+  rec.seed = probes::Recording(file, "probe_video_q_proj").seed();
   rec.probe = "probe_video_q_proj";
   rec.output = out.dataset;
   rec.elements = ours.numel();
@@ -86,6 +90,7 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& case_records
   t.columns = {"elements", "differing", "first (row, col)", "exact value", "correctly rounded", "psi-baseline",
                "official", "condition"};
   for (const auto& c : case_records.get<std::vector<ProjectionOracleCase>>()) {
+    if (!c.file.empty()) t.notes.push_back(recording_note(c.probe + " recorded in", c.file, c.seed));
     if (!c.first) {
       t.add_row({fmt_count(c.elements), "0", "-", "-", "-", "-", "-", "-"});
       continue;

@@ -110,6 +110,7 @@ struct OneTokenResult {
   std::uint64_t invocations = 0;
   std::vector<StateDistance> states;
   nlohmann::json per_invocation, run;  // run: null for the dense path
+  std::string reference_file;          // the recording's path; empty for the dense path and in earlier reports
 };
 struct OneTokenCase {
   std::string context;
@@ -248,6 +249,7 @@ void from_json(const nlohmann::json& j, ProbesCase& r);
 // projection-oracle: the first disagreement, explained when there is one.
 struct ProjectionOracleCase {
   std::string file, probe, output;
+  std::optional<std::uint64_t> seed;  // the recording's SynthInit seed; absent in earlier reports
   std::int64_t elements = 0, differing = 0;
   struct First {
     std::int64_t row = 0, col = 0;

@@ -246,4 +246,8 @@ std::string fmt_count(long long n) {
   return n < 0 ? "-" + out : out;
 }
 
+std::string recording_note(const std::string& what, const std::string& file, std::optional<std::uint64_t> seed) {
+  return what + ": " + file + (seed ? " (SynthInit seed " + std::to_string(*seed) + ")" : "");
+}
+
 }  // namespace psi::exp

@@ -1,6 +1,7 @@
 #pragma once
 // A result table: what every experiment prints and stores in its report, so that
 // `psi report FILE` re-renders it from the file alone (Markdown, CSV or JSON).
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,5 +42,8 @@ std::string fmt_sci(double v, int digits = 3);      // 1.234e-03
 std::string fmt_fixed(double v, int decimals = 2);  // 12.35
 std::string fmt_mib(double bytes);                  // "12.0 MiB"
 std::string fmt_count(long long n);                 // 1,032,192
+// A table note naming the recording a case used, so that tables of two recording sets (another
+// folder, another seed) cannot be taken for each other: "<what>: <file> (SynthInit seed S)".
+std::string recording_note(const std::string& what, const std::string& file, std::optional<std::uint64_t> seed);
 
 }  // namespace psi::exp

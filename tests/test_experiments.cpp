@@ -575,3 +575,26 @@ TEST_F(Experiments, FixedBudgetPoolOnTheCpuBackend) {
   EXPECT_NE(bad.out.find("psi: error: --pool '3G': unknown unit 'G'"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir_ / "bad.h5"));
 }
+
+// Which data (issue 27.6): the tables of the experiments on recordings name the recording they
+// read, folder and seed, so that tables made from two recording sets cannot pass for each other.
+TEST_F(Experiments, TablesNameTheRecordingFolderAndSeed) {
+  const fs::path shared = fs::path(PSI_SHARED_DIR) / "reference", other = dir_ / "another_reference";
+  fs::create_directories(other);
+  for (const char* f : {"probes_linear.h5", "probe_attn_traj.h5", "block_small.h5"})
+    fs::create_symlink(shared / f, other / f);
+  const std::vector<std::pair<std::string, std::string>> runs = {{"projection-oracle", "probes_linear.h5"},
+                                                                 {"probes", "probe_attn_traj.h5"},
+                                                                 {"block-controls", "block_small.h5"}};
+  for (const auto& [experiment, file] : runs) {
+    for (const fs::path& folder : {shared, other}) {
+      if (experiment != "projection-oracle" && folder == shared) continue;  // one folder is enough for the slower two
+      const fs::path out = dir_ / (experiment + "." + folder.filename().string() + ".h5");
+      CmdResult r = psi_cmd("run " + experiment + " --reference " + folder.string() + " --out " + out.string());
+      ASSERT_EQ(r.status, 0) << r.out;
+      EXPECT_NE(r.out.find(" recorded in: " + (folder / file).string() + " (SynthInit seed 0)"), std::string::npos)
+          << experiment << " with " << folder << ":\n"
+          << r.out;
+    }
+  }
+}
