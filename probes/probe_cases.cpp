@@ -156,7 +156,10 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
   // Each variant of a probe is a unit of work: a signal stops the probe after the current one (or
   // inside its operators, engine/ops/parallel.h).
   if (ctx.progress) ctx.progress->step("variant " + variant);
-  for (const auto& [name, ours] : outputs) {
+  for (const auto& output : outputs) {
+    // Named, not a structured binding: the lambdas below capture them (clang 14 cannot).
+    const std::string& name = output.first;
+    const Bf16Tensor& ours = output.second;
     // "<dataset>.<how>" is another computation of the recorded <dataset>.
     const std::string dataset = name.substr(0, name.find('.'));
     // A recording without the tensor would leave its rows out of every table without a word.

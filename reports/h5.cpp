@@ -1,8 +1,16 @@
 #include "reports/h5.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <map>
+#include <set>
+#include <tuple>
 #include <limits>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +19,8 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "engine/whole_number.h"
+#include "reports/isolated.h"
 #include "reports/output_path.h"
 
 namespace fs = std::filesystem;
@@ -204,6 +214,85 @@ Handle::~Handle() {
   if (id_ >= 0 && close_) close_(id_);
 }
 
+namespace {
+
+// A file as it was when checked: the same inode, size and times, or it is another file.
+using FileKey = std::tuple<dev_t, ino_t, off_t, std::int64_t, std::int64_t>;
+
+FileKey key_of(const struct stat& st) {
+  return {st.st_dev, st.st_ino, st.st_size, std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
+std::mutex g_checked_mutex;
+// Files a child has read: "" if it came through, else why the file is refused (asked again, the
+// same file is refused again without another child).
+std::map<FileKey, std::string> g_checked;
+
+// How long a child may take to read a file's structure: PSI_H5_CHECK_SECONDS, default 20.
+std::chrono::milliseconds check_limit() {
+  static const std::chrono::milliseconds limit = [] {
+    const char* v = std::getenv("PSI_H5_CHECK_SECONDS");
+    const auto s = v ? parse_whole(v, 1, 3600) : std::nullopt;
+    return std::chrono::milliseconds(1000 * (s ? *s : 20));
+  }();
+  return limit;
+}
+
+}  // namespace
+
+File File::open_unchecked(const fs::path& p) {
+  File f;
+  f.final_path_ = p;
+  f.file_ = Handle(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.file_) throw h5_error(p.string() + ": cannot open as HDF5 (corrupt or truncated?)");
+  return f;
+}
+
+void File::walk_structure() const {
+  const auto quietly = [](const auto& step) {
+    try {
+      step();
+    } catch (...) {
+    }
+  };
+  // What psi's readers do with a file, in their order (libhdf5's state after a corrupt read
+  // depends on what came before): list the datasets (every link and storage checked), the root's
+  // attributes, then each dataset's attributes, layout and, while they are few (a recording is
+  // megabytes; a state file can be more), its elements; then every group's attributes.
+  std::vector<DatasetInfo> datasets;
+  quietly([&] { datasets = list_datasets("/"); });
+  quietly([&] { attrs("/"); });
+  std::uint64_t budget = std::uint64_t(512) << 20;
+  for (const DatasetInfo& d : datasets) {
+    quietly([&] { attrs(d.path); });
+    const std::uint64_t size = d.kind == ElemKind::u8 ? 1 : d.kind == ElemKind::bf16 ? 2 : d.kind == ElemKind::f32 ? 4 : 8;
+    const std::uint64_t bytes = std::uint64_t(psi::numel(d.shape)) * size;
+    if (bytes > budget) continue;
+    budget -= bytes;
+    quietly([&] {
+      switch (d.kind) {
+        case ElemKind::bf16: read_bf16(d.path); break;
+        case ElemKind::f32: read_f32(d.path); break;
+        case ElemKind::f64: read_f64(d.path); break;
+        case ElemKind::u8: read_u8(d.path); break;
+        default: break;
+      }
+    });
+  }
+  std::vector<std::string> groups;
+  auto cb = [](hid_t, const char* name, const H5O_info_t* info, void* op) -> herr_t {
+    if (info->type == H5O_TYPE_GROUP) static_cast<std::vector<std::string>*>(op)->push_back(name);
+    return 0;
+  };
+  quietly([&] {
+    check_stored_here("/");
+    H5Ovisit2(file_.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &groups, H5O_INFO_BASIC);
+  });
+  for (const std::string& g : groups)
+    if (g != ".") quietly([&] { attrs("/" + g); });
+}
+
 File File::open_read(const fs::path& p) {
   quiet_errors();
   std::error_code ec;
@@ -212,10 +301,37 @@ File File::open_read(const fs::path& p) {
   // A fifo or a device would block the open or never end; a directory is no file at all.
   if (!fs::is_regular_file(st)) throw h5_error(p.string() + ": not a regular file");
   if (H5Fis_hdf5(p.c_str()) <= 0) throw h5_error(p.string() + ": not an HDF5 file");
-  File f;
-  f.final_path_ = p;
-  f.file_ = Handle(H5Fopen(p.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!f.file_) throw h5_error(p.string() + ": cannot open as HDF5 (corrupt or truncated?)");
+  struct stat before;
+  if (::stat(p.c_str(), &before) != 0) throw h5_error(p.string() + ": cannot stat: " + std::strerror(errno));
+  const FileKey key = key_of(before);
+  std::optional<std::string> refusal;
+  {
+    std::lock_guard<std::mutex> lock(g_checked_mutex);
+    if (const auto it = g_checked.find(key); it != g_checked.end()) refusal = it->second;
+  }
+  // libhdf5 parses the file format itself, and a corrupt file can crash it, make it loop or
+  // allocate without bound: it reads the file first in a child process, and psi opens the file
+  // only if the child came through.
+  if (!refusal) {
+    const reports::IsolatedOutcome o =
+        reports::run_isolated([&] { open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
+    refusal = o.kind == reports::IsolatedOutcome::Kind::crashed
+                  ? "libhdf5 crashed (" + o.detail + ") reading the file in a child process"
+              : o.kind == reports::IsolatedOutcome::Kind::timed_out
+                  ? "libhdf5 did not finish reading the file in a child process (" + o.detail +
+                        "; PSI_H5_CHECK_SECONDS sets the limit)"
+                  : "";
+    std::lock_guard<std::mutex> lock(g_checked_mutex);
+    g_checked.emplace(key, *refusal);
+  }
+  if (!refusal->empty()) throw h5_error(p.string() + ": " + *refusal + "; refused (a corrupt or hostile HDF5 file)");
+  File f = open_unchecked(p);
+  // The file opened must be the one the child read, not one put in its place meanwhile.
+  void* handle = nullptr;
+  struct stat opened;
+  if (H5Fget_vfd_handle(f.file_.get(), H5P_DEFAULT, &handle) < 0 || !handle || ::fstat(*static_cast<int*>(handle), &opened) != 0 ||
+      key_of(opened) != key)
+    throw h5_error(p.string() + ": changed while it was being checked; not read");
   return f;
 }
 

@@ -13,9 +13,11 @@
 #   psi <kind> at <file:line>  a sanitizer report in psi's code, or a target's check of psi's promises
 #   psi uncaught <type>    an exception other than psi::Error left psi
 #   psi multi-line error   a psi::Error whose message spans several lines
-#   libhdf5 <kind> in <fn> a crash, hang or huge allocation inside libhdf5 (see docs/reliability.md)
-# Crash inputs stay in <build>/fuzz-artifacts/<target>/. Exit status 1 when psi's code crashed,
-# 0 otherwise (libhdf5's crashes are reported, not failed on).
+#   libhdf5 <kind> in <fn> a crash, hang or huge allocation inside libhdf5 in psi's own process
+# Crash inputs stay in <build>/fuzz-artifacts/<target>/. Exit status 1 when the fuzzed process
+# crashed at all: libhdf5 reads every file first in a child process (reports/isolated.h), so a
+# crash of libhdf5 in psi's own process is psi's failure to shield itself, as a crash in psi's
+# code is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,13 +33,17 @@ cmake --build "$build" -j"$jobs" --target $targets >/dev/null
 echo "fuzz: build $(( $(date +%s) - t0 )) s"
 
 export LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# The child that reads a file first must give up well before libFuzzer's -timeout (10 s below)
+# would count the whole input as a hang.
+export PSI_H5_CHECK_SECONDS=${PSI_H5_CHECK_SECONDS:-4}
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 # The class of one crash input: re-run it and find the first stack frame that is libhdf5's or in
 # psi's sources (fuzz/ included: the targets' own checks of psi's promises).
 classify() {
   local bin=$1 input=$2 log frame kind
-  log=$(timeout 60 "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 "$input" 2>&1 || true)
+  mkdir -p "$build/fuzz-rerun"
+  log=$(timeout 60 "$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$build/fuzz-rerun/" "$input" 2>&1 || true)
   if grep -q "terminate called after throwing" <<<"$log"; then
     echo "psi uncaught $(grep -o "throwing an instance of '[^']*'" <<<"$log" | head -1 | cut -d"'" -f2)"
     return
@@ -85,7 +91,9 @@ for t in $targets; do
   if [ "$crashes" -gt 0 ]; then
     classes=$(ls -t "$art" | head -n "$crashes" | while read -r f; do classify "$bin" "$art/$f"; done | sort | uniq -c)
     sed 's/^/    /' <<<"$classes"
-    grep -q ' psi ' <<<"$classes" && status=1
+    # An input whose crash the re-run does not reproduce crashed a child that read the file first
+    # (its report muted, an out-of-memory of libFuzzer's malloc limit there): psi refused it.
+    grep -qv 'not reproduced on re-run' <<<"$classes" && status=1
   fi
 done
 printf 'fuzz summary: %s\n' "${summary[@]}"

@@ -636,3 +636,23 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
     expect_rejected(run_psi(args), args, Exit::bad_input, {file.string(), mention});
   }
 }
+
+// Files that crash libhdf5 1.10.8 itself (class 9; found by fuzz_h5_report, docs/reliability.md
+// bug 16): a SIGSEGV in H5A__close while attributes are iterated, a global-heap read past its
+// buffer in H5HG_read. psi used to die with them; libhdf5 now reads every file first in a
+// child process (reports/isolated.h), and psi refuses the file when the child does not come
+// through: exit 2, one line, through every command that reads HDF5.
+TEST(BadHdf5, FilesThatCrashLibhdf5AreRefused) {
+  const fs::path dir = fresh_dir("h5_crash");
+  for (const char* name : {"global_heap_read.h5", "attribute_close.h5"}) {
+    const fs::path f = dir / name;
+    fs::copy_file(fs::path(PSI_TEST_DATA) / "hdf5_crash" / name, f);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"verify", f.string()}, {"compare", f.string(), f.string()}, {"report", f.string()}}) {
+      const PsiRun r = run_psi(args);
+      EXPECT_EQ(r.signal, 0) << join(args) << ": psi died of signal " << r.signal;
+      expect_rejected(r, args, Exit::bad_input,
+                      {f.string() + ": libhdf5 crashed (", "reading the file in a child process; refused"});
+    }
+  }
+}
