@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -87,8 +88,17 @@ inline pid_t spawn_psi(const std::vector<std::string>& args, const fs::path& io_
   const std::string out = (io_dir / "stdout").string(), err = (io_dir / "stderr").string();
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  // The contract checked here is the error line; progress lines are stderr too, and a run slowed
+  // down (a sanitizer, a busy machine) past the 30 s period would print one before it. Progress
+  // is tested on its own (test_progress.cpp).
+  std::vector<std::string> env_s{"PSI_PROGRESS_SECONDS=86400"};
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("PSI_PROGRESS_SECONDS=")) env_s.emplace_back(*e);
+  std::vector<char*> env;
+  for (auto& e : env_s) env.push_back(e.data());
+  env.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
 }
