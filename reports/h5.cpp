@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <map>
-#include <set>
 #include <tuple>
 #include <limits>
 #include <cstdint>
