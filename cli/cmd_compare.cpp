@@ -43,6 +43,7 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
                "compare only what both files hold: datasets in one file only are listed, not failures "
                "(--only and --map imply it)");
   sub.add_flag("--json", o->json, "machine-readable output");
+  psi::cli::add_allow_links_option(sub);
   sub.add_flag("--timing", o->timing,
                "also compare the timing fields of JSON text datasets (a report's wall times and the tables' "
                "timing columns), which differ from run to run and are otherwise listed as not compared");

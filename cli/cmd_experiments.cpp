@@ -87,6 +87,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                  "a kernel-config FILE (psi-kernel-config/1, psi kernels search): official-h200's K split per "
                  "product shape instead of the recorded choices; recorded in the report's options");
   sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
+  add_allow_links_option(sub);
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
       ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
@@ -168,6 +169,7 @@ psi::cli::Registrar report_reg("report", "re-render an experiment report's table
   auto r = std::make_shared<ReportOpts>();
   sub.add_option("file", r->file, "report written by psi run")->required();
   sub.add_option("--format", r->format, "markdown (default), csv, json");
+  add_allow_links_option(sub);
   return [r] {
     const exp::Format f = exp::parse_format(r->format);
     std::cout << exp::render(exp::read_tables(r->file), f);
@@ -187,6 +189,7 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
   sub.add_option("shards", m->shards, "shard reports (psi run ... --shard i/n)")->required();
   sub.add_option("--out", m->out, "merged report")->required()->check(output_path());
   add_force_flag(sub);
+  add_allow_links_option(sub);
   sub.add_flag("--allow-partial", m->allow_partial,
                "merge partial shards (an interrupted run's <report>.partial.h5) too; the merged report is marked partial");
   return [m] {

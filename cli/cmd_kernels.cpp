@@ -218,6 +218,7 @@ psi::cli::Registrar kernels_reg(
       for (CLI::App* a : {sh, se, wh, co}) {
         a->add_option("--reference", o->reference, "FOLDER of recordings (default <shared>/reference)");
         a->add_option("--config", o->config, "kernel-config FILE (psi-kernel-config/1): the K splits to use (search: to start from)");
+        psi::cli::add_allow_links_option(*a);
       }
       co->get_option("--config")->required();
       for (CLI::App* a : {sh, se, wh})

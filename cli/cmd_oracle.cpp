@@ -278,6 +278,7 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
   cert->add_option("--list", c->list, "write the not correctly rounded elements to this CSV file")
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(*cert);
+  psi::cli::add_allow_links_option(*cert);
   cert->footer(std::string(psi::cli::kExitRule) +
                "\nThe two ULP measures of the worst element (--json: worst.ulps, worst.signed_ulps; the text: "
                "\"N ULP, signed error S ULP\"):\n"
@@ -296,6 +297,7 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
   expl->add_option("--candidate", e->candidates, "NAME=0xBITS, a BF16 value to judge (repeatable)");
   expl->add_option("--trace", e->trace, "ORDER: the order's steps against the exact sum (h200-tensor-core)");
   expl->add_flag("--json", e->json, "print one JSON object");
+  psi::cli::add_allow_links_option(*expl);
   return [c, e, cert]() { return cert->parsed() ? run_certify(*c) : run_explain(*e); };
 });
 

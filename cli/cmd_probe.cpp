@@ -148,6 +148,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "coloured by ULP distance) and a histogram of the ULP distances, as SVG and PNG")
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
+  psi::cli::add_allow_links_option(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
       ->check(psi::cli::whole_number(1, 1024));
   sub.add_option("--backend", o->backend,

@@ -19,10 +19,11 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
                                [](CLI::App& sub) {
   auto files = std::make_shared<std::vector<std::string>>();
   sub.add_option("files", *files, "psi reports, state files or recordings")->required();
+  psi::cli::add_allow_links_option(sub);
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi verify: 0 every check of every file held; 1 a check failed (data that does not match its "
              "sha256_full, a non-finite count that does not match nonfinite_count, another psi-h5 schema, a partial "
-             "file), each named; 2 a file psi cannot read as a whole (not HDF5, a soft or external link, external "
+             "file), each named; 2 a file psi cannot read as a whole (not HDF5, a soft link or an external link --allow-link-to does not allow, external "
              "storage, a virtual dataset, a malformed integrity attribute).");
   return [files] {
     int status = int(psi::Exit::ok);

@@ -55,6 +55,21 @@ inline void add_force_flag(CLI::App& sub) {
                         "refused, exit 2)");
 }
 
+// --allow-link-to FILE (repeatable) on a command that reads HDF5 files: HDF5 external links that
+// lead to FILE are followed (reports/h5.h); nothing else outside the files named is read. The
+// files are checked, and allowed, when the command starts (main, allow_named_links).
+std::vector<std::string>& named_link_targets();
+inline void add_allow_links_option(CLI::App& sub) {
+  sub.add_option_function<std::vector<std::string>>(
+         "--allow-link-to",
+         [](const std::vector<std::string>& files) {
+           for (const std::string& f : files) named_link_targets().push_back(f);
+         },
+         "FILE: follow HDF5 external links that lead to FILE (repeat for more files); without it an input's "
+         "external link is refused, exit 2. FILE counts as an input: no output may replace it")
+      ->check(output_path());
+}
+
 // The exit-status rule of every psi command (psi::Exit), printed under each command's help.
 inline constexpr std::string_view kExitRule =
     "Exit status: 0 it ran, and every bitwise claim the command makes held (results written); "

@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "reports/h5.h"
 #include "psi_version.h"
 
 namespace psi::cli {
@@ -18,6 +19,11 @@ namespace psi::cli {
 std::vector<Command>& registry() {
   static std::vector<Command> commands;
   return commands;
+}
+
+std::vector<std::string>& named_link_targets() {
+  static std::vector<std::string> files;
+  return files;
 }
 
 }  // namespace psi::cli
@@ -156,6 +162,7 @@ int main(int argc, char** argv) {
   // one at once (engine/interrupt.h).
   install_interrupt_handlers();
   try {
+    for (const std::string& f : cli::named_link_targets()) h5::allow_links_to(f);
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;
       const int status = run();

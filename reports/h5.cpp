@@ -20,6 +20,7 @@
 #include "engine/interrupt.h"
 #include "engine/whole_number.h"
 #include "reports/isolated.h"
+#include "reports/link_allowance.h"
 #include "reports/output_path.h"
 
 namespace fs = std::filesystem;
@@ -31,6 +32,18 @@ namespace {
 Error h5_error(const std::string& what) { return Error(what, Exit::bad_input); }
 
 constexpr const char* kOnlyHere = "; psi reads only what is stored in the file it opened";
+// The most external links psi follows on one path: a chain or a loop of allowed links ends here.
+constexpr int kMaxExternalLinks = 8;
+
+// The file descriptor's device and inode of an open HDF5 file or of the file an object is in.
+std::optional<std::pair<dev_t, ino_t>> file_identity(hid_t file_or_object) {
+  Handle f(H5Iget_file_id(file_or_object), H5Fclose);
+  void* fd = nullptr;
+  struct stat st;
+  if (!f || H5Fget_vfd_handle(f.get(), H5P_DEFAULT, &fd) < 0 || !fd || ::fstat(*static_cast<int*>(fd), &st) != 0)
+    return std::nullopt;
+  return std::pair{st.st_dev, st.st_ino};
+}
 
 // What a link that is not a hard link points at, for the refusal.
 std::string link_description(hid_t file, const std::string& path, const H5L_info_t& li) {
@@ -181,6 +194,10 @@ void quiet_errors() {
     // closes every file it writes itself; nothing is left for the handler to flush.
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    // A dataset naming a filter libhdf5 lacks would make it load a shared object from the
+    // plugin folders (HDF5_PLUGIN_PATH): a file psi reads never runs code. psi's files and the
+    // recordings use the built-in filters only.
+    H5PLset_loading_state(0);
     return true;
   }();
   (void)once;
@@ -334,6 +351,11 @@ File File::open_read(const fs::path& p) {
   return f;
 }
 
+void allow_links_to(const fs::path& file) {
+  File::open_read(file);
+  reports::allow_link_target(file);
+}
+
 File File::create(const fs::path& final_path) {
   quiet_errors();
   // The part of the output rule that needs no inputs; commands check their inputs before.
@@ -402,6 +424,11 @@ void File::abandon_to(const fs::path& partial) {
 std::string File::where(const std::string& object) const { return final_path_.string() + ":" + object; }
 
 bool File::exists(const std::string& path) const {
+  int external = 0;
+  return exists(path, external);
+}
+
+bool File::exists(const std::string& path, int& external) const {
   if (path == "/" || path.empty()) return true;
   // Each prefix in turn, so that HDF5 never traverses a link before psi has seen it: only hard
   // links lead on (a soft link may lead anywhere, an external link into another file, which
@@ -413,16 +440,72 @@ bool File::exists(const std::string& path) const {
     if (H5Lexists(file_.get(), prefix.c_str(), H5P_DEFAULT) <= 0) return false;
     H5L_info_t li;
     if (H5Lget_info(file_.get(), prefix.c_str(), &li, H5P_DEFAULT) < 0) return false;
-    if (li.type != H5L_TYPE_HARD)
+    if (li.type == H5L_TYPE_EXTERNAL) {
+      if (++external > kMaxExternalLinks)
+        throw h5_error(where(prefix) + ": more than " + std::to_string(kMaxExternalLinks) +
+                       " external links on one path (a chain or a loop of links); not followed");
+      if (!check_external_link(prefix, li, external)) return false;
+    } else if (li.type != H5L_TYPE_HARD) {
       throw h5_error(where(prefix) + " is " + link_description(file_.get(), prefix, li) + kOnlyHere);
+    }
     if (pos == std::string::npos) return true;
   }
+}
+
+bool File::check_external_link(const std::string& link, const H5L_info_t& li, int& external) const {
+  std::string val(li.u.val_size + 1, '\0');
+  const char *target_file = nullptr, *target_path = nullptr;
+  if (H5Lget_val(file_.get(), link.c_str(), val.data(), val.size(), H5P_DEFAULT) < 0 ||
+      H5Lunpack_elink_val(val.data(), val.size(), nullptr, &target_file, &target_path) < 0 || !target_file || !target_path)
+    throw h5_error(where(link) + " is an external link that cannot be read" + kOnlyHere);
+  const std::string described = "an external link to " + std::string(target_file) + ":" + target_path;
+  if (reports::allowed_link_targets().empty())
+    throw h5_error(where(link) + " is " + described + kOnlyHere + " (--allow-link-to FILE follows links to FILE)");
+  // HDF5 looks for a link's file under HDF5_EXT_PREFIX first: psi could not tell which file it
+  // would open.
+  if (const char* env = std::getenv("HDF5_EXT_PREFIX"); env && *env)
+    throw h5_error(where(link) + " is " + described + "; not followed while HDF5_EXT_PREFIX is set");
+  // The file libhdf5 1.10 opens first: an absolute name as it is, a relative one in the folder
+  // of the file that holds the link (then other places, which psi never allows: the file that
+  // is opened is checked again in open_here).
+  fs::path target = target_file;
+  if (target.is_relative()) {
+    const std::string parent = link.substr(0, std::max<std::size_t>(link.rfind('/'), 1));
+    Handle holder = open_object(file_.get(), parent, where(parent));
+    const ssize_t n = H5Fget_name(holder.get(), nullptr, 0);
+    std::string holder_name(n > 0 ? std::size_t(n) + 1 : 1, '\0');
+    if (n <= 0 || H5Fget_name(holder.get(), holder_name.data(), holder_name.size()) < 0)
+      throw h5_error(where(link) + " is " + described + "; the file that holds it has no name to resolve it against");
+    std::error_code ec;
+    target = fs::absolute(holder_name.c_str(), ec).parent_path() / target;
+  }
+  if (!reports::link_target_allowed(target))
+    throw h5_error(where(link) + " is " + described + " (the file " + target.string() + ")" + kOnlyHere +
+                   ", and --allow-link-to does not name that file");
+  // The path the link names is walked in its file by the same rules, so that a link there (a
+  // chain, a loop) is seen before libhdf5 follows it; a missing one is a dangling link.
+  return open_read(target).exists(target_path, external);
+}
+
+void File::check_file_of(hid_t object, const std::string& path) const {
+  const auto in = file_identity(object);
+  const auto own = file_identity(file_.get());
+  if (!in || !own) throw h5_error(where(path) + ": cannot tell which file it is in");
+  if (*in != *own && !reports::link_target_allowed(in->first, in->second))
+    throw h5_error(where(path) + " was found in a file --allow-link-to does not name" + kOnlyHere);
+}
+
+Handle File::open_here(const std::string& object) const {
+  Handle o = open_object(file_.get(), object, where(object));
+  check_file_of(o.get(), object);
+  return o;
 }
 
 Handle File::open_dataset(const std::string& dataset) const {
   if (!exists(dataset)) throw h5_error(where(dataset) + ": no such dataset");
   Handle d(H5Dopen2(file_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
   if (!d) throw h5_error(where(dataset) + ": not a dataset");
+  check_file_of(d.get(), dataset);
   if (const auto elsewhere = stored_elsewhere(d.get())) throw h5_error(where(dataset) + " is " + *elsewhere + kOnlyHere);
   return d;
 }
@@ -457,14 +540,22 @@ std::vector<DatasetInfo> File::list_datasets(const std::string& under) const {
     return 0;
   };
   if (!exists(under)) throw h5_error(where(under) + ": no such object");
-  // Before H5Ovisit sees the tree: every link in it hard, every dataset stored here.
-  check_stored_here(under);
-  Handle root = open_object(file_.get(), under, where(under));
+  // Before H5Ovisit sees the tree: every link in it hard or allowed, every dataset stored here.
+  const std::vector<std::string> external = check_stored_here(under);
+  Handle root = open_here(under);
   if (H5Ovisit2(root.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &names, H5O_INFO_BASIC) < 0)
     throw h5_error(where(under) + ": cannot list datasets");
   std::vector<DatasetInfo> out;
   std::string prefix = under == "/" ? "/" : under + "/";
   for (auto& n : names) out.push_back(info(prefix + n));
+  // H5Ovisit follows hard links only: what allowed external links lead to is listed by path.
+  for (const std::string& link : external) {
+    H5O_info_t oi;
+    if (H5Oget_info_by_name(file_.get(), link.c_str(), &oi, H5P_DEFAULT) < 0) throw h5_error(where(link) + ": no such object");
+    if (oi.type == H5O_TYPE_DATASET) out.push_back(info(link));
+    else if (oi.type == H5O_TYPE_GROUP)
+      for (DatasetInfo& d : list_datasets(link)) out.push_back(std::move(d));
+  }
   return out;
 }
 
@@ -548,7 +639,7 @@ std::string File::read_text(const std::string& dataset) const {
 
 std::optional<AttrValue> File::attr(const std::string& object, const std::string& name) const {
   if (!exists(object)) return std::nullopt;  // refuses a path through anything but hard links
-  Handle o = open_object(file_.get(), object, where(object));
+  Handle o = open_here(object);
   if (H5Aexists(o.get(), name.c_str()) <= 0) return std::nullopt;
   if (auto s = read_string_attr(o.get(), name.c_str())) return AttrValue(*s);
   Handle a(H5Aopen(o.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
@@ -570,7 +661,7 @@ std::optional<AttrValue> File::attr(const std::string& object, const std::string
 
 bool File::has_attr(const std::string& object, const std::string& name) const {
   if (!exists(object)) return false;
-  Handle o = open_object(file_.get(), object, where(object));
+  Handle o = open_here(object);
   return H5Aexists(o.get(), name.c_str()) > 0;
 }
 
@@ -584,7 +675,7 @@ std::string File::attr_string(const std::string& object, const std::string& name
 Attrs File::attrs(const std::string& object) const {
   Attrs out;
   if (!exists(object)) throw h5_error(where(object) + ": no such object");
-  Handle o = open_object(file_.get(), object, where(object));
+  Handle o = open_here(object);
   std::vector<std::string> names;
   auto cb = [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
     static_cast<std::vector<std::string>*>(op)->push_back(name);
@@ -673,11 +764,15 @@ void File::copy_from(const File& src, const std::string& path) {
     throw Error(src.where(path) + ": no such object");
   if (!exists(path)) {
     // H5Ocopy would carry soft and external links, virtual datasets and external storage over
-    // as they are: everything under `path` must be stored in `src` itself.
+    // as they are: everything under `path` must be stored in `src` itself, or in a file an
+    // allowed external link leads to, whose objects are copied in (the output stands alone).
     src.check_stored_here(path);
     auto slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) ensure_group(path.substr(0, slash));
-    if (H5Ocopy(src.id(), path.c_str(), file_.get(), path.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+    Handle copy(H5Pcreate(H5P_OBJECT_COPY), H5Pclose);
+    if (!copy || H5Pset_copy_object(copy.get(), H5O_COPY_EXPAND_EXT_LINK_FLAG) < 0)
+      throw Error(where(path) + ": cannot set up the copy", Exit::run_failed);
+    if (H5Ocopy(src.id(), path.c_str(), file_.get(), path.c_str(), copy.get(), H5P_DEFAULT) < 0)
       throw Error(where(path) + ": cannot copy from " + src.path().string(), Exit::run_failed);
     return;
   }
@@ -694,27 +789,34 @@ void File::copy_from(const File& src, const std::string& path) {
   for (const auto& c : children) copy_from(src, prefix + c);
 }
 
-void File::check_stored_here(const std::string& path) const {
+std::vector<std::string> File::check_stored_here(const std::string& path) const {
   H5O_info_t info;
   if (!exists(path) || H5Oget_info_by_name(file_.get(), path.c_str(), &info, H5P_DEFAULT) < 0)
     throw h5_error(where(path) + ": no such object");
   const H5O_type_t type = info.type;
   if (type == H5O_TYPE_DATASET) {
     open_dataset(path);
-    return;
+    return {};
   }
-  if (type != H5O_TYPE_GROUP) return;
-  // Every link under the group, depth first; a child that is not a hard link, or a dataset
-  // stored elsewhere, throws out of the walk (kept and rethrown below: HDF5 is C).
+  if (type != H5O_TYPE_GROUP) return {};
+  // Every link under the group, depth first; a child that is not a hard link (nor an external
+  // link --allow-link-to allows), or a dataset stored elsewhere, throws out of the walk (kept and
+  // rethrown below: HDF5 is C). H5Lvisit does not enter external links: they are walked after.
   struct Walk {
     const File* file;
     std::string prefix;
+    std::vector<std::string> external;
     std::exception_ptr error;
-  } walk{this, path == "/" ? "/" : path + "/", nullptr};
+  } walk{this, path == "/" ? "/" : path + "/", {}, nullptr};
   auto cb = [](hid_t, const char* name, const H5L_info_t* li, void* op) -> herr_t {
     auto* w = static_cast<Walk*>(op);
     try {
       const std::string child = w->prefix + name;
+      if (li->type == H5L_TYPE_EXTERNAL) {
+        w->file->exists(child);  // throws unless allowed
+        w->external.push_back(child);
+        return 0;
+      }
       if (li->type != H5L_TYPE_HARD)
         throw h5_error(w->file->where(child) + " is " + link_description(w->file->id(), child, *li) + kOnlyHere);
       H5O_info_t oi;
@@ -731,6 +833,8 @@ void File::check_stored_here(const std::string& path) const {
   const herr_t rc = H5Lvisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &walk);
   if (walk.error) std::rethrow_exception(walk.error);
   if (rc < 0) throw h5_error(where(path) + ": cannot list its links");
+  for (const std::string& link : walk.external) check_stored_here(link);
+  return walk.external;
 }
 
 }  // namespace psi::h5

@@ -72,7 +72,8 @@ class File {
 
   // A link at `path` (group or dataset). psi reads only what is stored in the file it opened:
   // a soft or external link anywhere on the path is refused (psi::Error, exit 2), before HDF5
-  // could follow it; so is a dataset with external storage or a virtual dataset when read.
+  // could follow it; so is a dataset with external storage or a virtual dataset when read. The
+  // one exception: an external link to a file the user named (allow_links_to).
   bool exists(const std::string& path) const;
   std::vector<DatasetInfo> list_datasets(const std::string& under = "/") const;
   DatasetInfo info(const std::string& dataset) const;
@@ -124,8 +125,18 @@ class File {
   // Opens a dataset reached through hard links only whose elements lie in this file: a soft or
   // external link on its path, external storage or a virtual dataset is refused (exit 2).
   Handle open_dataset(const std::string& dataset) const;
-  // The same for every link and dataset under `path` (a group or a dataset).
-  void check_stored_here(const std::string& path) const;
+  // The same for every link and dataset under `path` (a group or a dataset); returns the
+  // external links under it that --allow-link-to allowed (walked too).
+  std::vector<std::string> check_stored_here(const std::string& path) const;
+  // exists(), counting the external links followed on the way: a bound ends chains and loops.
+  bool exists(const std::string& path, int& external) const;
+  // An external link is followed only to a file --allow-link-to names: psi::Error (exit 2)
+  // otherwise, naming the link and its target. Whether what it names exists.
+  bool check_external_link(const std::string& link, const H5L_info_t& li, int& external) const;
+  // An object libhdf5 opened must lie in this file or in a file --allow-link-to names, whatever
+  // names libhdf5 tried on the way to it.
+  void check_file_of(hid_t object, const std::string& path) const;
+  Handle open_here(const std::string& object) const;
 
   Handle file_;
   std::filesystem::path final_path_;
@@ -135,5 +146,10 @@ class File {
 
 // Silences HDF5's own error stack printing for the process: psi reports errors itself.
 void quiet_errors();
+
+// --allow-link-to FILE: external links that lead to FILE are followed (no other kind of link,
+// no external storage, no virtual dataset). FILE is checked as an input is (open_read), and
+// becomes one of the command's inputs for the output rule.
+void allow_links_to(const std::filesystem::path& file);
 
 }  // namespace psi::h5

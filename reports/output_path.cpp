@@ -18,6 +18,7 @@
 #include "engine/interrupt.h"
 #include "engine/whole_number.h"
 #include "reports/h5.h"
+#include "reports/link_allowance.h"
 
 namespace fs = std::filesystem;
 
@@ -118,7 +119,10 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
   if (so && !S_ISREG(so->st_mode))
     throw Error(name + via + " is " + kind_of(so->st_mode) + ", not a regular file; not replaced");
   const fs::path out_resolved = resolved(out);
-  for (const fs::path& in : inputs) {
+  // Files external links were allowed to lead to are read as much as the named inputs are.
+  std::vector<fs::path> read = inputs;
+  for (fs::path& linked : allowed_link_targets()) read.push_back(std::move(linked));
+  for (const fs::path& in : read) {
     if (in.empty()) continue;
     const auto si = stat_of(in);
     const bool same_inode = so && si && si->st_dev == so->st_dev && si->st_ino == so->st_ino;

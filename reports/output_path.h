@@ -11,7 +11,7 @@
 //     through (the file it names is replaced, the link stays), under the same rules;
 //   - it is one of the command's inputs under any name: the same file (st_dev/st_ino, which
 //     covers symbolic and hard links) or the same path once `..` and symbolic links are
-//     resolved.
+//     resolved. The files --allow-link-to names are inputs too (reports/link_allowance.h).
 // Files are written under a temporary name beside the file they replace and moved over it by
 // rename_into_place, which looks at the target again first.
 #include <filesystem>

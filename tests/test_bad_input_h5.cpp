@@ -499,6 +499,113 @@ TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
   expect_rejected(run_psi(args), args, Exit::bad_input, {":/report/tables is an external link"});
 }
 
+// --allow-link-to FILE: the one way an input's external link is followed, and only into a file
+// the user named. Without it, or naming another file, the link is refused (exit 2, naming the link
+// and the file it leads to); a relative link is resolved where libhdf5 looks first, the folder of
+// the file holding it; a loop of allowed links ends; a named file is an input, so no output replaces it.
+TEST(BadHdf5, ExternalLinksAreFollowedOnlyIntoFilesTheUserNames) {
+  const fs::path dir = fresh_dir("h5_allow_links");
+  const psi::Bf16Tensor y = bf16_tensor({16}, 2.0f);
+  const fs::path other = plain_file(dir / "other.h5", [&](h5::File& f) { f.write_bf16("/y", y); });
+  const fs::path unrelated = plain_file(dir / "unrelated.h5", [&](h5::File& f) { f.write_bf16("/y", y); });
+  const fs::path same = plain_file(dir / "same.h5", [&](h5::File& f) { f.write_bf16("/x", y); });
+  const fs::path changed = plain_file(dir / "changed.h5", [&](h5::File& f) { f.write_bf16("/x", bf16_tensor({16}, 3.0f)); });
+  const fs::path link = plain_file(dir / "link.h5", [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(other.c_str(), "/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  // Named relative to the folder of the file that holds the link, as libhdf5 resolves it.
+  const fs::path relative = plain_file(dir / "relative.h5", [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external("other.h5", "/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  const fs::path loop_a = dir / "loop_a.h5", loop_b = dir / "loop_b.h5";
+  plain_file(loop_a, [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(loop_b.c_str(), "/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+  plain_file(loop_b, [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(loop_a.c_str(), "/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+
+  // A chain: the link in the named file leads on to a file not named.
+  const fs::path chain = plain_file(dir / "chain.h5", [&](h5::File& f) {
+    ASSERT_GE(H5Lcreate_external(link.c_str(), "/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
+  });
+
+  // Followed into the named file: the linked elements are the ones compared.
+  for (const fs::path& f : {link, relative}) {
+    const PsiRun equal = run_psi({"compare", f.string(), same.string(), "--allow-link-to", other.string()});
+    EXPECT_EQ(equal.status, 0) << equal.err << equal.out;
+    EXPECT_NE(equal.out.find("/x"), std::string::npos) << equal.out;
+    const PsiRun differs = run_psi({"compare", f.string(), changed.string(), "--allow-link-to", other.string()});
+    EXPECT_EQ(differs.status, 1) << differs.err << differs.out;
+  }
+  const PsiRun verified = run_psi({"verify", link.string(), "--allow-link-to", other.string()});
+  EXPECT_EQ(verified.status, 0) << verified.err << verified.out;
+  const PsiRun chained = run_psi({"compare", chain.string(), same.string(), "--allow-link-to", link.string(),
+                                  "--allow-link-to", other.string()});
+  EXPECT_EQ(chained.status, 0) << chained.err << chained.out;
+
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> refused{
+      {{"compare", link.string(), same.string()},
+       {":/x is an external link to " + other.string() + ":/y", "--allow-link-to FILE follows links to FILE"}},
+      {{"compare", link.string(), same.string(), "--allow-link-to", unrelated.string()},
+       {":/x is an external link to " + other.string(), "--allow-link-to does not name that file"}},
+      {{"verify", relative.string(), "--allow-link-to", unrelated.string()},
+       {":/x is an external link to other.h5:/y (the file " + other.string() + ")"}},
+      {{"compare", loop_a.string(), same.string(), "--allow-link-to", loop_a.string(), "--allow-link-to", loop_b.string()},
+       {":/x: more than 8 external links on one path"}},
+      {{"compare", chain.string(), same.string(), "--allow-link-to", link.string()},
+       {link.string() + ":/x is an external link to " + other.string() + ":/y", "--allow-link-to does not name that file"}},
+      {{"compare", link.string(), same.string(), "--allow-link-to", (dir / "missing.h5").string()},
+       {(dir / "missing.h5").string(), "no such file"}},
+      {{"probe", "audio-self-attn", "--out", other.string(), "--force", "--allow-link-to", other.string()},
+       {other.string(), "is the input file"}},
+  };
+  for (const auto& c : refused) expect_rejected(run_psi(c.first), c.first, Exit::bad_input, c.second);
+}
+
+// A dataset whose filter libhdf5 does not have makes libhdf5 look for a plugin: it loads every
+// lib*.so in HDF5_PLUGIN_PATH's folders, running their code. A file psi reads must never make it
+// run code: psi turns plugin loading off, and refuses the dataset as unreadable.
+TEST(BadHdf5, FilterPluginsAreNeverLoaded) {
+  const fs::path dir = fresh_dir("h5_plugin");
+  const fs::path plugins = dir / "plugins";
+  fs::create_directories(plugins);
+  fs::copy_file(PSI_MARKER_PLUGIN, plugins / "libpsi_test_marker_plugin.so");
+  const fs::path file = dir / "unknown_filter.h5";
+  {
+    h5::Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    const hsize_t n = 64, chunk = 16;
+    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl.get(), 1, &chunk);
+    H5Pset_deflate(dcpl.get(), 6);
+    h5::Handle d(H5Dcreate2(f.get(), "/x", H5T_STD_U16LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    std::vector<std::uint16_t> v(n, 0x3f80);
+    ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  }
+  // The deflate filter's entry in the pipeline message (version 1: identifier, name length,
+  // flags, value count, then the name) is given the identifier of a filter libhdf5 lacks (32004).
+  std::string bytes = slurp(file);
+  const std::size_t name = bytes.find(std::string("deflate\0", 8));
+  ASSERT_NE(name, std::string::npos);
+  ASSERT_GE(name, 8u);
+  ASSERT_EQ(bytes[name - 8], '\x01');
+  ASSERT_EQ(bytes[name - 7], '\x00');
+  bytes[name - 8] = '\x04';
+  bytes[name - 7] = '\x7d';
+  write_bytes(file, bytes);
+
+  const fs::path marker = dir / "plugin-ran";
+  ::setenv("HDF5_PLUGIN_PATH", plugins.c_str(), 1);
+  ::setenv("PSI_TEST_PLUGIN_MARKER", marker.c_str(), 1);
+  const std::vector<std::string> args{"compare", file.string(), file.string()};
+  const PsiRun r = run_psi(args);
+  ::unsetenv("HDF5_PLUGIN_PATH");
+  ::unsetenv("PSI_TEST_PLUGIN_MARKER");
+  expect_rejected(r, args, Exit::bad_input, {file.string() + ":/x"});
+  EXPECT_FALSE(fs::exists(marker)) << "psi loaded an HDF5 filter plugin reading " << file;
+}
+
 // Integrity attributes that a type could switch off (class 3 of the round-three trust issue):
 // a sha256_full or stored attribute of an unexpected type or form used to read as "no hash" or
 // "not whole", so edited data passed psi compare, psi probe and psi oracle. Present but
