@@ -135,16 +135,13 @@ void check_list_path(const std::string& list, const std::string& input) {
 // certify decides whether each element is the correctly rounded projection, so an --output that
 // is not the projection's (the GELU after it, another tensor of the same shape) would only give
 // "not correctly rounded" everywhere. It is refused by the test the automatic choice uses
-// (oracle/operands.cpp): row 0 within 1 ULP of the exact projection in at least 99% of its elements.
+// (po::match_row0).
 void require_projection_output(const Loaded& l, const psi::Bf16Tensor& y, const std::string& requested) {
   const auto& p = l.problem;
-  const psi::Bf16Tensor exact = po::correctly_rounded_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, 1, 1);
-  std::int64_t close = 0;
-  for (std::int64_t j = 0; j < p.N; ++j)
-    close += psi::bf16_ulp_distance(y.data[std::size_t(j)], exact.data[std::size_t(j)]) <= 1;
-  if (close * 100 < p.N * 99)
+  const po::Row0Match m = po::match_row0(p, y, po::projection_row0(p));
+  if (!m.is_projection)
     throw Error("oracle certify: --output " + requested + ": " + l.output + " is not the output of the projection " +
-                "(row 0: " + std::to_string(close) + " of " + std::to_string(p.N) +
+                "(row 0: " + std::to_string(m.close) + " of " + std::to_string(p.N) +
                 " elements within 1 ULP of the exact x W^T + b); certify decides projection outputs only");
 }
 

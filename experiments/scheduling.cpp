@@ -217,7 +217,7 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& case_records, const
   t.title = "PSI schedules on the first block (Table IV) — model " + recorded_model(options) +
             ", arena " + arena + row_tile;
   t.columns = {"schedule", "wall (ms, mean ± SD)", "weights H2D", "journal H2D + D2H", "journal commits / reloads / resident",
-               "blocking syncs", "managed peak / bound", "10 probes bitwise equal in every run"};
+               "blocking syncs", "managed peak / bound", std::to_string(kProbes) + " probes bitwise equal in every run"};
   nlohmann::json runs = nlohmann::json::array();
   for (const SchedulingCase& c : cases) runs.push_back(c.run);
   const bool gpu = any_gpu_memory(runs);

@@ -162,6 +162,18 @@ Bf16Tensor load_output(const h5::File& f, const std::string& dataset, const Line
   return y;
 }
 
+Bf16Tensor projection_row0(const LinearProblem& p) {
+  return correctly_rounded_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, 1, 1);
+}
+
+Row0Match match_row0(const LinearProblem& p, const Bf16Tensor& y, const Bf16Tensor& exact_row0) {
+  Row0Match m;
+  for (std::int64_t j = 0; j < p.N; ++j)
+    m.close += bf16_ulp_distance(y.data[std::size_t(j)], exact_row0.data[std::size_t(j)]) <= 1;
+  m.is_projection = m.close * 100 >= p.N * 99;
+  return m;
+}
+
 OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, const std::string& requested) {
   const std::string group = "/" + p.source.probe;
   if (!requested.empty()) {
@@ -180,16 +192,13 @@ OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, cons
     throw Error(where(f, group) + ": no BF16 dataset of shape " + shape_str(want) + " besides x to certify");
   if (candidates.size() == 1) return {candidates[0], "the only BF16 dataset of shape " + shape_str(want) + " besides x"};
 
-  const Bf16Tensor exact_row0 = correctly_rounded_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, 1, 1);
+  const Bf16Tensor exact_row0 = projection_row0(p);
   std::vector<std::string> qualified;
   std::string tally;
   for (const auto& c : candidates) {
-    Bf16Tensor y = load_output(f, c, p);
-    std::int64_t close = 0;
-    for (std::int64_t j = 0; j < p.N; ++j)
-      close += bf16_ulp_distance(y.data[std::size_t(j)], exact_row0.data[std::size_t(j)]) <= 1;
-    tally += (tally.empty() ? "" : ", ") + c + " " + std::to_string(close) + "/" + std::to_string(p.N);
-    if (close * 100 >= p.N * 99) qualified.push_back(c);
+    const Row0Match m = match_row0(p, load_output(f, c, p), exact_row0);
+    tally += (tally.empty() ? "" : ", ") + c + " " + std::to_string(m.close) + "/" + std::to_string(p.N);
+    if (m.is_projection) qualified.push_back(c);
   }
   if (qualified.size() != 1)
     throw Error(where(f, group) + ": cannot tell which dataset is the projection output (row 0 within 1 ULP: " +

@@ -62,6 +62,16 @@ struct OutputChoice {
 // exactly one may qualify.
 OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, const std::string& requested);
 
+// The test that tells the projection's output from another tensor of its shape, in one place:
+// of y's first row, how many elements lie within 1 BF16 ULP of the correctly rounded exact
+// projection's (`exact_row0`, from projection_row0), and whether that is at least 99 % of them.
+struct Row0Match {
+  std::int64_t close = 0;
+  bool is_projection = false;
+};
+Bf16Tensor projection_row0(const LinearProblem& p);
+Row0Match match_row0(const LinearProblem& p, const Bf16Tensor& y, const Bf16Tensor& exact_row0);
+
 std::string dataset_path(const std::string& name);  // "x" -> "/x"
 
 }  // namespace psi::oracle

@@ -10,7 +10,6 @@ namespace psi::exec {
 namespace {
 
 constexpr std::int64_t kMiB = 1 << 20;
-constexpr std::int64_t kFullFfnTile = 4096 * 1024 * 2;  // ltx2-22b: 4096 x 1024 BF16
 constexpr std::int64_t kFullWorkspace = 8 * kMiB;
 
 }  // namespace
@@ -23,7 +22,7 @@ std::int64_t scale_bytes(const model::ModelConfig& c, std::int64_t full_size_byt
   const std::int64_t unit = ffn_tile_bytes(c);
   if (unit <= 0) throw Error("arena scaling: config " + c.name + " has no video FFN");
   // full * unit / 8 MiB without overflow for any realistic amount (< 2^40 bytes).
-  const std::int64_t scaled = (full_size_bytes / 256) * unit / (kFullFfnTile / 256);
+  const std::int64_t scaled = (full_size_bytes / 256) * unit / (kFullFfnTileBytes / 256);
   return std::int64_t(rt::align_up(std::uint64_t(std::max<std::int64_t>(scaled, 1))));
 }
 

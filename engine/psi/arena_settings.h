@@ -23,6 +23,8 @@ struct ArenaSettings {
 
 // 2 * video_dim * min(1024, video_hidden): the bytes of one full-width 1,024-channel FFN tile.
 std::int64_t ffn_tile_bytes(const model::ModelConfig& c);
+// That tile at full size (ltx2-22b: 4096 x 1024 BF16), the unit of the scaling rule above.
+inline constexpr std::int64_t kFullFfnTileBytes = 4096 * 1024 * 2;
 // A full-size (ltx2-22b) amount scaled to the config by the rule above.
 std::int64_t scale_bytes(const model::ModelConfig& c, std::int64_t full_size_bytes);
 // The setting for a full-size arena and page (in bytes), scaled to the config and labelled.

@@ -10,7 +10,6 @@ namespace {
 
 constexpr std::int64_t kFullOutGroup = 1024;                   // channels, ltx2-22b
 constexpr std::int64_t kFullRowTile = 1024;                    // tokens, ltx2-22b
-constexpr std::int64_t kFullFfnTileBytes = 4096 * 1024 * 2;    // the arena rule's unit at full size
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
