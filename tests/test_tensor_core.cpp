@@ -291,7 +291,8 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
     for (auto& c : C0) c = float(std::uniform_real_distribution<double>(-4, 4)(g));
     if (M > 3 && N > 5) C0[std::size_t(N + 1)] = -kInf;
     for (auto [threads, kernel] : {std::pair{1, tc::LaneKernel::portable}, {2, tc::LaneKernel::avx2},
-                                   {1, tc::LaneKernel::avx512}, {2, tc::LaneKernel::best}}) {
+                                   {1, tc::LaneKernel::avx512}, {2, tc::LaneKernel::avx512_fp},
+                                   {2, tc::LaneKernel::best}}) {
       if (!tc::lane_kernel_available(kernel)) continue;
       ops::set_thread_count(threads);
       tc::set_lane_kernel(kernel);
@@ -346,6 +347,55 @@ TEST(TensorCore, LaneKernelsAgreeOnTheEdges) {
                           ops::F32Mat{C.data(), M, N, N});
       for (std::size_t i = 0; i < C.size(); ++i) expect_same(C[i], want[i], "edge case");
     }
+  }
+}
+
+// The FP32-product kernel on the edges of the range where it runs (every x·w a normal FP32
+// value: exponent sums from −100 to 125, no subnormal operand), against the reference: sums at
+// both ends of that range, block sums that overflow 32 bits, exact cancellation, zero rows, terms
+// truncated away entirely (exponents 120 binades apart in one block), and accumulators of every
+// kind (huge, subnormal, −0). Operands outside the range go to the integer kernel, whole.
+TEST(TensorCore, FloatProductKernelIsExactWhereItRuns) {
+  if (!tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) GTEST_SKIP() << "no AVX-512 on this machine";
+  ThreadGuard guard;
+  tc::set_lane_kernel(tc::LaneKernel::avx512_fp);
+  std::mt19937 g(33);
+  constexpr int K = 64, N = 16;
+  auto row = [&](float v) { return std::vector<Bf16>(K, b16(v)); };
+  auto mixed = [&](float big, float small) {
+    std::vector<Bf16> r(K, b16(small));
+    for (int k = 0; k < K; k += 16) r[std::size_t(k + 5)] = b16(big);
+    return r;
+  };
+  const std::vector<std::vector<Bf16>> rows = {row(1.9921875f),      row(-1.9921875f),        row(0x1.fep+63f),
+                                               row(-0x1p-50f),        row(0.0f),               mixed(0x1p+60f, 0x1p-50f),
+                                               random_vec(g, K, 50),  random_vec(g, K, 3, 0.4)};
+  std::vector<std::vector<Bf16>> cols = {row(1.9921875f), row(0x1.fep+62f), row(0x1p-50f), row(-0x1.8p-50f),
+                                         mixed(-0x1p+60f, 0x1p-49f)};
+  std::vector<Bf16> cancel = row(1.5f);
+  for (int k = 0; k < K; k += 2) cancel[std::size_t(k)] = b16(-1.5f);
+  cols.push_back(cancel);
+  while (int(cols.size()) < N) cols.push_back(random_vec(g, K, cols.size() % 2 ? 50 : 8, cols.size() % 3 == 0 ? 0.3 : 0.0));
+  std::vector<Bf16> A, W;
+  for (const auto& r : rows) A.insert(A.end(), r.begin(), r.end());
+  for (const auto& c : cols) W.insert(W.end(), c.begin(), c.end());
+  const int M = int(rows.size());
+  const ops::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
+  ASSERT_EQ(tc::lane_kernel_for(a, w), tc::LaneKernel::avx512_fp);
+  for (float acc0 : {0.0f, -0.0f, 1.9999999f, -3.5f, 0x1p-140f, -0x1p-120f, 3.0e38f, 0x1p+100f, 7.25f}) {
+    std::vector<float> C(std::size_t(M * N), acc0);
+    tc::gemm_accumulate(a, w, ops::F32Mat{C.data(), M, N, N});
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n)
+        expect_same(C[std::size_t(m * N + n)], reference_dot(rows[std::size_t(m)], cols[std::size_t(n)], acc0), "fp kernel");
+  }
+  // Just outside the range: a sum of exponents of 126 or −101, a subnormal operand.
+  for (const std::vector<Bf16>& outside : {row(0x1p+64f), row(0x1p-51f), row(0x1p-130f)}) {
+    const ops::CBf16Mat o{outside.data(), 1, K, K};
+    EXPECT_EQ(tc::lane_kernel_for(o, w), tc::LaneKernel::avx512);
+    std::vector<float> C(std::size_t(N), 0.0f);
+    tc::gemm_accumulate(o, w, ops::F32Mat{C.data(), 1, N, N});
+    for (int n = 0; n < N; ++n) expect_same(C[std::size_t(n)], reference_dot(outside, cols[std::size_t(n)]), "outside");
   }
 }
 

@@ -180,37 +180,55 @@ constexpr int kLanes = 16;
 constexpr std::int64_t kTaskRows = 128;
 constexpr std::int64_t kTaskCols = 128;
 
+// The operands as a kernel reads them: exponents always; signed significands for the integer
+// kernels (A's pre-shifted by 11), the values as FP32 for the FP32-product kernel (`fp`).
 struct RowData {
-  std::vector<std::int32_t> sig, exp;  // [rows][K]: sig pre-shifted by 11, exp kZeroExp for 0
+  std::vector<std::int32_t> sig, exp;  // [rows][K]; exp kZeroExp for 0
+  std::vector<float> val;
 };
 
 struct PanelData {
   std::vector<std::int32_t> sig, exp;  // [K][kLanes]; missing columns are zeros
+  std::vector<float> val;
 };
 
-void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, RowData& d) {
+void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, bool fp, RowData& d) {
   const std::int64_t K = A.cols;
-  d.sig.resize(std::size_t(nr * K));
+  if (fp)
+    d.val.resize(std::size_t(nr * K));
+  else
+    d.sig.resize(std::size_t(nr * K));
   d.exp.resize(std::size_t(nr * K));
   for (std::int64_t i = 0; i < nr; ++i) {
     const Bf16* row = A.row(r0 + i);
     for (std::int64_t k = 0; k < K; ++k) {
-      const Decoded v = row[k].is_finite() ? decode(row[k]) : Decoded{0, kZeroExp};
-      d.sig[std::size_t(i * K + k)] = v.sig * (1 << kProductShift);
+      const bool finite = row[k].is_finite();
+      const Decoded v = finite ? decode(row[k]) : Decoded{0, kZeroExp};
+      if (fp)
+        d.val[std::size_t(i * K + k)] = finite ? row[k].to_float() : 0.0f;
+      else
+        d.sig[std::size_t(i * K + k)] = v.sig * (1 << kProductShift);
       d.exp[std::size_t(i * K + k)] = v.exp;
     }
   }
 }
 
-void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
+void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, bool fp, PanelData& d) {
   const std::int64_t K = W.cols;
-  d.sig.assign(std::size_t(K * kLanes), 0);
+  if (fp)
+    d.val.assign(std::size_t(K * kLanes), 0.0f);
+  else
+    d.sig.assign(std::size_t(K * kLanes), 0);
   d.exp.assign(std::size_t(K * kLanes), kZeroExp);
   for (std::int64_t j = 0; j < nn; ++j) {
     const Bf16* row = W.row(n0 + j);
     for (std::int64_t k = 0; k < K; ++k) {
-      const Decoded v = row[k].is_finite() ? decode(row[k]) : Decoded{0, kZeroExp};
-      d.sig[std::size_t(k * kLanes + j)] = v.sig;
+      const bool finite = row[k].is_finite();
+      const Decoded v = finite ? decode(row[k]) : Decoded{0, kZeroExp};
+      if (fp)
+        d.val[std::size_t(k * kLanes + j)] = finite ? row[k].to_float() : 0.0f;
+      else
+        d.sig[std::size_t(k * kLanes + j)] = v.sig;
       d.exp[std::size_t(k * kLanes + j)] = v.exp;
     }
   }
@@ -290,44 +308,102 @@ __attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, con
   }
 }
 
-// AVX-512: the 16 columns in one vector, and the block's finish in the lanes too. With the
-// accumulator's term A·4 >> (E − a) (an int32: A < 2^24), T = S + term, and for T ≠ 0 the result
-// is sign(T) · trunc24(|T|) · 2^(E−25): |T| converted to FP32 rounding toward zero (exactly the
-// truncation to a 24-bit significand), then multiplied by the power of two rounding toward zero
-// (exact while the result is normal). Embedded rounding, not the MXCSR, so nothing else changes.
-// A block where any lane's T overflows int32, leaves [2^−126, 2^127), needs a power of two
-// outside the normal range or enters with an infinite accumulator goes to finish_lane lane by
-// lane (the subnormal grid, ±Inf and the
-// model's -0 rules live there).
 // GCC 12's AVX-512 headers leave the pass-through operand of unmasked intrinsics undefined on
 // purpose, which -Wmaybe-uninitialized reports at every use.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// The accumulator's fields at a block's start (field 0 is a zero or a subnormal: a = −126, no
+// implicit bit).
+struct AccLanes {
+  __m512i bits, field, mag, exp;
+};
+
+__attribute__((target("avx512f"))) inline AccLanes acc_lanes(__m512 A) {
+  const __m512i zero = _mm512_setzero_si512(), frac_mask = _mm512_set1_epi32(0x7fffff);
+  AccLanes a;
+  a.bits = _mm512_castps_si512(A);
+  a.field = _mm512_and_si512(_mm512_srli_epi32(a.bits, 23), _mm512_set1_epi32(0xff));
+  const __mmask16 normal = _mm512_cmpneq_epi32_mask(a.field, zero);
+  a.mag = _mm512_mask_or_epi32(_mm512_and_si512(a.bits, frac_mask), normal, _mm512_and_si512(a.bits, frac_mask),
+                               _mm512_set1_epi32(0x800000));
+  a.exp = _mm512_mask_sub_epi32(_mm512_set1_epi32(-126), normal, a.field, _mm512_set1_epi32(127));
+  return a;
+}
+
+// A block's E in the lanes: the accumulator's exponent where it is non-zero, the products'
+// e_x + e_w over k0..k1, at least kMinAlignExp.
+__attribute__((target("avx512f"))) inline __m512i block_exponent(const AccLanes& a, const std::int32_t* xe,
+                                                                  const std::int32_t* we, std::int64_t k0,
+                                                                  std::int64_t k1) {
+  const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(a.mag, _mm512_setzero_si512());
+  __m512i E = _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a.exp);
+  for (std::int64_t k = k0; k < k1; ++k)
+    E = _mm512_max_epi32(E, _mm512_add_epi32(_mm512_loadu_si512(we + k * kLanes), _mm512_set1_epi32(xe[k])));
+  return _mm512_max_epi32(E, _mm512_set1_epi32(kMinAlignExp));
+}
+
+// The block's end in the lanes. With the accumulator's term A·4 >> (E − a) (an int32: A < 2^24),
+// T = S + term, and for T ≠ 0 the result is sign(T) · trunc24(|T|) · 2^(E−25): |T| converted to
+// FP32 rounding toward zero (exactly the truncation to a 24-bit significand), then multiplied by
+// the power of two rounding toward zero (exact while the result is normal). Embedded rounding,
+// not the MXCSR, so nothing else changes. A block where any lane's T overflows int32, leaves
+// [2^−126, 2^127), needs a power of two outside the normal range or enters with an infinite
+// accumulator goes to finish_lane lane by lane (the subnormal grid, ±Inf and the model's -0
+// rules live there).
+__attribute__((target("avx512f"))) inline __m512 finish_block(__m512 A, const AccLanes& a, __m512i S, __m512i E) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i term_mag = _mm512_srlv_epi32(_mm512_slli_epi32(a.mag, kExtraBits), _mm512_sub_epi32(E, a.exp));
+  const __mmask16 acc_neg = _mm512_cmplt_epi32_mask(a.bits, zero);
+  const __m512i term = _mm512_mask_sub_epi32(term_mag, acc_neg, zero, term_mag);
+  const __m512i T = _mm512_add_epi32(S, term);
+  // Signed overflow: S and term of one sign, T of the other.
+  const __mmask16 overflow =
+      _mm512_cmplt_epi32_mask(_mm512_and_si512(_mm512_xor_si512(S, T), _mm512_xor_si512(term, T)), zero);
+  const __mmask16 t_zero = _mm512_cmpeq_epi32_mask(T, zero);
+  // 2^(E−25) as a normal float needs −126 ≤ E − 25 ≤ 127.
+  const __m512i unit = _mm512_sub_epi32(E, _mm512_set1_epi32(kUnitExp));
+  const __mmask16 unit_ok = _mm512_cmpge_epi32_mask(unit, _mm512_set1_epi32(-126)) &
+                            _mm512_cmple_epi32_mask(unit, _mm512_set1_epi32(127));
+  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(unit, _mm512_set1_epi32(127)), 23));
+  const __m512 f = _mm512_cvt_roundepu32_ps(_mm512_abs_epi32(T), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_mul_round_ps(f, scale, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512i rb = _mm512_castps_si512(r);
+  const __m512i r_field = _mm512_srli_epi32(rb, 23);
+  const __mmask16 in_range =
+      _mm512_cmpneq_epi32_mask(r_field, zero) & _mm512_cmplt_epi32_mask(r_field, _mm512_set1_epi32(254));
+  // An accumulator that overflowed to ±Inf in an earlier block stays there (finish_lane).
+  const __mmask16 acc_finite = _mm512_cmpneq_epi32_mask(a.field, _mm512_set1_epi32(0xff));
+  const __mmask16 ok = acc_finite & (~overflow) & (t_zero | (unit_ok & in_range));
+  if (ok == 0xffff) {
+    const __mmask16 t_neg = _mm512_cmplt_epi32_mask(T, zero);
+    // T = 0 gives +0; otherwise the magnitude with T's sign.
+    return _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_maskz_mov_epi32(~t_zero, rb), t_neg, rb,
+                                                    _mm512_set1_epi32(std::int32_t(0x80000000u))));
+  }
+  alignas(64) float a_lane[kLanes];
+  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
+  _mm512_store_ps(a_lane, A);
+  _mm512_store_si512(e_lane, E);
+  _mm512_store_si512(s_lane, S);
+  for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
+  return _mm512_load_ps(a_lane);
+}
+
+// AVX-512, integer products: the 16 columns in one vector; each term is |x_sig 2^11 w_sig|
+// shifted right by E − e_x − e_w (vpsrlvd: 0 past 31), signed.
 __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs, const std::int32_t* xe,
                                                           const PanelData& p, std::int64_t K, float* acc) {
   static_assert(kLanes == 16);
   const std::int32_t* ws = p.sig.data();
   const std::int32_t* we = p.exp.data();
-  const __m512i min_e = _mm512_set1_epi32(kMinAlignExp), zero = _mm512_setzero_si512();
-  const __m512i frac_mask = _mm512_set1_epi32(0x7fffff), implicit = _mm512_set1_epi32(0x800000);
-  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
+  const __m512i zero = _mm512_setzero_si512();
   __m512 A = _mm512_loadu_ps(acc);
   for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
     const std::int64_t k1 = std::min(K, k0 + kBlock);
-    // The accumulator's fields: field 0 is a zero or a subnormal (a = −126, no implicit bit).
-    const __m512i ab = _mm512_castps_si512(A);
-    const __m512i field = _mm512_and_si512(_mm512_srli_epi32(ab, 23), _mm512_set1_epi32(0xff));
-    const __mmask16 normal = _mm512_cmpneq_epi32_mask(field, zero);
-    const __m512i mag = _mm512_mask_or_epi32(_mm512_and_si512(ab, frac_mask), normal, _mm512_and_si512(ab, frac_mask),
-                                             implicit);
-    const __m512i a_exp = _mm512_mask_sub_epi32(_mm512_set1_epi32(-126), normal, field, _mm512_set1_epi32(127));
-    const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(mag, zero);
-    __m512i E = _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a_exp);
-    for (std::int64_t k = k0; k < k1; ++k)
-      E = _mm512_max_epi32(E, _mm512_add_epi32(_mm512_loadu_si512(we + k * kLanes), _mm512_set1_epi32(xe[k])));
-    E = _mm512_max_epi32(E, min_e);
+    const AccLanes a = acc_lanes(A);
+    const __m512i E = block_exponent(a, xe, we, k0, k1);
     __m512i S = zero;
     for (std::int64_t k = k0; k < k1; ++k) {
       const __m512i prod = _mm512_mullo_epi32(_mm512_loadu_si512(ws + k * kLanes), _mm512_set1_epi32(xs[k]));
@@ -337,43 +413,34 @@ __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs
       const __mmask16 neg = _mm512_cmplt_epi32_mask(prod, zero);
       S = _mm512_add_epi32(S, _mm512_mask_sub_epi32(t, neg, zero, t));
     }
-    // The accumulator's term and the block sum T (E ≥ a wherever the accumulator is non-zero).
-    const __m512i term_mag = _mm512_srlv_epi32(_mm512_slli_epi32(mag, kExtraBits), _mm512_sub_epi32(E, a_exp));
-    const __mmask16 acc_neg = _mm512_cmplt_epi32_mask(ab, zero);
-    const __m512i term = _mm512_mask_sub_epi32(term_mag, acc_neg, zero, term_mag);
-    const __m512i T = _mm512_add_epi32(S, term);
-    // Signed overflow: S and term of one sign, T of the other.
-    const __mmask16 overflow =
-        _mm512_cmplt_epi32_mask(_mm512_and_si512(_mm512_xor_si512(S, T), _mm512_xor_si512(term, T)), zero);
-    const __mmask16 t_zero = _mm512_cmpeq_epi32_mask(T, zero);
-    // 2^(E−25) as a normal float needs −126 ≤ E − 25 ≤ 127.
-    const __m512i unit = _mm512_sub_epi32(E, _mm512_set1_epi32(kUnitExp));
-    const __mmask16 unit_ok = _mm512_cmpge_epi32_mask(unit, _mm512_set1_epi32(-126)) &
-                              _mm512_cmple_epi32_mask(unit, _mm512_set1_epi32(127));
-    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(unit, _mm512_set1_epi32(127)), 23));
-    const __m512 f = _mm512_cvt_roundepu32_ps(_mm512_abs_epi32(T), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_mul_round_ps(f, scale, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512i rb = _mm512_castps_si512(r);
-    const __m512i r_field = _mm512_srli_epi32(rb, 23);
-    const __mmask16 in_range = _mm512_cmpneq_epi32_mask(r_field, zero) &
-                               _mm512_cmplt_epi32_mask(r_field, _mm512_set1_epi32(254));
-    // An accumulator that overflowed to ±Inf in an earlier block stays there (finish_lane).
-    const __mmask16 acc_finite = _mm512_cmpneq_epi32_mask(field, _mm512_set1_epi32(0xff));
-    const __mmask16 ok = acc_finite & (~overflow) & (t_zero | (unit_ok & in_range));
-    if (ok == 0xffff) {
-      const __mmask16 t_neg = _mm512_cmplt_epi32_mask(T, zero);
-      // T = 0 gives +0; otherwise the magnitude with T's sign.
-      const __m512i res = _mm512_mask_or_epi32(_mm512_maskz_mov_epi32(~t_zero, rb), t_neg, rb,
-                                               _mm512_set1_epi32(std::int32_t(0x80000000u)));
-      A = _mm512_castsi512_ps(res);
-      continue;
+    A = finish_block(A, a, S, E);
+  }
+  _mm512_storeu_ps(acc, A);
+}
+
+// AVX-512, FP32 products (only where fp_products_exact holds for the whole product): x·w is
+// exact in FP32 and so is its scaling by 2^(25−E), so each term sign·trunc(|x w| 2^(25−E)) is
+// one multiply by the power of two and one truncating conversion (vcvttps2dq rounds toward zero,
+// the sign kept): four vector operations for 16 products where the integer kernel needs about
+// ten. A term below 1 truncates to 0 however its tiny value rounds. E < −102 (2^(25−E) not a
+// normal float) happens only where every product is zero: the scale is clamped there.
+__attribute__((target("avx512f"))) void chain_rows_avx512_fp(const float* xv, const std::int32_t* xe,
+                                                             const PanelData& p, std::int64_t K, float* acc) {
+  const float* wv = p.val.data();
+  const std::int32_t* we = p.exp.data();
+  __m512 A = _mm512_loadu_ps(acc);
+  for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
+    const std::int64_t k1 = std::min(K, k0 + kBlock);
+    const AccLanes a = acc_lanes(A);
+    const __m512i E = block_exponent(a, xe, we, k0, k1);
+    const __m512i scale_exp = _mm512_sub_epi32(_mm512_set1_epi32(127 + kUnitExp), _mm512_max_epi32(E, _mm512_set1_epi32(-102)));
+    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(scale_exp, 23));
+    __m512i S = _mm512_setzero_si512();
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[k]), _mm512_loadu_ps(wv + k * kLanes));
+      S = _mm512_add_epi32(S, _mm512_cvttps_epi32(_mm512_mul_ps(prod, scale)));
     }
-    alignas(64) float a_lane[kLanes];
-    _mm512_store_ps(a_lane, A);
-    _mm512_store_si512(e_lane, E);
-    _mm512_store_si512(s_lane, S);
-    for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
-    A = _mm512_load_ps(a_lane);
+    A = finish_block(A, a, S, E);
   }
   _mm512_storeu_ps(acc, A);
 }
@@ -394,25 +461,72 @@ bool have_avx512() {
 
 std::atomic<LaneKernel> g_kernel{LaneKernel::best};
 
-void chain_rows(const std::int32_t* xs, const std::int32_t* xe, const PanelData& p, std::int64_t K, float* acc) {
-#if defined(__x86_64__)
-  const LaneKernel k = g_kernel.load(std::memory_order_relaxed);
-  if ((k == LaneKernel::best && have_avx512()) || k == LaneKernel::avx512) return chain_rows_avx512(xs, xe, p, K, acc);
-  if ((k == LaneKernel::best && have_avx2()) || k == LaneKernel::avx2) return chain_rows_avx2(xs, xe, p, K, acc);
-#endif
-  chain_rows_portable(xs, xe, p, K, acc);
+// Per row of a matrix whether it is all finite, and over its finite non-zero elements the
+// exponent range and whether any is subnormal: what decides whether FP32 products are exact.
+struct Scan {
+  std::vector<char> finite;
+  int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
+  bool subnormal = false;
+};
+
+Scan scan(CBf16Mat M) {
+  Scan s;
+  s.finite.resize(std::size_t(M.rows));
+  for (std::int64_t r = 0; r < M.rows; ++r) {
+    bool finite = true;
+    const Bf16* row = M.row(r);
+    for (std::int64_t k = 0; k < M.cols; ++k) {
+      const int field = (row[k].bits >> 7) & 0xff;
+      if (field == 0xff) {
+        finite = false;
+      } else if (field == 0) {
+        s.subnormal |= (row[k].bits & 0x7f) != 0;
+      } else {
+        s.lo = std::min(s.lo, field - 127);
+        s.hi = std::max(s.hi, field - 127);
+      }
+    }
+    s.finite[std::size_t(r)] = finite;
+  }
+  return s;
 }
 
-bool rows_finite(CBf16Mat M, std::int64_t r) { return all_finite(std::span<const Bf16>(M.row(r), std::size_t(M.cols))); }
+// Whether every product x·w of the two is a normal FP32 value, which x·w then is exactly (8-bit
+// significands): no subnormal operand, e_x + e_w from −100 (which also keeps every non-zero
+// product's E at −100 or above) to 125 (|x w| < 2^(e_x+e_w+2)).
+bool fp_products_exact(const Scan& a, const Scan& w) {
+  if (a.subnormal || w.subnormal) return false;
+  if (a.lo > a.hi || w.lo > w.hi) return true;  // one side all zeros (or non-finite): every product is 0
+  return a.lo + w.lo >= -100 && a.hi + w.hi <= 125;
+}
+
+LaneKernel resolve(LaneKernel k, bool fp_exact) {
+#if defined(__x86_64__)
+  if (k == LaneKernel::best) k = have_avx512() ? LaneKernel::avx512_fp : have_avx2() ? LaneKernel::avx2 : LaneKernel::portable;
+#else
+  if (k == LaneKernel::best) k = LaneKernel::portable;
+#endif
+  return k == LaneKernel::avx512_fp && !fp_exact ? LaneKernel::avx512 : k;
+}
+
+void chain_rows(LaneKernel k, const RowData& r, std::int64_t i, const PanelData& p, std::int64_t K, float* acc) {
+  const std::int32_t* xe = r.exp.data() + i * K;
+#if defined(__x86_64__)
+  if (k == LaneKernel::avx512_fp) return chain_rows_avx512_fp(r.val.data() + i * K, xe, p, K, acc);
+  if (k == LaneKernel::avx512) return chain_rows_avx512(r.sig.data() + i * K, xe, p, K, acc);
+  if (k == LaneKernel::avx2) return chain_rows_avx2(r.sig.data() + i * K, xe, p, K, acc);
+#endif
+  chain_rows_portable(r.sig.data() + i * K, xe, p, K, acc);
+}
 
 }  // namespace
 
 bool lane_kernel_available(LaneKernel k) {
 #if defined(__x86_64__)
-  if (k == LaneKernel::avx512) return have_avx512();
+  if (k == LaneKernel::avx512 || k == LaneKernel::avx512_fp) return have_avx512();
   if (k == LaneKernel::avx2) return have_avx2();
 #else
-  if (k == LaneKernel::avx512 || k == LaneKernel::avx2) return false;
+  if (k == LaneKernel::avx512 || k == LaneKernel::avx512_fp || k == LaneKernel::avx2) return false;
 #endif
   return true;
 }
@@ -420,6 +534,10 @@ bool lane_kernel_available(LaneKernel k) {
 void set_lane_kernel(LaneKernel k) {
   if (!lane_kernel_available(k)) throw Error("tensor-core lanes: this machine has no such vector kernel");
   g_kernel.store(k);
+}
+
+LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W) {
+  return resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(scan(A), scan(W)));
 }
 
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
@@ -431,9 +549,9 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
     throw Error("tensor-core gemm: output is " + std::to_string(C.rows) + "x" + std::to_string(C.cols) +
                 ", product is " + std::to_string(M) + "x" + std::to_string(N));
   if (M == 0 || N == 0) return;
-  std::vector<char> a_finite(static_cast<std::size_t>(M)), w_finite(static_cast<std::size_t>(N));
-  for (std::int64_t r = 0; r < M; ++r) a_finite[std::size_t(r)] = rows_finite(A, r);
-  for (std::int64_t n = 0; n < N; ++n) w_finite[std::size_t(n)] = rows_finite(W, n);
+  const Scan a = scan(A), w = scan(W);
+  const LaneKernel kernel = resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(a, w));
+  const bool fp = kernel == LaneKernel::avx512_fp;
 
   const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
   parallel_for(mtasks * ntasks, [&](std::int64_t task) {
@@ -441,19 +559,19 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
     const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
     RowData rows;
     PanelData panel;
-    decode_rows(A, m0, mb, rows);
+    decode_rows(A, m0, mb, fp, rows);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
-      decode_panel(W, p0, nn, panel);
+      decode_panel(W, p0, nn, fp, panel);
       for (std::int64_t i = 0; i < mb; ++i) {
         float acc[kLanes] = {};
         for (std::int64_t j = 0; j < nn; ++j) acc[j] = C.at(m0 + i, p0 + j);
         for (std::int64_t j = nn; j < kLanes; ++j) acc[j] = 0.0f;
-        chain_rows(rows.sig.data() + i * K, rows.exp.data() + i * K, panel, K, acc);
+        chain_rows(kernel, rows, i, panel, K, acc);
         for (std::int64_t j = 0; j < nn; ++j) {
           const std::int64_t m = m0 + i, n = p0 + j;
           float& out = C.at(m, n);
-          if (!a_finite[std::size_t(m)] || !w_finite[std::size_t(n)] || !std::isfinite(out))
+          if (!a.finite[std::size_t(m)] || !w.finite[std::size_t(n)] || !std::isfinite(out))
             out = dot(std::span<const Bf16>(A.row(m), std::size_t(K)), std::span<const Bf16>(W.row(n), std::size_t(K)), out);
           else
             out = acc[j];

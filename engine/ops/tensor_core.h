@@ -82,10 +82,15 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
 // the tests that check that every kernel gives the same bits. `avx512` also finishes each
 // block in the vector lanes (the FP32 truncation by a round-toward-zero conversion), falling
 // back to the scalar finish for the rare blocks that leave the normal range or overflow 32
-// bits; `avx2` finishes every block lane by lane; `portable` is the reference loop.
-enum class LaneKernel { best, portable, avx2, avx512 };
+// bits; `avx512_fp` is `avx512` with each product formed in FP32 and aligned by a multiply and
+// a truncating conversion, for products whose every x·w is a normal FP32 value (no subnormal
+// operand, exponent sums in [−100, 125]: all real activations and weights), `avx512` for the
+// others; `avx2` finishes every block lane by lane; `portable` is the reference loop.
+enum class LaneKernel { best, portable, avx2, avx512, avx512_fp };
 bool lane_kernel_available(LaneKernel k);
 // psi::Error for a kernel this machine cannot run.
 void set_lane_kernel(LaneKernel k);
+// The kernel gemm_accumulate runs for these operands under the kernel set (never `best`).
+LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W);
 
 }  // namespace psi::ops::tc
