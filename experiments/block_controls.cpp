@@ -14,6 +14,7 @@
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "engine/ops/math_to_flash.h"
+#include "experiments/diff_figures.h"
 #include "experiments/probe_results.h"
 #include "probes/metrics.h"
 #include "probes/recording.h"
@@ -112,6 +113,34 @@ std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeRepor
   return causes;
 }
 
+// The figures' numbers of every differing cell of the main table, in its order: the recorded
+// FLASH block, then each psi path, video_out and audio_out against the MATH recording on the rows
+// it stores. (psi probe <case> --figures draws every probe of every variant: some 80 comparisons
+// of the small block, too many to put beside one report.)
+std::vector<BlockControlsCase::UlpFigure> ulp_figures(const probes::ProbeReport& r) {
+  static const char* const kOutputs[] = {"video_out", "audio_out"};
+  std::vector<BlockControlsCase::UlpFigure> figs;
+  probes::Recording math(r.file, r.group);
+  std::optional<probes::Recording> flash;
+  if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
+  for (const std::string tensor : kOutputs) {
+    probes::Recording& fr = flash && flash->has("flash/" + tensor) ? *flash : math;
+    const probes::StoredTensor m = math.stored_bf16("math/" + tensor), f = fr.stored_bf16("flash/" + tensor);
+    if (f.data.shape != m.data.shape || f.first_row != m.first_row) continue;
+    // Tokens x channels: every axis after the token axis (axis 1) is a channel.
+    const std::int64_t channels = m.data.numel() / (m.data.dim(0) * m.data.dim(1));
+    probes::DiffMap d = probes::diff_map(f.data.span(), m.data.span(), m.first_row, m.data.dim(1), channels);
+    if (d.differing() > 0)
+      figs.push_back({"official FLASH (recorded)", tensor, "flash-recording." + tensor + ".math", std::move(d)});
+  }
+  for (const std::string& v : model::numerics_variant_names())
+    for (const std::string tensor : kOutputs)
+      for (const auto& t : r.results)
+        if (t.variant == v && t.tensor == tensor && t.backend == "math" && t.diff)
+          figs.push_back({"psi " + v, tensor, v + "." + tensor + ".math", *t.diff});
+  return figs;
+}
+
 // Every path's distance to the float64 block, probe by probe, on the rows the MATH recording
 // stores (all of them but for the full-size block's video probes).
 std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeReport& r) {
@@ -165,6 +194,30 @@ void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r) {
   j.at("total").get_to(r.total);
 }
 
+void to_json(nlohmann::json& j, const BlockControlsCase::UlpFigure& r) {
+  const probes::DiffMap& m = r.map;
+  j = {{"path", r.path},         {"tensor", r.tensor},     {"figure", r.figure},     {"first_row", m.first_row},
+       {"rows", m.rows},         {"cols", m.cols},         {"row_step", m.row_step}, {"col_step", m.col_step},
+       {"cells", m.cells},       {"histogram", m.histogram}};
+}
+
+void from_json(const nlohmann::json& j, BlockControlsCase::UlpFigure& r) {
+  probes::DiffMap& m = r.map;
+  j.at("path").get_to(r.path);
+  j.at("tensor").get_to(r.tensor);
+  j.at("figure").get_to(r.figure);
+  j.at("first_row").get_to(m.first_row);
+  j.at("rows").get_to(m.rows);
+  j.at("cols").get_to(m.cols);
+  j.at("row_step").get_to(m.row_step);
+  j.at("col_step").get_to(m.col_step);
+  j.at("cells").get_to(m.cells);
+  j.at("histogram").get_to(m.histogram);
+  if (m.histogram.size() != std::size_t(probes::kUlpClasses))
+    throw Error("block-controls: ulp_figures " + r.figure + ": " + std::to_string(m.histogram.size()) +
+                " histogram classes, not " + std::to_string(probes::kUlpClasses));
+}
+
 void to_json(nlohmann::json& j, const BlockControlsCase& r) {
   j = {{"case", r.case_name},
        {"file", r.file},
@@ -175,6 +228,7 @@ void to_json(nlohmann::json& j, const BlockControlsCase& r) {
        {"notes", r.notes}};
   if (r.float64_rows) j["float64_rows"] = *r.float64_rows;
   if (r.flash_causes) j["flash_causes"] = *r.flash_causes;
+  if (r.ulp_figures) j["ulp_figures"] = *r.ulp_figures;
 }
 
 void from_json(const nlohmann::json& j, BlockControlsCase& r) {
@@ -187,6 +241,7 @@ void from_json(const nlohmann::json& j, BlockControlsCase& r) {
   read_if_present(j, "notes", r.notes);
   read_optional(j, "float64_rows", r.float64_rows);
   read_optional(j, "flash_causes", r.flash_causes);
+  read_optional(j, "ulp_figures", r.ulp_figures);
 }
 
 void run_block_controls(const Options& o, Report& report) {
@@ -234,7 +289,8 @@ void run_block_controls(const Options& o, Report& report) {
   for (int k = 1; k < ops::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
   const probes::ProbeReport steps = probes::run_probe(name, steps_po);
   report.add_case(0, BlockControlsCase{name, r.file.string(), r.seed, probe_rows(r), flash_rows,
-                                       float64_rows(r), flash_causes(r, steps), official, r.notes});
+                                       float64_rows(r), flash_causes(r, steps), official, r.notes,
+                                       ulp_figures(r)});
 }
 
 namespace {
@@ -323,6 +379,16 @@ Table flash_cause_table(const std::vector<BlockControlsCase>& cases) {
 
 }  // namespace
 
+std::vector<Figure> figures_block_controls(const nlohmann::json& case_records) {
+  std::vector<Figure> figs;
+  for (const BlockControlsCase& c : case_records.get<std::vector<BlockControlsCase>>())
+    if (c.ulp_figures)
+      for (const auto& u : *c.ulp_figures)
+        for (Figure& f : diff_figures(u.figure, u.path + " " + u.tensor + " vs MATH", u.map))
+          figs.push_back(std::move(f));
+  return figs;
+}
+
 std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, const nlohmann::json&) {
   const auto cases = case_records.get<std::vector<BlockControlsCase>>();
   Table t;
@@ -354,6 +420,12 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
     if (!tm.is_null() && !tm.empty()) t.notes.push_back("official timing and memory on the recording GPU: " + tm.dump());
     t.notes.push_back(recording_note("case " + c.case_name + " recorded in", c.file, c.seed));
     t.notes.push_back("paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
+    if (c.ulp_figures && !c.ulp_figures->empty())
+      t.notes.push_back("figures beside the report, for each of the " + std::to_string(c.ulp_figures->size()) +
+                        " nonzero differing cells: where the output differs from MATH over tokens x channels "
+                        "(<report>.<path>.<tensor>.math.ulp-map) and its elements per BF16 ULP class "
+                        "(.ulp-histogram); their numbers are the case's ulp_figures. Every probe: psi probe " +
+                        c.case_name + " --figures DIR.");
   }
   std::vector<Table> tables{t};
   if (Table f = float64_table(cases); !f.rows.empty()) tables.push_back(std::move(f));  // reports before it have none

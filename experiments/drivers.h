@@ -23,6 +23,7 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& cases, const
 
 void run_block_controls(const Options& o, Report& r);
 std::vector<Table> tabulate_block_controls(const nlohmann::json& cases, const nlohmann::json& options);
+std::vector<Figure> figures_block_controls(const nlohmann::json& cases);
 
 void run_full_prompt(const Options& o, Report& r);
 std::vector<Table> tabulate_full_prompt(const nlohmann::json& cases, const nlohmann::json& options);

@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "probes/diff_map.h"
+
 namespace psi::exp {
 
 // Reads `key` into `v` when the record has it. The keys no table reads are read so: a report
@@ -181,6 +183,13 @@ struct BlockControlsCase {
     std::vector<std::int64_t> by_step;  // steps 1 … 7
     std::int64_t not_reproduced = 0;    // official-h200 or official-h200-flash not the recording there
   };
+  // "ulp_figures": a differing cell of the main table (a path's video_out or audio_out against the
+  // MATH recording) with the numbers its two figures draw (experiments/diff_figures.h).
+  struct UlpFigure {
+    std::string path, tensor;  // the table's row and column ("psi dense", "video_out")
+    std::string figure;        // the figures' name stem: "dense.video_out.math"
+    probes::DiffMap map;
+  };
   std::string case_name;  // "case"
   std::string file;
   std::uint64_t seed = 0;
@@ -190,6 +199,7 @@ struct BlockControlsCase {
   std::optional<std::vector<FlashCause>> flash_causes;  // absent in reports before the FLASH core
   nlohmann::json official_timing_and_memory;            // the recording machine's, as recorded
   std::vector<std::string> notes;
+  std::optional<std::vector<UlpFigure>> ulp_figures;  // absent in reports before the figures
 };
 void to_json(nlohmann::json& j, const BlockControlsCase::Distance& r);
 void from_json(const nlohmann::json& j, BlockControlsCase::Distance& r);
@@ -198,6 +208,8 @@ void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r);
 // The keys are the members' names: one field list (nlohmann's macro), every key required.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BlockControlsCase::FlashCause, tensor, rows, total, differing, by_step,
                                    not_reproduced)
+void to_json(nlohmann::json& j, const BlockControlsCase::UlpFigure& r);
+void from_json(const nlohmann::json& j, BlockControlsCase::UlpFigure& r);
 void to_json(nlohmann::json& j, const BlockControlsCase& r);
 void from_json(const nlohmann::json& j, BlockControlsCase& r);
 

@@ -58,6 +58,7 @@ const std::vector<Experiment>& experiments() {
                   "and FLASH block on identical frozen inputs, and why FLASH and MATH differ, element by element",
        .run = run_block_controls,
        .tabulate = tabulate_block_controls,
+       .figures = figures_block_controls,
        .settle = settle_block_controls},
       {.name = "fixed-budget",
        .reproduces = "Table VII",

@@ -16,6 +16,7 @@
 
 #include "engine/error.h"
 #include "engine/sha256.h"
+#include "experiments/diff_figures.h"
 #include "experiments/drivers.h"
 #include "reports/h5.h"
 #include "reports/state_file.h"
@@ -264,6 +265,60 @@ TEST_F(Experiments, ProbeFloat64RowsAreBlockControlsFloat64Table) {
     }
   }
   EXPECT_EQ(compared, 20);
+}
+
+// block-controls draws, beside its report, each nonzero differing cell of its main table (a path's
+// video_out or audio_out against MATH): a map over tokens x channels and a ULP histogram, SVG
+// and PNG. The case records what they draw: the histogram adds up to the cell's count, and the
+// map's SVG keeps the same counts.
+TEST_F(Experiments, BlockControlsDrawsEachDifferingCell) {
+  const fs::path b = dir_ / "bc.h5";
+  const CmdResult r = psi_cmd("run block-controls --out " + b.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto bc = read_json(b, "/report/cases")[0].get<exp::BlockControlsCase>();
+  ASSERT_TRUE(bc.ulp_figures);
+  const auto main = read_json(b, "/report/tables")[0];
+  const auto& columns = main["columns"];
+  std::size_t drawn = 0;
+  for (const auto& row : main["rows"]) {
+    for (const auto& output : {std::pair<std::string, std::string>{"video_out", "video differing"},
+                               {"audio_out", "audio differing"}}) {
+      const std::string& tensor = output.first;  // not a structured binding: the lambda below takes it
+      const std::string& column = output.second;
+      const auto at = std::find(columns.begin(), columns.end(), column);
+      ASSERT_NE(at, columns.end()) << column;
+      std::string cell = row[std::size_t(at - columns.begin())];  // "63,496 / 315,392"
+      std::erase(cell, ',');
+      const long long differing = std::stoll(cell);
+      const std::string path = row[0];
+      const auto fig = std::find_if(bc.ulp_figures->begin(), bc.ulp_figures->end(),
+                                    [&](const auto& u) { return u.path == path && u.tensor == tensor; });
+      if (differing == 0) {
+        EXPECT_EQ(fig, bc.ulp_figures->end()) << path << " " << tensor << ": equal, yet drawn";
+        continue;
+      }
+      ASSERT_NE(fig, bc.ulp_figures->end()) << path << " " << tensor << ": " << differing << " differ, not drawn";
+      ++drawn;
+      long long sum = 0;
+      for (long long n : fig->map.histogram) sum += n;
+      EXPECT_EQ(sum, differing) << fig->figure;
+      const std::string stem = (dir_ / ("bc." + fig->figure)).string();
+      for (const std::string kind : {".ulp-map", ".ulp-histogram"}) {
+        EXPECT_NE(r.out.find("figure: " + stem + kind + ".svg\n"), std::string::npos) << stem + kind << "\n" << r.out;
+        std::ifstream png(stem + kind + ".png", std::ios::binary);
+        std::string magic(8, '\0');
+        png.read(magic.data(), 8);
+        EXPECT_EQ(magic, std::string("\x89PNG\r\n\x1a\n", 8)) << stem + kind;
+      }
+      std::ifstream svg(stem + ".ulp-map.svg");
+      const std::string map((std::istreambuf_iterator<char>(svg)), {});
+      EXPECT_NE(map.find(std::regex_replace(exp::ulp_histogram_line(fig->map), std::regex(">"), "&gt;")),
+                std::string::npos)
+          << fig->figure;
+    }
+  }
+  EXPECT_EQ(drawn, bc.ulp_figures->size());
+  EXPECT_GE(drawn, 8u);  // the recorded FLASH block and every psi path but official-h200 differ from MATH
 }
 
 // block-controls and projection-oracle: the recorded FLASH row equals the README's count, and

@@ -18,6 +18,15 @@
 //                                             on a single-node cluster of its own
 //   <!-- readme-test: skip: WHY -->           not run here, and why
 //
+// A prose paragraph (the lines after the directive, up to a blank line) may carry one too:
+//
+//   <!-- readme-test: numbers: psi ARGS; psi ARGS2; not WHAT -->
+//                                             every number in the paragraph is one that the
+//                                             commands print, as printed or rounded to the digits
+//                                             the README gives (thousands commas aside), except
+//                                             the numbers of a "not" part, which says what they
+//                                             are (a parameter, the paper's, a wall time)
+//
 // Commands run in a scratch folder (their out/ goes there); build/psi and ../shared/ are the
 // psi under test and the recordings. The usage table is checked against each command's --help
 // and the experiments table against psi list.
@@ -26,6 +35,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -153,7 +164,133 @@ std::vector<MdTable> tables_of(const std::vector<std::string>& lines) {
   return out;
 }
 
+// ---- Numbers in prose -----------------------------------------------------------------------
+
+// A number as written: digits with thousands commas, a fraction, an exponent ("54,869",
+// "4.07e-4"); one glued to a letter before it ("attn1", "H200") is a name, not a number.
+struct Number {
+  std::string text;  // without its commas
+  double value = 0;
+  int digits = 0;    // significant digits, for a number with a fraction or an exponent
+  bool integral = true;
+};
+
+std::vector<Number> numbers_in(const std::string& s) {
+  const auto digit = [&](std::size_t k) { return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])); };
+  std::vector<Number> out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (!digit(i) || (i > 0 && (std::isalnum(static_cast<unsigned char>(s[i - 1])) || s[i - 1] == '_' || s[i - 1] == '.')))
+      continue;
+    Number n;
+    std::size_t j = i;
+    for (; digit(j) || (s[j] == ',' && digit(j + 1) && digit(j + 2) && digit(j + 3) && !digit(j + 4)); ++j)
+      if (s[j] != ',') n.text += s[j];
+    if (j < s.size() && s[j] == '.' && digit(j + 1)) {
+      n.integral = false;
+      for (n.text += s[j++]; digit(j); ++j) n.text += s[j];
+    }
+    if (j < s.size() && (s[j] == 'e' || s[j] == 'E')) {
+      const std::size_t k = j + 1 + (j + 1 < s.size() && (s[j + 1] == '-' || s[j + 1] == '+'));
+      if (digit(k)) {
+        n.integral = false;
+        n.text += s.substr(j, k - j);
+        for (j = k; digit(j); ++j) n.text += s[j];
+      }
+    }
+    n.value = std::stod(n.text);
+    const std::string mantissa = n.text.substr(0, n.text.find_first_of("eE"));
+    for (std::size_t k = mantissa.find_first_not_of("0."); k < mantissa.size(); ++k) n.digits += mantissa[k] != '.';
+    out.push_back(n);
+    i = j;
+  }
+  return out;
+}
+
+// `n` as `out` prints it: the same integer, or a value that rounds to it at n's digits.
+bool printed(const Number& n, const std::vector<Number>& out) {
+  const auto rounded = [&](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*e", std::max(n.digits, 1) - 1, v);
+    return std::string(buf);
+  };
+  for (const Number& o : out)
+    if (n.integral ? o.integral && o.text == n.text : rounded(o.value) == rounded(n.value)) return true;
+  return false;
+}
+
 }  // namespace
+
+TEST(Readme, ProseNumbersArePrinted) {
+  Scratch s;
+  static const std::regex directive(R"(^<!-- readme-test: numbers: (.*) -->$)");
+  const auto lines = lines_of(slurp(kReadme));
+  int checked = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::smatch m;
+    if (!std::regex_match(lines[i], m, directive)) continue;
+    ++checked;
+    std::string paragraph;
+    for (std::size_t k = i + 1; k < lines.size() && !lines[k].empty(); ++k) paragraph += lines[k] + "\n";
+    ASSERT_FALSE(paragraph.empty() || paragraph.starts_with("```")) << "README.md:" << i + 1 << ": no prose paragraph after it";
+    std::vector<Number> out, exempt;
+    std::string commands;
+    const std::string parts = m[1];
+    for (std::size_t at = 0; at < parts.size();) {
+      const std::size_t end = std::min(parts.find("; ", at), parts.size());
+      const std::string part = parts.substr(at, end - at);
+      at = end + 2;
+      if (part.starts_with("not ")) {
+        for (const Number& n : numbers_in(part)) exempt.push_back(n);
+        continue;
+      }
+      ASSERT_TRUE(part.starts_with("psi ")) << "README.md:" << i + 1 << ": '" << part << "' is neither psi ARGS nor not WHAT";
+      const auto& r = s.psi(as_run_here(part.substr(4)));
+      ASSERT_EQ(r.status, 0) << "README.md:" << i + 1 << ": " << part << "\n" << r.err;
+      for (const Number& n : numbers_in(r.out)) out.push_back(n);
+      commands += (commands.empty() ? "" : ", ") + part;
+    }
+    for (const Number& n : numbers_in(paragraph)) {
+      if (std::any_of(exempt.begin(), exempt.end(), [&](const Number& e) { return e.text == n.text; })) continue;
+      EXPECT_TRUE(printed(n, out)) << "README.md:" << i + 2 << ": " << n.text << " is not a number " << commands
+                                   << " prints (nor one of its 'not' part), in\n"
+                                   << paragraph;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The README's count of bad inputs is the total of docs/reliability.md's table, and each row is
+// what its program prints when run whole (`psi-bad-input: <suite>: N bad inputs rejected`): a
+// case added to a program without updating both documents fails here.
+TEST(Readme, BadInputCountIsWhatTheProgramsReject) {
+  const std::string reliability = slurp(kReadme.parent_path() / "docs" / "reliability.md");
+  static const std::regex row(R"(\n\| `(test_bad_input_[a-z0-9_]+)` \| (\d+) \|)"), total(R"(\n\| total \| \*\*(\d+)\*\* \|)"),
+      count(R"(psi-bad-input: [^\n]*: (\d+) bad inputs rejected)"), readme(R"(\*\*Bad input\*\*: (\d+) malformed inputs)");
+  Scratch s;
+  long long sum = 0;
+  std::set<std::string> in_table;
+  for (std::sregex_iterator it(reliability.begin(), reliability.end(), row), end; it != end; ++it) {
+    const std::string program = (*it)[1];
+    in_table.insert(program);
+    sum += std::stoll((*it)[2]);
+    const auto r = s.shell("'" + (fs::path(PSI_TEST_PROGRAMS) / program).string() + "'");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, count)) << program << " printed no count (exit " << r.status << "):\n"
+                                                    << r.out << r.err;
+    EXPECT_EQ(m[1].str(), (*it)[2].str()) << "docs/reliability.md: " << program << " rejects " << m[1] << " bad inputs";
+  }
+  // Every program that counts is in the table.
+  for (const auto& f : fs::directory_iterator(kReadme.parent_path() / "tests"))
+    if (f.path().filename().string().starts_with("test_bad_input_") && f.path().extension() == ".cpp" &&
+        slurp(f.path()).find("CountPrinter(") != std::string::npos)
+      EXPECT_TRUE(in_table.count(f.path().stem().string())) << f.path() << " counts, but docs/reliability.md has no row";
+  std::smatch t, r;
+  ASSERT_TRUE(std::regex_search(reliability, t, total)) << "docs/reliability.md: no total row";
+  EXPECT_EQ(std::stoll(t[1]), sum) << "docs/reliability.md: the total is not the rows' sum";
+  const std::string text = slurp(kReadme);
+  ASSERT_TRUE(std::regex_search(text, r, readme)) << "README.md: no '**Bad input**: N malformed inputs'";
+  EXPECT_EQ(std::stoll(r[1]), sum) << "README.md's bad-input count";
+}
 
 TEST(Readme, EveryFencedBlockSaysHowItIsChecked) {
   const auto blocks = readme_blocks();
