@@ -280,10 +280,12 @@ TEST(Readme, BadInputCountIsWhatTheProgramsReject) {
     EXPECT_EQ(m[1].str(), (*it)[2].str()) << "docs/reliability.md: " << program << " rejects " << m[1] << " bad inputs";
   }
   // Every program that counts is in the table.
-  for (const auto& f : fs::directory_iterator(kReadme.parent_path() / "tests"))
+  for (const auto& f : fs::directory_iterator(kReadme.parent_path() / "tests")) {
     if (f.path().filename().string().starts_with("test_bad_input_") && f.path().extension() == ".cpp" &&
-        slurp(f.path()).find("CountPrinter(") != std::string::npos)
+        slurp(f.path()).find("CountPrinter(") != std::string::npos) {
       EXPECT_TRUE(in_table.count(f.path().stem().string())) << f.path() << " counts, but docs/reliability.md has no row";
+    }
+  }
   std::smatch t, r;
   ASSERT_TRUE(std::regex_search(reliability, t, total)) << "docs/reliability.md: no total row";
   EXPECT_EQ(std::stoll(t[1]), sum) << "docs/reliability.md: the total is not the rows' sum";
