@@ -190,48 +190,70 @@ struct RowData {
 struct PanelData {
   std::vector<std::int32_t> sig, exp;  // [K][kLanes]; missing columns are zeros
   std::vector<float> val;
+  std::vector<std::int32_t> row_sig, row_exp;  // W's rows as decoded, before the transposition
+  std::vector<float> row_val;
 };
 
-void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, bool fp, RowData& d) {
-  const std::int64_t K = A.cols;
-  if (fp)
-    d.val.resize(std::size_t(nr * K));
-  else
-    d.sig.resize(std::size_t(nr * K));
-  d.exp.resize(std::size_t(nr * K));
-  for (std::int64_t i = 0; i < nr; ++i) {
-    const Bf16* row = A.row(r0 + i);
-    for (std::int64_t k = 0; k < K; ++k) {
-      const bool finite = row[k].is_finite();
-      const Decoded v = finite ? decode(row[k]) : Decoded{0, kZeroExp};
-      if (fp)
-        d.val[std::size_t(i * K + k)] = finite ? row[k].to_float() : 0.0f;
-      else
-        d.sig[std::size_t(i * K + k)] = v.sig * (1 << kProductShift);
-      d.exp[std::size_t(i * K + k)] = v.exp;
+// n consecutive BF16 values as decode() gives them (a non-finite one as a zero), the significand
+// times `scale` (integer kernels) or the FP32 value (fp). Masks, not branches, so that it
+// vectorises.
+template <bool Fp>
+void decode_run(const Bf16* __restrict v, std::int64_t n, std::int32_t scale, std::int32_t* __restrict sig,
+                float* __restrict val, std::int32_t* __restrict exp) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t b = v[i].bits;
+    const std::int32_t field = (b >> 7) & 0xff;
+    const std::int32_t finite = -std::int32_t(field != 0xff), normal = -std::int32_t(field != 0);
+    const std::int32_t m = (b & 0x7f) | (normal & 0x80);
+    const std::int32_t nonzero = finite & -std::int32_t(m != 0);
+    // A subnormal's exponent is −126: field 0 counts as 1.
+    exp[i] = (((field | (~normal & 1)) - 127) & nonzero) | (kZeroExp & ~nonzero);
+    if constexpr (Fp) {
+      val[i] = std::bit_cast<float>(std::uint32_t(b << 16) & std::uint32_t(finite));
+    } else {
+      const std::int32_t sign = -(b >> 15);  // 0 or −1
+      sig[i] = ((m ^ sign) - sign) * scale & nonzero;
     }
   }
 }
 
+void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, bool fp, RowData& d) {
+  const std::int64_t K = A.cols;
+  (fp ? d.val.resize(std::size_t(nr * K)) : d.sig.resize(std::size_t(nr * K)));
+  d.exp.resize(std::size_t(nr * K));
+  for (std::int64_t i = 0; i < nr; ++i) {
+    if (fp)
+      decode_run<true>(A.row(r0 + i), K, 1, nullptr, d.val.data() + i * K, d.exp.data() + i * K);
+    else
+      decode_run<false>(A.row(r0 + i), K, 1 << kProductShift, d.sig.data() + i * K, nullptr, d.exp.data() + i * K);
+  }
+}
+
+// W's rows n0..n0+nn decoded row by row, then laid out k-major, 16 columns a k.
 void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, bool fp, PanelData& d) {
   const std::int64_t K = W.cols;
+  d.row_exp.resize(std::size_t(nn * K));
+  (fp ? d.row_val.resize(std::size_t(nn * K)) : d.row_sig.resize(std::size_t(nn * K)));
+  for (std::int64_t j = 0; j < nn; ++j) {
+    if (fp)
+      decode_run<true>(W.row(n0 + j), K, 1, nullptr, d.row_val.data() + j * K, d.row_exp.data() + j * K);
+    else
+      decode_run<false>(W.row(n0 + j), K, 1, d.row_sig.data() + j * K, nullptr, d.row_exp.data() + j * K);
+  }
   if (fp)
     d.val.assign(std::size_t(K * kLanes), 0.0f);
   else
     d.sig.assign(std::size_t(K * kLanes), 0);
   d.exp.assign(std::size_t(K * kLanes), kZeroExp);
-  for (std::int64_t j = 0; j < nn; ++j) {
-    const Bf16* row = W.row(n0 + j);
-    for (std::int64_t k = 0; k < K; ++k) {
-      const bool finite = row[k].is_finite();
-      const Decoded v = finite ? decode(row[k]) : Decoded{0, kZeroExp};
+  for (std::int64_t k = 0; k < K; ++k)
+    for (std::int64_t j = 0; j < nn; ++j) {
+      const std::size_t to = std::size_t(k * kLanes + j), from = std::size_t(j * K + k);
+      d.exp[to] = d.row_exp[from];
       if (fp)
-        d.val[std::size_t(k * kLanes + j)] = finite ? row[k].to_float() : 0.0f;
+        d.val[to] = d.row_val[from];
       else
-        d.sig[std::size_t(k * kLanes + j)] = v.sig;
-      d.exp[std::size_t(k * kLanes + j)] = v.exp;
+        d.sig[to] = d.row_sig[from];
     }
-  }
 }
 
 // One block's end for one lane: add the accumulator's aligned term to the products' sum S and
@@ -332,6 +354,18 @@ __attribute__((target("avx512f"))) inline AccLanes acc_lanes(__m512 A) {
   return a;
 }
 
+// The products' exponent sums e_x + e_w of `n` consecutive k (N: the count known at compile time,
+// a whole block, so that the loop unrolls; 0: given at run time) folded into E by max.
+template <int N>
+__attribute__((target("avx512f"))) inline __m512i max_exponents(__m512i E, const std::int32_t* xe, const std::int32_t* we,
+                                                                 int n) {
+  const int count = N ? N : n;
+#pragma GCC unroll 16
+  for (int i = 0; i < count; ++i)
+    E = _mm512_max_epi32(E, _mm512_add_epi32(_mm512_loadu_si512(we + i * kLanes), _mm512_set1_epi32(xe[i])));
+  return E;
+}
+
 // A block's E in the lanes: the accumulator's exponent where it is non-zero, the products'
 // e_x + e_w over k0..k1, at least kMinAlignExp.
 __attribute__((target("avx512f"))) inline __m512i block_exponent(const AccLanes& a, const std::int32_t* xe,
@@ -339,8 +373,8 @@ __attribute__((target("avx512f"))) inline __m512i block_exponent(const AccLanes&
                                                                   std::int64_t k1) {
   const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(a.mag, _mm512_setzero_si512());
   __m512i E = _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a.exp);
-  for (std::int64_t k = k0; k < k1; ++k)
-    E = _mm512_max_epi32(E, _mm512_add_epi32(_mm512_loadu_si512(we + k * kLanes), _mm512_set1_epi32(xe[k])));
+  E = k1 - k0 == kBlock ? max_exponents<kBlock>(E, xe + k0, we + k0 * kLanes, kBlock)
+                        : max_exponents<0>(E, xe + k0, we + k0 * kLanes, int(k1 - k0));
   return _mm512_max_epi32(E, _mm512_set1_epi32(kMinAlignExp));
 }
 
@@ -418,6 +452,24 @@ __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs
   _mm512_storeu_ps(acc, A);
 }
 
+// The sum of `n` consecutive k's terms trunc(x w 2^(25−E)) (N as in max_exponents), in two
+// partial sums: integer addition is exact in any order.
+template <int N>
+__attribute__((target("avx512f"))) inline __m512i fp_terms(const float* xv, const float* wv, __m512 scale, int n) {
+  const int count = N ? N : n;
+  __m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
+#pragma GCC unroll 16
+  for (int i = 0; i < count; ++i) {
+    const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[i]), _mm512_loadu_ps(wv + i * kLanes));
+    const __m512i t = _mm512_cvttps_epi32(_mm512_mul_ps(prod, scale));
+    if (i % 2)
+      S1 = _mm512_add_epi32(S1, t);
+    else
+      S0 = _mm512_add_epi32(S0, t);
+  }
+  return _mm512_add_epi32(S0, S1);
+}
+
 // AVX-512, FP32 products (only where fp_products_exact holds for the whole product): x·w is
 // exact in FP32 and so is its scaling by 2^(25−E), so each term sign·trunc(|x w| 2^(25−E)) is
 // one multiply by the power of two and one truncating conversion (vcvttps2dq rounds toward zero,
@@ -435,11 +487,8 @@ __attribute__((target("avx512f"))) void chain_rows_avx512_fp(const float* xv, co
     const __m512i E = block_exponent(a, xe, we, k0, k1);
     const __m512i scale_exp = _mm512_sub_epi32(_mm512_set1_epi32(127 + kUnitExp), _mm512_max_epi32(E, _mm512_set1_epi32(-102)));
     const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(scale_exp, 23));
-    __m512i S = _mm512_setzero_si512();
-    for (std::int64_t k = k0; k < k1; ++k) {
-      const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[k]), _mm512_loadu_ps(wv + k * kLanes));
-      S = _mm512_add_epi32(S, _mm512_cvttps_epi32(_mm512_mul_ps(prod, scale)));
-    }
+    const __m512i S = k1 - k0 == kBlock ? fp_terms<kBlock>(xv + k0, wv + k0 * kLanes, scale, kBlock)
+                                        : fp_terms<0>(xv + k0, wv + k0 * kLanes, scale, int(k1 - k0));
     A = finish_block(A, a, S, E);
   }
   _mm512_storeu_ps(acc, A);
