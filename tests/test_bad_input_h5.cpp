@@ -14,6 +14,7 @@
 #include "reports/schema.h"
 #include "reports/state_file.h"
 #include "tests/test_bad_input_support.h"
+#include "tests/recordings.h"
 
 namespace h5 = psi::h5;
 namespace rp = psi::reports;
@@ -678,7 +679,7 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
 // without its psi rows and exit 0. Refused, naming the dataset.
 TEST(BadHdf5, BlockControlsRefusesARecordingWithoutItsTableTensors) {
   const fs::path dir = fresh_dir("h5_bc_missing");
-  fs::copy_file(fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5", dir / "block_small.h5");
+  fs::copy_file(psi::test::reference_file("block_small.h5"), dir / "block_small.h5");
   fs::permissions(dir / "block_small.h5", fs::perms::owner_write, fs::perm_options::add);
   {
     h5::Handle f(H5Fopen((dir / "block_small.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
@@ -697,7 +698,7 @@ TEST(BadHdf5, BlockControlsRefusesARecordingWithoutItsTableTensors) {
 // file and a malformed integrity attribute are refusals (exit 2), as in every other reader.
 TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
   const fs::path dir = fresh_dir("h5_verify");
-  const fs::path recording = fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5";
+  const fs::path recording = psi::test::reference_file("block_small.h5");
   const fs::path report = report_file(dir / "report.h5", kGoodTables);
   PsiRun r = run_psi({"verify", recording.string(), report.string()});
   EXPECT_EQ(r.status, 0) << r.out << r.err;

@@ -14,6 +14,7 @@
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 namespace model = psi::model;
@@ -21,7 +22,7 @@ using psi::Bf16Tensor;
 
 namespace {
 
-fs::path reference(const char* f) { return fs::path(PSI_SHARED_DIR) / "reference" / f; }
+fs::path reference(const char* f) { return psi::test::reference_file(f); }
 
 nlohmann::json weights_json(const char* file, const char* group) {
   auto f = psi::h5::File::open_read(reference(file));

@@ -14,6 +14,7 @@
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 namespace model = psi::model;
@@ -116,7 +117,7 @@ TEST(BlockF64, RoundsToBf16Once) {
 // the recorded MATH block is as far from it as the dense path is.
 TEST(BlockF64, ProbeComparesAndWritesTheFloat64Block) {
   psi::probes::ProbeOptions o;
-  o.reference = fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5";
+  o.reference = psi::test::reference_file("block_small.h5");
   o.variants = {std::string(psi::probes::kFloat64Variant)};
   const psi::probes::ProbeReport r = psi::probes::run_probe("block-small", o);
   ASSERT_EQ(r.results.size(), 20u);  // ten probes x (math, flash)
@@ -136,6 +137,6 @@ TEST(BlockF64, ProbeComparesAndWritesTheFloat64Block) {
   for (const auto& [name, t] : r.float64_outputs) EXPECT_EQ(f.read_f64("/block_small/float64/" + name).data, t.data) << name;
   fs::remove(out);
 
-  o.reference = fs::path(PSI_SHARED_DIR) / "reference" / "probes_linear.h5";
+  o.reference = psi::test::reference_file("probes_linear.h5");
   EXPECT_THROW(psi::probes::run_probe("audio-ff-up", o), psi::Error);
 }

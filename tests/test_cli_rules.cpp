@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/psi_command.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 
@@ -27,7 +28,7 @@ Outcome run_psi(const std::string& args) {
   return r;
 }
 
-const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+const fs::path kRef = psi::test::reference_dir();
 
 }  // namespace
 

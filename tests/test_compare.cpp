@@ -15,6 +15,7 @@
 #include "reports/compare.h"
 #include "reports/h5.h"
 #include "reports/state_file.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
@@ -38,7 +39,7 @@ class TempDir {
   fs::path dir_;
 };
 
-const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+const fs::path kRef = psi::test::reference_dir();
 
 Bf16Tensor ramp_bf16(Shape s) {
   Bf16Tensor t(std::move(s));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 
@@ -21,7 +22,7 @@ struct Outcome {
   std::string out;  // stdout and stderr together
 };
 
-Outcome psi(const std::string& args) {
+Outcome run_psi(const std::string& args) {
   Outcome r;
   const std::string cmd = std::string(PSI_BINARY) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
@@ -37,7 +38,7 @@ Outcome psi(const std::string& args) {
 const std::string kData = std::string(PSI_TEST_DATA) + "/compare/";
 const std::string kA = kData + "user_a.h5";
 const std::string kB = kData + "user_b.h5";
-const std::string kRef = std::string(PSI_SHARED_DIR) + "/reference/";
+const std::string kRef = psi::test::reference_dir().string() + "/";
 
 // The line of the table that names `dataset`.
 std::string line_of(const std::string& out, const std::string& dataset) {
@@ -55,7 +56,7 @@ std::string line_of(const std::string& out, const std::string& dataset) {
 }  // namespace
 
 TEST(CompareCli, UserFileAgainstItselfExitsZero) {
-  Outcome r = psi("compare " + kA + " " + kA);
+  Outcome r = run_psi("compare " + kA + " " + kA);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(line_of(r.out, "/stage1/latent").find("0/32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("summary: 3 compared (3 bitwise equal, 0 differ)"), std::string::npos) << r.out;
@@ -63,7 +64,7 @@ TEST(CompareCli, UserFileAgainstItselfExitsZero) {
 
 // make_fixtures.py changes stage1/latent[1, 3] by one BF16 step and [2, 5] by three.
 TEST(CompareCli, UserFilesThatDifferExitOneWithTheDifference) {
-  Outcome r = psi("compare " + kA + " " + kB);
+  Outcome r = run_psi("compare " + kA + " " + kB);
   EXPECT_EQ(r.status, 1) << r.out;
   const std::string latent = line_of(r.out, "/stage1/latent");
   EXPECT_EQ(latent.rfind("differs", 0), 0u) << latent;
@@ -79,16 +80,16 @@ TEST(CompareCli, UserFilesThatDifferExitOneWithTheDifference) {
 }
 
 TEST(CompareCli, OnlyAndStrict) {
-  Outcome scale = psi("compare " + kA + " " + kB + " --only 'scale$'");
+  Outcome scale = run_psi("compare " + kA + " " + kB + " --only 'scale$'");
   EXPECT_EQ(scale.status, 0) << scale.out;
   EXPECT_EQ(line_of(scale.out, "/stage1/latent"), "");
   // Datasets in one file only: nothing compared, which never passes a bitwise check.
-  Outcome only = psi("compare " + kA + " " + kB + " --only only_in");
+  Outcome only = run_psi("compare " + kA + " " + kB + " --only only_in");
   EXPECT_EQ(only.status, 1) << only.out;
   EXPECT_NE(only.out.find("nothing was compared"), std::string::npos) << only.out;
-  Outcome subset = psi("compare " + kA + " " + kB + " --subset --only 'scale$'");
+  Outcome subset = run_psi("compare " + kA + " " + kB + " --subset --only 'scale$'");
   EXPECT_EQ(subset.status, 0) << subset.out;
-  Outcome strict = psi("compare " + kA + " " + kB + " --only only_in --strict");
+  Outcome strict = run_psi("compare " + kA + " " + kB + " --only only_in --strict");
   EXPECT_EQ(strict.status, 1) << strict.out;
 }
 
@@ -96,24 +97,24 @@ TEST(CompareCli, OnlyAndStrict) {
 // backtracking engine run for hours, or a nesting deep enough to overflow a recursive one,
 // ends at once; a malformed or overlong one is refused with exit 2 and one line.
 TEST(CompareCli, OnlyPatternsCannotHangOrCrash) {
-  Outcome redos = psi("compare " + kA + " " + kB + " --only '^(.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*)*x$'");
+  Outcome redos = run_psi("compare " + kA + " " + kB + " --only '^(.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*.*)*x$'");
   EXPECT_EQ(redos.status, 1) << redos.out;
   EXPECT_NE(redos.out.find("nothing was compared"), std::string::npos) << redos.out;
   const std::string deep = std::string(2000, '(') + "scale" + std::string(2000, ')');
-  Outcome nested = psi("compare " + kA + " " + kB + " --only '" + deep + "$'");
+  Outcome nested = run_psi("compare " + kA + " " + kB + " --only '" + deep + "$'");
   EXPECT_TRUE(nested.status == 0 || nested.status == 2) << nested.status << nested.out;
   const std::string deeper = std::string(20000, '(') + "a" + std::string(20000, ')');
-  Outcome overlong = psi("compare " + kA + " " + kB + " --only '" + deeper + "'");
+  Outcome overlong = run_psi("compare " + kA + " " + kB + " --only '" + deeper + "'");
   EXPECT_EQ(overlong.status, 2);
   EXPECT_NE(overlong.out.find("longer than 4096 characters"), std::string::npos) << overlong.out;
   EXPECT_EQ(std::count(overlong.out.begin(), overlong.out.end(), '\n'), 1) << overlong.out;  // stdout empty
-  Outcome bad = psi("compare " + kA + " " + kB + " --only 'a('");
+  Outcome bad = run_psi("compare " + kA + " " + kB + " --only 'a('");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.out.find("not a valid regular expression"), std::string::npos) << bad.out;
 }
 
 TEST(CompareCli, JsonOutput) {
-  Outcome r = psi("compare " + kA + " " + kB + " --json");
+  Outcome r = run_psi("compare " + kA + " " + kB + " --json");
   EXPECT_EQ(r.status, 1);
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["exit_code"], 1);
@@ -138,16 +139,16 @@ TEST(CompareCli, BadInputExitsTwoWithOneLine) {
   const std::string text = (dir / "notes.h5").string();
   { std::ofstream(text) << "plain text\n"; }
 
-  Outcome missing = psi("compare " + kA + " " + (dir / "missing.h5").string());
+  Outcome missing = run_psi("compare " + kA + " " + (dir / "missing.h5").string());
   EXPECT_EQ(missing.status, 2) << missing.out;
   EXPECT_NE(missing.out.find("psi: error: " + (dir / "missing.h5").string() + ": no such file"), std::string::npos)
       << missing.out;
 
-  Outcome not_h5 = psi("compare " + text + " " + kA);
+  Outcome not_h5 = run_psi("compare " + text + " " + kA);
   EXPECT_EQ(not_h5.status, 2) << not_h5.out;
   EXPECT_NE(not_h5.out.find("psi: error: " + text + ": not an HDF5 file"), std::string::npos) << not_h5.out;
 
-  Outcome bad_map = psi("compare " + kA + " " + kA + " --map nothing");
+  Outcome bad_map = run_psi("compare " + kA + " " + kA + " --map nothing");
   EXPECT_EQ(bad_map.status, 2) << bad_map.out;
   fs::remove_all(dir);
 }
@@ -155,11 +156,11 @@ TEST(CompareCli, BadInputExitsTwoWithOneLine) {
 // block_small against itself, and its FLASH attn1 against its MATH attn1 through --map (the
 // reference README's 81,747 differing elements, relative L2 1.68e-3).
 TEST(CompareCli, RecordingAgainstItselfAndMappedProbes) {
-  Outcome same = psi("compare " + kRef + "block_small.h5 " + kRef + "block_small.h5");
+  Outcome same = run_psi("compare " + kRef + "block_small.h5 " + kRef + "block_small.h5");
   EXPECT_EQ(same.status, 0) << same.out;
   EXPECT_NE(same.out.find("summary: 43 compared (43 bitwise equal, 0 differ)"), std::string::npos) << same.out;
 
-  Outcome mapped = psi("compare " + kRef + "block_small.h5 " + kRef +
+  Outcome mapped = run_psi("compare " + kRef + "block_small.h5 " + kRef +
                    "block_small.h5 --only '^/block_small/flash/attn1$' --map /block_small/flash/=/block_small/math/");
   EXPECT_EQ(mapped.status, 1) << mapped.out;
   const std::string l = line_of(mapped.out, "/block_small/flash/attn1 => /block_small/math/attn1");
@@ -169,7 +170,7 @@ TEST(CompareCli, RecordingAgainstItselfAndMappedProbes) {
 
 TEST(CompareCli, DtypeMismatchWithRecordingExitsTwo) {
   // The fixture's float32 tensor paired, through --map, with a BF16 tensor of a recording.
-  Outcome r = psi("compare " + kA + " " + kRef + "block_small.h5 --only '^/stage1/scale$' --map " +
+  Outcome r = run_psi("compare " + kA + " " + kRef + "block_small.h5 --only '^/stage1/scale$' --map " +
               "/stage1/scale=/block_small/inputs/audio.x");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("psi: error: " + kA + ":/stage1/scale vs " + kRef +
@@ -186,7 +187,7 @@ TEST(CompareCli, NamesWithNewlinesStayOnOneLine) {
   fs::create_directories(dir);
   const fs::path forged = dir / "a\nsummary: 99 compared (99 bitwise equal, 0 differ).h5";
   fs::copy_file(kA, forged);
-  Outcome r = psi("compare '" + forged.string() + "' " + kA);
+  Outcome r = run_psi("compare '" + forged.string() + "' " + kA);
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out.find("\nsummary: 99"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("A: " + dir.string() + "/a\\nsummary: 99"), std::string::npos) << r.out;

@@ -20,6 +20,7 @@
 #include "experiments/drivers.h"
 #include "reports/h5.h"
 #include "reports/state_file.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
@@ -108,7 +109,7 @@ TEST_F(Experiments, OneToken) {
   ASSERT_EQ(r.status, 0) << r.out;
   expect_report_structure(f, "one-token");
   auto rf = h5::File::open_read(f);
-  auto rec = h5::File::open_read(fs::path(PSI_SHARED_DIR) / "reference" / "probe_attn_traj.h5");
+  auto rec = h5::File::open_read(psi::test::reference_file("probe_attn_traj.h5"));
   for (const char* path : {"dense", "official-h200", "baseline", "modified"}) {
     const std::string g = std::string("/states/one-token/") + path;
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/00_stage1_initial/video_latent")),
@@ -634,7 +635,7 @@ TEST_F(Experiments, FixedBudgetPoolOnTheCpuBackend) {
 // Which data (issue 27.6): the tables of the experiments on recordings name the recording they
 // read, folder and seed, so that tables made from two recording sets cannot pass for each other.
 TEST_F(Experiments, TablesNameTheRecordingFolderAndSeed) {
-  const fs::path shared = fs::path(PSI_SHARED_DIR) / "reference", other = dir_ / "another_reference";
+  const fs::path shared = psi::test::reference_dir(), other = dir_ / "another_reference";
   fs::create_directories(other);
   for (const char* f : {"probes_linear.h5", "probe_attn_traj.h5", "block_small.h5"})
     fs::create_symlink(shared / f, other / f);

@@ -20,6 +20,7 @@
 #include "reports/schema.h"
 #include "reports/state_file.h"
 #include "tests/psi_command.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
@@ -43,7 +44,7 @@ class TempDir {
   fs::path dir_;
 };
 
-const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+const fs::path kRef = psi::test::reference_dir();
 
 using psi::testing::Outcome;
 using psi::testing::run_psi_in;

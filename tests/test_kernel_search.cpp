@@ -19,12 +19,13 @@
 #include "experiments/trajectory_support.h"
 #include "probes/probe_cases.h"
 #include "psi_command.h"
+#include "tests/recordings.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path reference() { return psi::probes::shared_dir() / "reference"; }
+fs::path reference() { return psi::test::reference_dir(); }
 
 std::string file_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -26,6 +26,7 @@
 #include "engine/sha256.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
+#include "tests/recordings.h"
 
 namespace ops = psi::ops;
 using psi::Bf16Tensor;
@@ -43,10 +44,8 @@ struct Recorded {
   psi::probes::StoredTensor sdpa_out;
 };
 
-std::optional<Recorded> recorded() {
-  const auto file = psi::probes::shared_dir() / "reference" / "probe_attn_traj.h5";
-  if (!std::filesystem::exists(file)) return std::nullopt;
-  psi::probes::Recording rec(file, "probe_audio_self_attn");
+Recorded recorded() {
+  psi::probes::Recording rec(psi::test::reference_file("probe_attn_traj.h5"), "probe_audio_self_attn");
   Recorded r{rec.stored_bf16("math/q").data, rec.stored_bf16("math/k").data, rec.stored_bf16("math/v").data,
              rec.stored_bf16("math/sdpa_out")};
   return r;
@@ -188,33 +187,31 @@ Bf16Tensor random_bf16(psi::Shape shape, float scale, std::mt19937& rng) {
 
 TEST(OfficialAttention, RecordedSdpaOutBitwise) {
   const auto r = recorded();
-  if (!r) GTEST_SKIP() << "no probe_attn_traj.h5 under " << psi::probes::shared_dir();
-  ASSERT_TRUE(r->sdpa_out.full);
-  ASSERT_EQ(r->q.shape, (psi::Shape{1, 126, 2048}));
-  const Bf16Tensor out = run_h200(*r, ops::ExpModel::ex2_table);
-  EXPECT_EQ(equal_count(out, r->sdpa_out.data), 258048);
-  EXPECT_EQ(psi::sha256_hex(out), r->sdpa_out.sha256_full);
+  ASSERT_TRUE(r.sdpa_out.full);
+  ASSERT_EQ(r.q.shape, (psi::Shape{1, 126, 2048}));
+  const Bf16Tensor out = run_h200(r, ops::ExpModel::ex2_table);
+  EXPECT_EQ(equal_count(out, r.sdpa_out.data), 258048);
+  EXPECT_EQ(psi::sha256_hex(out), r.sdpa_out.sha256_full);
 
   // The same through ops::sdpa with the official-h200 variant's options.
   const ops::SdpaOptions opt = psi::model::numerics_variant("official-h200").sdpa(64);
   EXPECT_EQ(opt.core, ops::AttentionCore::h200_math);
-  Bf16Tensor via_sdpa(r->q.shape);
-  ops::sdpa(ops::as_matrix(r->q), ops::as_matrix(r->k), ops::as_matrix(r->v), kRecordedHeads, opt,
+  Bf16Tensor via_sdpa(r.q.shape);
+  ops::sdpa(ops::as_matrix(r.q), ops::as_matrix(r.k), ops::as_matrix(r.v), kRecordedHeads, opt,
             ops::as_matrix(via_sdpa));
   EXPECT_EQ(via_sdpa.data, out.data);
 }
 
 TEST(OfficialAttention, StandInCountsOnTheRecording) {
   const auto r = recorded();
-  if (!r) GTEST_SKIP() << "no probe_attn_traj.h5 under " << psi::probes::shared_dir();
   // A correctly rounded expf in the same core: the spec's 258,037–258,045 of 258,048.
-  const std::int64_t stand_in = equal_count(run_h200(*r, ops::ExpModel::correctly_rounded), r->sdpa_out.data);
+  const std::int64_t stand_in = equal_count(run_h200(r, ops::ExpModel::correctly_rounded), r.sdpa_out.data);
   EXPECT_EQ(stand_in, 258037);
   // psi's dense MATH core (reduce.h sums, std::exp), for scale.
-  Bf16Tensor dense(r->q.shape);
-  ops::sdpa(ops::as_matrix(r->q), ops::as_matrix(r->k), ops::as_matrix(r->v), kRecordedHeads, ops::SdpaOptions{},
+  Bf16Tensor dense(r.q.shape);
+  ops::sdpa(ops::as_matrix(r.q), ops::as_matrix(r.k), ops::as_matrix(r.v), kRecordedHeads, ops::SdpaOptions{},
             ops::as_matrix(dense));
-  EXPECT_EQ(equal_count(dense, r->sdpa_out.data), 258022);
+  EXPECT_EQ(equal_count(dense, r.sdpa_out.data), 258022);
 }
 
 TEST(OfficialAttention, ThreadCountDoesNotMatter) {

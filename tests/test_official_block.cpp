@@ -23,6 +23,7 @@
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 using namespace psi;
 
@@ -36,7 +37,7 @@ const probes::TensorResult& find(const probes::ProbeReport& r, const std::string
 }
 
 std::filesystem::path reference(const std::string& f) {
-  return std::filesystem::path(PSI_SHARED_DIR) / "reference" / f;
+  return psi::test::reference_file(f);
 }
 
 float ulp_distance(float a, float b) {

@@ -27,6 +27,7 @@
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 #include "tests/psi_command.h"
+#include "tests/recordings.h"
 
 using namespace psi;
 
@@ -85,7 +86,7 @@ TEST(OfficialFlash, LaunchOfTheRecordedCalls) {
 // tile, the plain kernel): every element of the recorded FLASH sdpa_out, whose SHA-256 it hashes
 // to, while MATH and FLASH differ in about a fifth of them.
 TEST(OfficialFlash, RecordedAttentionCoreIsBitwise) {
-  probes::Recording rec(probes::shared_dir() / "reference" / "probe_attn_traj.h5", "probe_audio_self_attn");
+  probes::Recording rec(psi::test::reference_file("probe_attn_traj.h5"), "probe_audio_self_attn");
   const Bf16Tensor q = rec.stored_bf16("math/q").data, k = rec.stored_bf16("math/k").data,
                    v = rec.stored_bf16("math/v").data;
   const probes::StoredTensor want = rec.stored_bf16("flash/sdpa_out");
@@ -114,7 +115,7 @@ TEST(OfficialFlash, RecordedAttentionCoreIsBitwise) {
 // steps 6 and 7 the recorded FLASH one (126 keys are one tile of the plain kernel, so the key
 // split changes nothing there); steps in between are neither.
 TEST(OfficialFlash, MathToFlashEndsAreTheRecordedCores) {
-  probes::Recording rec(probes::shared_dir() / "reference" / "probe_attn_traj.h5", "probe_audio_self_attn");
+  probes::Recording rec(psi::test::reference_file("probe_attn_traj.h5"), "probe_audio_self_attn");
   const Bf16Tensor q = rec.stored_bf16("math/q").data, k = rec.stored_bf16("math/k").data,
                    v = rec.stored_bf16("math/v").data;
   const Bf16Tensor math = rec.stored_bf16("math/sdpa_out").data, flash = rec.stored_bf16("flash/sdpa_out").data;

@@ -12,6 +12,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace ops = psi::ops;
 using psi::Bf16;
@@ -19,7 +20,7 @@ using psi::Bf16Tensor;
 using psi::bf16_rne;
 
 namespace {
-std::filesystem::path reference(const char* f) { return std::filesystem::path(PSI_SHARED_DIR) / "reference" / f; }
+std::filesystem::path reference(const char* f) { return psi::test::reference_file(f); }
 
 Bf16Tensor from_floats(psi::Shape s, std::initializer_list<float> v) {
   Bf16Tensor t(std::move(s));

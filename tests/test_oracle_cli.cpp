@@ -26,6 +26,7 @@
 #include "oracle/operands.h"
 #include "oracle/rounding.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 namespace po = psi::oracle;
@@ -33,7 +34,7 @@ using psi::Bf16;
 
 namespace {
 
-const fs::path kProbes = fs::path(PSI_SHARED_DIR) / "reference" / "probes_linear.h5";
+const fs::path kProbes = psi::test::reference_file("probes_linear.h5");
 const fs::path kFixture = fs::path(PSI_TEST_DATA) / "oracle" / "fixture.h5";
 
 struct CliRun {

@@ -14,6 +14,7 @@
 #include "oracle/float64_filter.h"
 #include "oracle/operands.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace po = psi::oracle;
 using psi::Bf16;
@@ -41,7 +42,7 @@ void expect_filter_is_exact(const Case& c, int threads, std::int64_t* sent_exact
 }  // namespace
 
 TEST(OracleFilter, RecordedProjectionsGiveTheExactVerdicts) {
-  const auto file = std::filesystem::path(PSI_SHARED_DIR) / "reference" / "probes_linear.h5";
+  const auto file = psi::test::reference_file("probes_linear.h5");
   auto f = psi::h5::File::open_read(file);
   for (const char* probe : {"probe_audio_ff_up", "probe_video_q_proj"}) {
     const po::LinearProblem p = po::load_probe(f, probe);

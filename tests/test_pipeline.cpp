@@ -16,13 +16,14 @@
 #include "experiments/trajectory_support.h"
 #include "probes/metrics.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
 
 namespace {
 
-fs::path ref(const char* f) { return fs::path(PSI_SHARED_DIR) / "reference" / f; }
+fs::path ref(const char* f) { return psi::test::reference_file(f); }
 
 std::int64_t ulp_differences(const F32Tensor& a, const F32Tensor& b, std::int64_t& max_ulp) {
   std::int64_t n = 0;

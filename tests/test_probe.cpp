@@ -17,6 +17,7 @@
 #include "engine/synthinit.h"
 #include "probes/probe_cases.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 namespace probes = psi::probes;
@@ -267,7 +268,7 @@ TEST(ProbeCli, BadInputIsExit2) {
   EXPECT_EQ(run("probe audio-ff-up --reference /nonexistent/file.h5", &text), 2);
   EXPECT_NE(text.find("/nonexistent/file.h5"), std::string::npos) << text;
   // A recording without the case's group.
-  EXPECT_EQ(run("probe audio-ff-up --reference " + (fs::path(PSI_SHARED_DIR) / "reference" / "block_small.h5").string(), &text), 2);
+  EXPECT_EQ(run("probe audio-ff-up --reference " + (psi::test::reference_file("block_small.h5")).string(), &text), 2);
   EXPECT_NE(text.find("probe_audio_ff_up"), std::string::npos) << text;
 }
 

@@ -19,6 +19,7 @@
 #include "reports/h5.h"
 #include "reports/schema.h"
 #include "reports/state_file.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
@@ -326,7 +327,7 @@ TEST(Reports, StoredAttributeForms) {
 // Every recording opens as a record_official/1 file; every dataset's description is
 // consistent, and each fully stored tensor hashes to its recorded sha256_full.
 TEST(Reports, ReadsEveryReferenceRecording) {
-  const fs::path ref = fs::path(PSI_SHARED_DIR) / "reference";
+  const fs::path ref = psi::test::reference_dir();
   int files = 0, hashed = 0;
   for (const auto& entry : fs::directory_iterator(ref)) {
     if (entry.path().extension() != ".h5") continue;

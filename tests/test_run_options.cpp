@@ -16,13 +16,14 @@
 #include "reports/h5.h"
 #include "reports/state_file.h"
 #include "tests/psi_command.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
 
 namespace {
 
-const fs::path kRef = fs::path(PSI_SHARED_DIR) / "reference";
+const fs::path kRef = psi::test::reference_dir();
 
 using psi::testing::Outcome;
 using psi::testing::slurp;

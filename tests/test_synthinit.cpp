@@ -7,12 +7,13 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "reports/h5.h"
+#include "tests/recordings.h"
 
 namespace si = psi::synthinit;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path reference_dir() { return fs::path(PSI_SHARED_DIR) / "reference"; }
+fs::path reference_dir() { return psi::test::reference_dir(); }
 }  // namespace
 
 TEST(SynthInit, Fnv1a) {

@@ -20,6 +20,7 @@
 #include "engine/pipeline/trajectory.h"
 #include "experiments/trajectory_support.h"
 #include "probes/metrics.h"
+#include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
@@ -28,7 +29,7 @@ namespace {
 
 const exp::RecordedTrajectory& recorded() {
   static const exp::RecordedTrajectory r = exp::read_recorded_trajectory(
-      fs::path(PSI_SHARED_DIR) / "reference" / "probe_attn_traj.h5", "trajectory_tiny");
+      psi::test::reference_file("probe_attn_traj.h5"), "trajectory_tiny");
   return r;
 }
 
