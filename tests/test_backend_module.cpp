@@ -162,14 +162,14 @@ std::vector<std::string> lines(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
 // A library search folder that is empty or relative is the current directory, or one below it,
 // to the loader: whatever lies there would be loaded into psi.
 void expect_absolute_search_path(const fs::path& file, const Dynamic& d) {
   for (const std::string& dir : d.search_path)
     EXPECT_TRUE(dir.starts_with("/")) << file << " searches \"" << dir << "\" for its libraries";
 }
+
+}  // namespace
 
 TEST(CudaModule, PsiLinksNoCudaLibrary) {
   const Dynamic d = dynamic_section(PSI_BINARY);

@@ -141,7 +141,7 @@ BackendKind resolve_backend(std::string_view requested, bool chaos, std::string*
   // The module is loaded and the driver probed only when CUDA could be chosen: "cpu" must work
   // where CUDA is absent or broken, without mapping any of it.
   std::string why;
-  const bool loaded = requested != "cpu" && cuda_backend_loaded(&why);
+  const bool loaded = (requested == "cuda" || requested == "auto") && cuda_backend_loaded(&why);
   const int count = loaded ? cuda_devices(&why) : 0;
   return choose_backend(requested, count, loaded, why, chaos, note);
 }
