@@ -66,9 +66,9 @@ psi::cli::Registrar device_reg("device",
   return [o, sum]() -> int {
     if (sum->parsed()) return summary(*o);
     std::string why;
+    // `why` is the CUDA runtime's answer, or why the CUDA backend is not there to ask it.
     if (psi::rt::cuda_devices(&why) == 0)
-      throw psi::Error("psi device ceilings needs a CUDA GPU, and this machine has none it can use (the CUDA "
-                       "runtime says: " + why + ")");
+      throw psi::Error("psi device ceilings needs a CUDA GPU, and this machine has none it can use (" + why + ")");
     // A device was found, so this build has the CUDA backend and its services.
     const psi::rt::DeviceServicesChoice device = psi::rt::make_device_services("cuda", 0);
     psi::rt::Ceilings c;

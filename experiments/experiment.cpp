@@ -63,9 +63,8 @@ void settle_options(const Experiment& e, Options& o) {
 }
 
 std::string resolve_backend(const std::string& requested, bool chaos) {
-  std::string why, note;
-  const int devices = rt::cuda_devices(&why);
-  const rt::BackendKind k = rt::choose_backend(requested, devices, rt::cuda_backend_built(), why, chaos, &note);
+  std::string note;
+  const rt::BackendKind k = rt::resolve_backend(requested, chaos, &note);
   if (!note.empty()) std::cerr << note << "\n";
   return k == rt::BackendKind::cuda ? "cuda" : "cpu";
 }

@@ -81,8 +81,9 @@ grep -q "psi: CUDA backend ON" "$build/psi-configure.log" || die "CMake did not 
 echo "device-build: building with ${PSI_JOBS:-$(nproc)} jobs"
 cmake --build "$build" -j"${PSI_JOBS:-$(nproc)}" --target "${targets[@]}"
 
-# Every built program must load with what the prefix and the system hold.
-for t in "${targets[@]}"; do
+# Every built program, and the CUDA backend module psi loads (built with psi), must load with
+# what the prefix and the system hold.
+for t in "${targets[@]}" libpsi_cuda_backend.so; do
   exe=$build/$t
   [ -x "$exe" ] || exe=$build/tests/$t
   [ -x "$exe" ] || die "target $t built no program"

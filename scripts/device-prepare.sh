@@ -170,6 +170,9 @@ if [ "${PSI_DEVICE_FALLBACK:-1}" = 1 ]; then
     mkdir -p "$fb/tests"
     cp "$work/fallback-build/psi" "$fb/psi"
     for t in $(bash scripts/device-build.sh --list-tests); do cp "$work/fallback-build/tests/$t" "$fb/tests/"; done
+    # The CUDA backend module: psi and the test programs load it from their own folders.
+    cp "$work/fallback-build/libpsi_cuda_backend.so" "$fb/"
+    cp "$work/fallback-build/libpsi_cuda_backend.so" "$fb/tests/"
     tmp=$carry/fallback.tar.xz.tmp.$$
     tar -C "$fb" -cf - . | xz -9 -T0 >"$tmp" || { rm -f "$tmp"; die "packing the fallback failed"; }
     mv "$tmp" "$carry/fallback.tar.xz"

@@ -122,6 +122,11 @@ TEST(BackendFactory, Choices) {
   EXPECT_EQ(note, "psi: note: no CUDA device (no CUDA-capable device is detected); using the CPU backend");
   EXPECT_EQ(rt::choose_backend("auto", 0, false, "", false, &note), rt::BackendKind::cpu);
   EXPECT_EQ(note, "psi: note: built without the CUDA backend; using the CPU backend");
+  // Built with it, but its module did not load (engine/backend/cuda_module.h): the reason instead.
+  const std::string unloaded = "the CUDA backend module /opt/psi/libpsi_cuda_backend.so did not load: libcudart.so.13: "
+                               "cannot open shared object file: No such file or directory";
+  EXPECT_EQ(rt::choose_backend("auto", 0, false, unloaded, false, &note), rt::BackendKind::cpu);
+  EXPECT_EQ(note, "psi: note: " + unloaded + "; using the CPU backend");
   EXPECT_EQ(rt::choose_backend("auto", 1, true, "", true, &note), rt::BackendKind::cpu);
   EXPECT_EQ(note, "psi: note: chaos mode requested; using the CPU backend");
   EXPECT_EQ(rt::choose_backend("cuda", 1, true, "", false, nullptr), rt::BackendKind::cuda);
@@ -139,6 +144,8 @@ TEST(BackendFactory, Choices) {
             "backend cuda requested but no CUDA device is available (CUDA driver version is insufficient)");
   EXPECT_EQ(message([] { rt::choose_backend("cuda", 1, false, "", false, nullptr); }),
             "backend cuda requested but this psi was built without the CUDA backend (no nvcc at configure time)");
+  EXPECT_EQ(message([&] { rt::choose_backend("cuda", 1, false, unloaded, false, nullptr); }),
+            "backend cuda requested but " + unloaded);
   EXPECT_EQ(message([] { rt::choose_backend("cuda", 1, true, "", true, nullptr); }),
             "chaos mode needs the cpu backend; backend cuda was requested");
   EXPECT_EQ(message([] { rt::choose_backend("gpu", 1, true, "", false, nullptr); }),

@@ -1,8 +1,9 @@
 #pragma once
 // Backend selection: "cpu", "cuda" (an error without a device), or "auto" (CUDA only when a
 // device is present, otherwise the CPU backend with a one-line note); and a backend's device
-// services (device.h). The factory is, with engine/backend/cuda/, the only code that knows
-// whether this build holds the CUDA backend.
+// services (device.h). The factory is the only code that knows whether this build holds the
+// CUDA backend, and the only code that loads it: the backend is a module beside the psi program
+// (cuda_module.h), loaded the first time CUDA could be chosen.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,15 +16,23 @@ namespace psi::rt {
 
 enum class BackendKind { cpu, cuda };
 
-// True when this build contains the CUDA backend.
+// True when this build has the CUDA backend (its module was built); loads nothing.
 bool cuda_backend_built();
-// CUDA devices visible now (0 without the CUDA backend, a driver or a device; *why says which).
+// True when the CUDA backend's module is loaded (loading it on the first call); otherwise false,
+// with *why saying why the module did not load, or empty in a build without the backend.
+bool cuda_backend_loaded(std::string* why);
+// CUDA devices visible now (0 without the CUDA backend, its module, a driver or a device; *why
+// says which). Loads the module.
 int cuda_devices(std::string* why);
 
-// The decision alone, for a given device count (testable without a GPU). `why_none` says why
-// the count is 0. Sets *note when "auto" falls back to the CPU backend.
-BackendKind choose_backend(std::string_view requested, int device_count, bool cuda_built,
+// The decision alone, for a given device count (testable without a GPU). `cuda_loaded` is
+// whether the CUDA backend is there to use; `why_none` says why it is not (empty in a build
+// without it) or, when it is, why the count is 0. Sets *note when "auto" falls back to the CPU.
+BackendKind choose_backend(std::string_view requested, int device_count, bool cuda_loaded,
                            std::string_view why_none, bool chaos, std::string* note);
+// The decision on this machine: loads the module and counts devices unless `requested` is
+// "cpu".
+BackendKind resolve_backend(std::string_view requested, bool chaos, std::string* note);
 
 struct BackendChoice {
   std::unique_ptr<Backend> backend;

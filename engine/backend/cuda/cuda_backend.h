@@ -1,8 +1,8 @@
 #pragma once
 // The CUDA backend: the same interface on cudaStream/cudaEvent, cudaMallocHost for pinned
 // staging, cudaMemcpyAsync for copies, and the CUDA OpKernels (cuda_kernels.h) in every kernel
-// context. Compiled only when nvcc is found (PSI_HAVE_CUDA); selected at run time only when a
-// device is present.
+// context. Compiled only when nvcc is found (PSI_HAVE_CUDA), into the module the factory loads
+// (engine/backend/cuda_module.h); selected at run time only when a device is present.
 //
 // Device memory: allocate_arena(A) makes the run's ONE cudaMalloc, of A bytes plus the cuBLASLt
 // workspace W after them. The executor sees only the A bytes of its arena; W is device memory

@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA backend's device services (engine/backend/device.h): cudaMemGetInfo, a raw cudaMalloc
 // for the fixed budget's reservation, the PCI bus id, the ceilings. A plain C++ header, so that
-// the factory calls it without CUDA headers.
+// the module's entry point (module.cpp) calls it without CUDA headers.
 #include <memory>
 
 #include "engine/backend/device.h"
