@@ -22,10 +22,18 @@
 //
 //   <!-- readme-test: numbers: psi ARGS; psi ARGS2; not WHAT -->
 //                                             every number in the paragraph is one that the
-//                                             commands print, as printed or rounded to the digits
+//                                             parts give, as printed or rounded to the digits
 //                                             the README gives (thousands commas aside), except
 //                                             the numbers of a "not" part, which says what they
-//                                             are (a parameter, the paper's, a wall time)
+//                                             are (a setting, the paper's, a wall time); a part is
+//                                             `psi ARGS` (what it prints), `program NAME` (what the
+//                                             test program NAME prints, run whole) or `rows PATH#HEADING`
+//                                             (how many rows the first table under that heading of
+//                                             the repository's file PATH has)
+//
+// and every paragraph with a number in it must (Readme.EveryProseNumberIsChecked). A paragraph is
+// a run of non-blank lines outside the fenced blocks, headings and directive lines apart: a list,
+// a table or an image with its caption is one. Its numbers are those of prose_numbers below.
 //
 // Commands run in a scratch folder (their out/ goes there); build/psi and ../shared/ are the
 // psi under test and the recordings. The usage table is checked against each command's --help
@@ -173,6 +181,7 @@ struct Number {
   double value = 0;
   int digits = 0;    // significant digits, for a number with a fraction or an exponent
   bool integral = true;
+  std::size_t at = 0, end = 0;  // where it is in the text
 };
 
 std::vector<Number> numbers_in(const std::string& s) {
@@ -182,6 +191,7 @@ std::vector<Number> numbers_in(const std::string& s) {
     if (!digit(i) || (i > 0 && (std::isalnum(static_cast<unsigned char>(s[i - 1])) || s[i - 1] == '_' || s[i - 1] == '.')))
       continue;
     Number n;
+    n.at = i;
     std::size_t j = i;
     for (; digit(j) || (s[j] == ',' && digit(j + 1) && digit(j + 2) && digit(j + 3) && !digit(j + 4)); ++j)
       if (s[j] != ',') n.text += s[j];
@@ -200,8 +210,62 @@ std::vector<Number> numbers_in(const std::string& s) {
     n.value = std::stod(n.text);
     const std::string mantissa = n.text.substr(0, n.text.find_first_of("eE"));
     for (std::size_t k = mantissa.find_first_not_of("0."); k < mantissa.size(); ++k) n.digits += mantissa[k] != '.';
+    n.end = j;
     out.push_back(n);
     i = j;
+  }
+  return out;
+}
+
+// The numbers of README text, by one rule. Code spans (`...`) and link targets ("](...)") are
+// left out: they are commands, options, file names and quoted output, as typed. A number is what
+// numbers_in reads that is not part of a name: not glued to a letter before or after it ("H200",
+// "sm_90", "bf16", "22B"), and not after a hyphen or plus that follows a word with a letter in it
+// ("SHA-256", "AVX-512", "C++20", "LTX-2", "x86-64"); "8+3", "16-wide" and "2-core" are numbers.
+std::vector<Number> prose_numbers(const std::string& text) {
+  static const std::regex code("`[^`]*`"), target(R"(\]\([^)]*\))");
+  const std::string s = std::regex_replace(std::regex_replace(text, code, " "), target, "]");
+  const auto letter = [&](std::size_t k) { return std::isalpha(static_cast<unsigned char>(s[k])) || s[k] == '_'; };
+  std::vector<Number> out;
+  for (const Number& n : numbers_in(s)) {
+    if (n.end < s.size() && letter(n.end)) continue;
+    std::size_t k = n.at;
+    while (k > 0 && (s[k - 1] == '-' || s[k - 1] == '+')) --k;
+    bool name = false;
+    if (k < n.at)
+      for (; k > 0 && std::isalnum(static_cast<unsigned char>(s[k - 1])); --k) name = name || letter(k - 1);
+    if (!name) out.push_back(n);
+  }
+  return out;
+}
+
+// The README's paragraphs (see the top of the file), each with the directive before it, if any.
+struct Paragraph {
+  std::size_t line = 0;  // of its first line, 1-based
+  std::string directive, text;
+};
+
+std::vector<Paragraph> readme_paragraphs() {
+  static const std::regex directive(R"(^<!-- readme-test: (.*) -->$)");
+  const auto lines = lines_of(slurp(kReadme));
+  const auto apart = [&](std::size_t k) {
+    return lines[k].empty() || lines[k].starts_with("```") || lines[k].starts_with("#") || lines[k].starts_with("<!--");
+  };
+  std::vector<Paragraph> out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].starts_with("```")) {
+      for (++i; i < lines.size() && !lines[i].starts_with("```"); ++i) {
+      }
+      continue;
+    }
+    if (apart(i)) continue;
+    Paragraph p;
+    p.line = i + 1;
+    std::smatch m;
+    if (i > 0 && std::regex_match(lines[i - 1], m, directive)) p.directive = m[1];
+    for (; i < lines.size() && !apart(i); ++i) p.text += lines[i] + "\n";
+    --i;
+    out.push_back(p);
   }
   return out;
 }
@@ -222,19 +286,14 @@ bool printed(const Number& n, const std::vector<Number>& out) {
 
 TEST(Readme, ProseNumbersArePrinted) {
   Scratch s;
-  static const std::regex directive(R"(^<!-- readme-test: numbers: (.*) -->$)");
-  const auto lines = lines_of(slurp(kReadme));
   int checked = 0;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    std::smatch m;
-    if (!std::regex_match(lines[i], m, directive)) continue;
+  for (const Paragraph& p : readme_paragraphs()) {
+    if (!p.directive.starts_with("numbers: ")) continue;
     ++checked;
-    std::string paragraph;
-    for (std::size_t k = i + 1; k < lines.size() && !lines[k].empty(); ++k) paragraph += lines[k] + "\n";
-    ASSERT_FALSE(paragraph.empty() || paragraph.starts_with("```")) << "README.md:" << i + 1 << ": no prose paragraph after it";
+    const std::string where = "README.md:" + std::to_string(p.line - 1);
     std::vector<Number> out, exempt;
-    std::string commands;
-    const std::string parts = m[1];
+    std::string sources;
+    const std::string parts = p.directive.substr(9);
     for (std::size_t at = 0; at < parts.size();) {
       const std::size_t end = std::min(parts.find("; ", at), parts.size());
       const std::string part = parts.substr(at, end - at);
@@ -243,20 +302,57 @@ TEST(Readme, ProseNumbersArePrinted) {
         for (const Number& n : numbers_in(part)) exempt.push_back(n);
         continue;
       }
-      ASSERT_TRUE(part.starts_with("psi ")) << "README.md:" << i + 1 << ": '" << part << "' is neither psi ARGS nor not WHAT";
-      const auto& r = s.psi(as_run_here(part.substr(4)));
-      ASSERT_EQ(r.status, 0) << "README.md:" << i + 1 << ": " << part << "\n" << r.err;
-      for (const Number& n : numbers_in(r.out)) out.push_back(n);
-      commands += (commands.empty() ? "" : ", ") + part;
+      if (part.starts_with("rows ")) {
+        // The table's rows: the lines starting with '|' after its header and rule.
+        const std::size_t hash = part.find('#');
+        ASSERT_NE(hash, std::string::npos) << where << ": '" << part << "' is not rows PATH#HEADING";
+        const auto file = lines_of(slurp(kReadme.parent_path() / part.substr(5, hash - 5)));
+        const std::string heading = part.substr(hash + 1);
+        auto it = std::find_if(file.begin(), file.end(), [&](const std::string& l) {
+          return l.starts_with("#") && l.substr(l.find_first_not_of('#')) == " " + heading;
+        });
+        ASSERT_NE(it, file.end()) << where << ": no heading '" << heading << "' in " << part;
+        it = std::find_if(it, file.end(), [](const std::string& l) { return l.starts_with("|"); });
+        long rows = -2;
+        for (; it != file.end() && it->starts_with("|"); ++it) ++rows;
+        ASSERT_GT(rows, 0) << where << ": no table under '" << heading << "' in " << part;
+        for (const Number& n : numbers_in(std::to_string(rows))) out.push_back(n);
+      } else {
+        const bool program = part.starts_with("program ");
+        ASSERT_TRUE(program || part.starts_with("psi "))
+            << where << ": '" << part << "' is none of psi ARGS, program NAME, rows PATH#HEADING, not WHAT";
+        const auto r = program ? s.shell("'" + (fs::path(PSI_TEST_PROGRAMS) / part.substr(8)).string() + "'")
+                               : s.psi(as_run_here(part.substr(4)));
+        ASSERT_EQ(r.status, 0) << where << ": " << part << "\n" << r.err;
+        for (const Number& n : numbers_in(r.out)) out.push_back(n);
+      }
+      sources += (sources.empty() ? "" : ", ") + part;
     }
-    for (const Number& n : numbers_in(paragraph)) {
+    for (const Number& n : prose_numbers(p.text)) {
       if (std::any_of(exempt.begin(), exempt.end(), [&](const Number& e) { return e.text == n.text; })) continue;
-      EXPECT_TRUE(printed(n, out)) << "README.md:" << i + 2 << ": " << n.text << " is not a number " << commands
-                                   << " prints (nor one of its 'not' part), in\n"
-                                   << paragraph;
+      EXPECT_TRUE(printed(n, out)) << "README.md:" << p.line << ": " << n.text << " is not a number " << sources
+                                   << " gives (nor one of its 'not' part), in\n"
+                                   << p.text;
     }
   }
   EXPECT_GT(checked, 0);
+}
+
+// Every paragraph with a number in it says where its numbers come from (a numbers: directive),
+// and every numbers: directive stands before a paragraph.
+TEST(Readme, EveryProseNumberIsChecked) {
+  int directives = 0, with_numbers = 0;
+  for (const auto& l : lines_of(slurp(kReadme))) directives += l.starts_with("<!-- readme-test: numbers: ");
+  for (const Paragraph& p : readme_paragraphs()) {
+    with_numbers += p.directive.starts_with("numbers: ");
+    if (p.directive.starts_with("numbers: ")) continue;
+    std::string numbers;
+    for (const Number& n : prose_numbers(p.text)) numbers += " " + n.text;
+    EXPECT_TRUE(numbers.empty()) << "README.md:" << p.line << ": numbers" << numbers
+                                 << " without a <!-- readme-test: numbers: ... --> line before the paragraph:\n"
+                                 << p.text;
+  }
+  EXPECT_EQ(with_numbers, directives) << "a numbers: directive that is not on the line before a paragraph";
 }
 
 // The README's count of bad inputs is the total of docs/reliability.md's table, and each row is
