@@ -185,11 +185,13 @@ constexpr std::int64_t kTaskCols = 128;
 struct RowData {
   std::vector<std::int32_t> sig, exp;  // [rows][K]; exp kZeroExp for 0
   std::vector<float> val;
+  std::vector<std::int32_t> exp_pairs;  // fp: [rows][K/2], exponents 2p and 2p+1 as two int16
 };
 
 struct PanelData {
   std::vector<std::int32_t> sig, exp;  // [K][kLanes]; missing columns are zeros
   std::vector<float> val;
+  std::vector<std::int16_t> exp16;  // fp: [K/2][kLanes][2], k's pairs interleaved lane by lane
   std::vector<std::int32_t> row_sig, row_exp;  // W's rows as decoded, before the transposition
   std::vector<float> row_val;
 };
@@ -227,6 +229,14 @@ void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, bool fp, RowData&
     else
       decode_run<false>(A.row(r0 + i), K, 1 << kProductShift, d.sig.data() + i * K, nullptr, d.exp.data() + i * K);
   }
+  if (!fp) return;
+  const std::int64_t half = K / 2;
+  d.exp_pairs.resize(std::size_t(nr * half));
+  for (std::int64_t i = 0; i < nr; ++i)
+    for (std::int64_t q = 0; q < half; ++q) {
+      const std::int32_t* e = d.exp.data() + i * K + 2 * q;
+      d.exp_pairs[std::size_t(i * half + q)] = std::int32_t(std::uint32_t(std::uint16_t(e[0])) | std::uint32_t(e[1]) << 16);
+    }
 }
 
 // W's rows n0..n0+nn decoded row by row, then laid out k-major, 16 columns a k.
@@ -254,6 +264,12 @@ void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, bool fp, PanelDa
       else
         d.sig[to] = d.row_sig[from];
     }
+  if (!fp) return;
+  d.exp16.resize(std::size_t(K / 2 * 2 * kLanes));
+  for (std::int64_t k = 0; k + 1 < K; k += 2)
+    for (std::int64_t j = 0; j < kLanes; ++j)
+      for (std::int64_t h = 0; h < 2; ++h)
+        d.exp16[std::size_t((k / 2) * 2 * kLanes + 2 * j + h)] = std::int16_t(d.exp[std::size_t((k + h) * kLanes + j)]);
 }
 
 // One block's end for one lane: add the accumulator's aligned term to the products' sum S and
@@ -452,6 +468,23 @@ __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs
   _mm512_storeu_ps(acc, A);
 }
 
+// block_exponent for a whole block, two k a vector: the exponent sums in 16-bit lanes (saturating,
+// so that two zeros' −20000 + −20000 stays far below every real sum), even k in the low and odd
+// k in the high half of each 32-bit lane, the halves' maximum taken at the end.
+__attribute__((target("avx512f,avx512bw"))) inline __m512i block_exponent_pairs(const AccLanes& a,
+                                                                                const std::int32_t* xe_pairs,
+                                                                                const std::int16_t* we16) {
+  __m512i E16 = _mm512_set1_epi16(std::int16_t(kZeroExp));
+#pragma GCC unroll 8
+  for (int q = 0; q < kBlock / 2; ++q)
+    E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_loadu_si512(we16 + q * 2 * kLanes), _mm512_set1_epi32(xe_pairs[q])));
+  const __m512i even = _mm512_srai_epi32(_mm512_slli_epi32(E16, 16), 16), odd = _mm512_srai_epi32(E16, 16);
+  const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(a.mag, _mm512_setzero_si512());
+  const __m512i E = _mm512_max_epi32(_mm512_max_epi32(even, odd),
+                                     _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a.exp));
+  return _mm512_max_epi32(E, _mm512_set1_epi32(kMinAlignExp));
+}
+
 // The sum of `n` consecutive k's terms trunc(x w 2^(25−E)) (N as in max_exponents), in two
 // partial sums: integer addition is exact in any order.
 template <int N>
@@ -476,15 +509,17 @@ __attribute__((target("avx512f"))) inline __m512i fp_terms(const float* xv, cons
 // the sign kept): four vector operations for 16 products where the integer kernel needs about
 // ten. A term below 1 truncates to 0 however its tiny value rounds. E < −102 (2^(25−E) not a
 // normal float) happens only where every product is zero: the scale is clamped there.
-__attribute__((target("avx512f"))) void chain_rows_avx512_fp(const float* xv, const std::int32_t* xe,
-                                                             const PanelData& p, std::int64_t K, float* acc) {
+__attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp(const float* xv, const std::int32_t* xe,
+                                                                       const std::int32_t* xe_pairs, const PanelData& p,
+                                                                       std::int64_t K, float* acc) {
   const float* wv = p.val.data();
   const std::int32_t* we = p.exp.data();
   __m512 A = _mm512_loadu_ps(acc);
   for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
     const std::int64_t k1 = std::min(K, k0 + kBlock);
     const AccLanes a = acc_lanes(A);
-    const __m512i E = block_exponent(a, xe, we, k0, k1);
+    const __m512i E = k1 - k0 == kBlock ? block_exponent_pairs(a, xe_pairs + k0 / 2, p.exp16.data() + k0 * kLanes)
+                                        : block_exponent(a, xe, we, k0, k1);
     const __m512i scale_exp = _mm512_sub_epi32(_mm512_set1_epi32(127 + kUnitExp), _mm512_max_epi32(E, _mm512_set1_epi32(-102)));
     const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(scale_exp, 23));
     const __m512i S = k1 - k0 == kBlock ? fp_terms<kBlock>(xv + k0, wv + k0 * kLanes, scale, kBlock)
@@ -504,6 +539,11 @@ bool have_avx2() {
 
 bool have_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+bool have_avx512bw() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
   return yes;
 }
 #endif
@@ -551,7 +591,8 @@ bool fp_products_exact(const Scan& a, const Scan& w) {
 
 LaneKernel resolve(LaneKernel k, bool fp_exact) {
 #if defined(__x86_64__)
-  if (k == LaneKernel::best) k = have_avx512() ? LaneKernel::avx512_fp : have_avx2() ? LaneKernel::avx2 : LaneKernel::portable;
+  if (k == LaneKernel::best)
+    k = have_avx512bw() ? LaneKernel::avx512_fp : have_avx512() ? LaneKernel::avx512 : have_avx2() ? LaneKernel::avx2 : LaneKernel::portable;
 #else
   if (k == LaneKernel::best) k = LaneKernel::portable;
 #endif
@@ -561,7 +602,8 @@ LaneKernel resolve(LaneKernel k, bool fp_exact) {
 void chain_rows(LaneKernel k, const RowData& r, std::int64_t i, const PanelData& p, std::int64_t K, float* acc) {
   const std::int32_t* xe = r.exp.data() + i * K;
 #if defined(__x86_64__)
-  if (k == LaneKernel::avx512_fp) return chain_rows_avx512_fp(r.val.data() + i * K, xe, p, K, acc);
+  if (k == LaneKernel::avx512_fp)
+    return chain_rows_avx512_fp(r.val.data() + i * K, xe, r.exp_pairs.data() + i * (K / 2), p, K, acc);
   if (k == LaneKernel::avx512) return chain_rows_avx512(r.sig.data() + i * K, xe, p, K, acc);
   if (k == LaneKernel::avx2) return chain_rows_avx2(r.sig.data() + i * K, xe, p, K, acc);
 #endif
@@ -572,7 +614,8 @@ void chain_rows(LaneKernel k, const RowData& r, std::int64_t i, const PanelData&
 
 bool lane_kernel_available(LaneKernel k) {
 #if defined(__x86_64__)
-  if (k == LaneKernel::avx512 || k == LaneKernel::avx512_fp) return have_avx512();
+  if (k == LaneKernel::avx512) return have_avx512();
+  if (k == LaneKernel::avx512_fp) return have_avx512bw();
   if (k == LaneKernel::avx2) return have_avx2();
 #else
   if (k == LaneKernel::avx512 || k == LaneKernel::avx512_fp || k == LaneKernel::avx2) return false;
