@@ -2,8 +2,9 @@
 // The H200 tensor core's BF16 x BF16 -> FP32 inner product, as the cuBLASLt kernel behind the
 // recorded official projections computed it (../shared/spec/h200-tensor-core-gemm.md; the
 // block-FMA model of Khattak and Mikaitis, "Accurate Models of NVIDIA Tensor Cores", arXiv
-// 2512.07004, H100/H200 parameters). Every result is exact by construction: integer arithmetic
-// on significands and exponents, no floating-point sum anywhere.
+// 2512.07004, H100/H200 parameters). Every result is exact by construction: the terms are
+// integers (products of significands, or FP32 products where those are exact), summed as
+// integers; no floating-point sum anywhere.
 //
 // A BF16 value is +-M * 2^(e-7): M = 128|mantissa and e = field-127 for normals; M = mantissa
 // and e = -126 for subnormals and zeros. The FP32 accumulator is +-A * 2^(a-23) likewise
