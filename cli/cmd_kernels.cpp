@@ -18,6 +18,7 @@
 #include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
 #include "experiments/kernel_search.h"
+#include "probes/probe_cases.h"
 #include "reports/output_path.h"
 
 namespace {
@@ -112,7 +113,8 @@ nlohmann::json confirm_both(const fs::path& ref, const psi::ops::KernelConfig& f
 int search(const KernelsOpts& o) {
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
-    psi::reports::check_output(o.out, {ref / "probe_attn_traj.h5", ref / "trajectory_ctx1024.h5"}, "kernels search: --out",
+    psi::reports::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
+                               "kernels search: --out",
                                psi::exp::is_kernel_config_file());
   const psi::ops::KernelConfig start = start_config(o);
   const psi::exp::TinyTrajectory t(ref, 1);

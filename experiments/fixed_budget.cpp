@@ -23,6 +23,7 @@
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
 #include "experiments/trajectory_support.h"
+#include "probes/probe_cases.h"
 
 namespace psi::exp {
 
@@ -72,7 +73,8 @@ void run_fixed_budget(const Options& o, Report& report) {
   const std::int64_t cap = on_device ? std::int64_t(pool) : exec::scale_bytes(c, std::int64_t(pool));
   auto weights = block_weight_source(o, c, o.seed);
   auto host = make_weights(o, o.seed);
-  pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
+  const std::string& inputs = probes::trajectory_recording(1).group;  // the recorded trajectory's input names
+  pipeline::TrajectoryCase tc{inputs, inputs, 1, o.seed, o.seed};
 
   Progress::expect_parts(2);  // the uncapped and the capped run
   const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");

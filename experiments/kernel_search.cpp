@@ -10,6 +10,7 @@
 #include "engine/model/weights.h"
 #include "engine/pipeline/trajectory.h"
 #include "experiments/trajectory_support.h"
+#include "probes/probe_cases.h"
 
 namespace psi::exp {
 
@@ -55,19 +56,17 @@ struct TinyRecordings {
 
 TinyTrajectory::TinyTrajectory(const std::filesystem::path& reference_dir, std::int64_t context_rows)
     : r_(std::make_unique<TinyRecordings>()) {
-  if (context_rows != 1 && context_rows != 1024)
-    throw Error("tiny trajectory: context of " + std::to_string(context_rows) + " rows is not recorded (1 or 1024)");
-  const bool one = context_rows == 1;
-  const std::string group = one ? "trajectory_tiny" : "trajectory_tiny_ctx1024";
+  const probes::TrajectoryRecording& recorded = probes::trajectory_recording(context_rows);
+  const std::string& group = recorded.group;
   r_->config = model::model_config("tiny", "ltx25");
-  r_->recording = read_recorded_trajectory(reference_dir / (one ? "probe_attn_traj.h5" : "trajectory_ctx1024.h5"), group);
+  r_->recording = read_recorded_trajectory(reference_dir / recorded.file, group);
   if (r_->recording.states.size() != 13)
     throw Error(r_->recording.file.string() + ": " + group + " holds " + std::to_string(r_->recording.states.size()) +
                 " states, not 13");
   r_->weights = std::make_unique<CachedSource>(r_->recording.seed);
   r_->tc = {group, group, context_rows, r_->recording.seed, r_->recording.seed};
   r_->variant = model::numerics_variant("official-h200");
-  r_->label = one ? "one-token" : "ctx1024";
+  r_->label = recorded.label;
 }
 
 TinyTrajectory::~TinyTrajectory() = default;

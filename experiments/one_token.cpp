@@ -17,22 +17,16 @@
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "experiments/trajectory_support.h"
+#include "probes/probe_cases.h"
 
 namespace psi::exp {
 
 namespace {
 
-// The replay's two text contexts, each with the recording it is compared with: the one-token
-// context of the paper's Table III, and 1,024-row contexts, where the text cross-attention's
-// key tiling really works.
-struct ContextCase {
-  const char* label;
-  const char* file;
-  const char* group;  // also the SynthInit name prefix of the run's inputs
-  std::int64_t rows;
-};
-constexpr ContextCase kContexts[] = {{"one-token", "probe_attn_traj.h5", "trajectory_tiny", 1},
-                                     {"ctx1024", "trajectory_ctx1024.h5", "trajectory_tiny_ctx1024", 1024}};
+// The replay's two text contexts, each with the recording it is compared with
+// (probes::trajectory_recordings): the one-token context of the paper's Table III, and 1,024-row
+// contexts, where the text cross-attention's key tiling really works.
+using ContextCase = probes::TrajectoryRecording;
 
 std::optional<RecordedTrajectory> matching_recording(const Options& o, const model::ModelConfig& c,
                                                      const ContextCase& cc) {
@@ -60,7 +54,7 @@ std::vector<pipeline::SavedState> rounded(const std::vector<pipeline::SavedState
 OneTokenCase replay_row(const ContextCase& cc, const std::string& path, const std::string& mode, std::uint64_t seed) {
   OneTokenCase r;
   r.context = cc.label;
-  r.context_rows = cc.rows;
+  r.context_rows = cc.context_rows;
   r.path = path;
   r.mode = mode;
   r.seed = seed;
@@ -117,12 +111,12 @@ void from_json(const nlohmann::json& j, OneTokenCase& r) {
 void run_one_token(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   std::int64_t index = 0;
-  for (const ContextCase& cc : kContexts) {
-    if (o.quick && cc.rows != 1) continue;  // --quick: the one-token context only
+  for (const ContextCase& cc : probes::trajectory_recordings()) {
+    if (o.quick && cc.context_rows != 1) continue;  // --quick: the one-token context only
     const auto recording = matching_recording(o, c, cc);
     const std::uint64_t seed = recording ? recording->seed : o.seed;
     auto weights = make_weights(o, seed);
-    pipeline::TrajectoryCase tc{cc.group, cc.group, cc.rows, seed, seed};
+    pipeline::TrajectoryCase tc{cc.group, cc.group, cc.context_rows, seed, seed};
     auto teacher = [&](int k) { return &recording->states.at(std::size_t(k - 1)); };
     const std::string f64_label = std::string("one-token ") + cc.label + " float64 ";
     // This context's trajectories: float64 and every path but FLASH's, free-running, and teacher
@@ -281,8 +275,8 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
                     "through the PSI executor (default arena, reuse+prefetch); per-invocation arena numbers are in the "
                     "report's cases.");
   if (options.value("quick", false))
-    t.notes.push_back("--quick: the one-token context only; the 1,024-row-context replay (trajectory_ctx1024.h5) is "
-                      "left out.");
+    t.notes.push_back("--quick: the one-token context only; the 1,024-row-context replay (" +
+                      probes::trajectory_recording(1024).file + ") is left out.");
   std::vector<Table> out{t};
   out.insert(out.end(), more.begin(), more.end());
   return out;

@@ -6,6 +6,7 @@
 #include "engine/ops/gemm.h"
 #include "oracle/explain.h"
 #include "oracle/operands.h"
+#include "probes/probe_cases.h"
 #include "probes/recording.h"
 #include "reports/h5.h"
 
@@ -38,9 +39,10 @@ void from_json(const nlohmann::json& j, ProjectionOracleCase& r) {
 }
 
 void run_projection_oracle(const Options& o, Report& report) {
-  const auto file = reference_dir(o) / "probes_linear.h5";
+  const probes::ProbeCase& recorded = probes::probe_case("video-q-proj");
+  const auto file = reference_dir(o) / recorded.default_file;
   auto f = h5::File::open_read(file);
-  const oracle::LinearProblem p = oracle::load_probe(f, "probe_video_q_proj");
+  const oracle::LinearProblem p = oracle::load_probe(f, recorded.group);
   const oracle::OutputChoice out = oracle::choose_probe_output(f, p, "");
   const Bf16Tensor official = oracle::load_output(f, out.dataset, p);
   // Baseline PSI computes the projection with float32 accumulation and the bias fused before
@@ -56,8 +58,8 @@ void run_projection_oracle(const Options& o, Report& report) {
     }
   ProjectionOracleCase rec;
   rec.file = file.string();
-  rec.seed = probes::Recording(file, "probe_video_q_proj").seed();
-  rec.probe = "probe_video_q_proj";
+  rec.seed = probes::Recording(file, recorded.group).seed();
+  rec.probe = recorded.group;
   rec.output = out.dataset;
   rec.elements = ours.numel();
   rec.differing = differing;

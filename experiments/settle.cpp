@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/error.h"
 #include "experiments/drivers.h"
+#include "probes/probe_cases.h"
 #include "probes/recording.h"
 
 namespace psi::exp {
@@ -22,6 +24,13 @@ struct Recorded {
   std::string file;
   std::string group;
 };
+
+// The recording of a probe case (probes/probe_cases.cpp, where every case's file and group are
+// written once); `flash` its FLASH file.
+Recorded recording_of(std::string_view probe_case, bool flash = false) {
+  const probes::ProbeCase& c = probes::probe_case(probe_case);
+  return {flash ? c.flash_default_file : c.default_file, c.group};
+}
 
 std::string file_list(const std::vector<Recorded>& files) {
   std::string out;
@@ -68,12 +77,11 @@ void settle_on_recordings(Options& o, const std::string& experiment, const std::
 }  // namespace
 
 void settle_probes(Options& o) {
-  settle_on_recordings(o, "probes", "ltx2-22b", "ltx25",
-                       {{"probes_linear.h5", "probe_audio_ff_up"}, {"probe_attn_traj.h5", "probe_audio_self_attn"}});
+  settle_on_recordings(o, "probes", "ltx2-22b", "ltx25", {recording_of("audio-ff-up"), recording_of("audio-self-attn")});
 }
 
 void settle_projection_oracle(Options& o) {
-  settle_on_recordings(o, "projection-oracle", "ltx2-22b", "ltx25", {{"probes_linear.h5", "probe_video_q_proj"}});
+  settle_on_recordings(o, "projection-oracle", "ltx2-22b", "ltx25", {recording_of("video-q-proj")});
 }
 
 void settle_block_controls(Options& o) {
@@ -82,11 +90,10 @@ void settle_block_controls(Options& o) {
   const std::string model = o.model_given ? o.model : "small";
   if (model == "ltx2-22b" && o.profile == "ltx25") {
     settle_on_recordings(o, "block-controls", model, o.profile,
-                         {{"block_full_math.h5", "block_full_first"}, {"block_full_flash.h5", "block_full_first"}});
+                         {recording_of("block-full"), recording_of("block-full", true)});
   } else if (model == "small") {
     settle_on_recordings(o, "block-controls", model, o.profile,
-                         {o.profile == "ltx2" ? Recorded{"block_small_alt.h5", "block_small_alt"}
-                                              : Recorded{"block_small.h5", "block_small"}});
+                         {recording_of(o.profile == "ltx2" ? "block-small-alt" : "block-small")});
   } else {
     throw Error("--model " + o.model + " --profile " + o.profile +
                 ": block-controls has no recorded block of that config (recorded: small with ltx25 or ltx2, "
@@ -97,10 +104,11 @@ void settle_block_controls(Options& o) {
 void settle_one_token(Options& o) {
   // The recorded trajectory is the tiny ltx25 model's on SynthInit weights: when one-token
   // compares with it, it computes with the recording's seed (experiments/one_token.cpp).
-  const fs::path file = reference_dir(o) / "probe_attn_traj.h5";
+  const probes::TrajectoryRecording& recorded = probes::trajectory_recording(1);
+  const fs::path file = reference_dir(o) / recorded.file;
   if (o.seed_given || o.model != "tiny" || o.profile != "ltx25" || !o.checkpoint.empty() || !fs::exists(file)) return;
   try {
-    o.seed = probes::Recording(file, "trajectory_tiny").seed();
+    o.seed = probes::Recording(file, recorded.group).seed();
   } catch (const Error&) {
     // Unreadable: one-token names it when it reads the recording.
   }

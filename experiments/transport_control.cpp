@@ -16,6 +16,7 @@
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/trajectory_support.h"
+#include "probes/probe_cases.h"
 #include "reports/compare.h"
 
 namespace psi::exp {
@@ -95,7 +96,8 @@ void run_transport_control(const Options& o, Report& report) {
   exec::ExecOptions eo;
   eo.backend = o.backend;
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
-  pipeline::TrajectoryCase tc{"trajectory_tiny", "trajectory_tiny", 1, o.seed, o.seed};
+  const std::string& inputs = probes::trajectory_recording(1).group;  // the recorded trajectory's input names
+  pipeline::TrajectoryCase tc{inputs, inputs, 1, o.seed, o.seed};
 
   Progress::expect_parts(long(runs.size()) + (host_reference ? 1 : 0));
   if (host_reference) {

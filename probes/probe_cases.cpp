@@ -45,6 +45,20 @@ const ProbeCase& probe_case(std::string_view name) {
   throw Error("unknown probe case '" + std::string(name) + "' (known: " + known + ")");
 }
 
+const std::vector<TrajectoryRecording>& trajectory_recordings() {
+  static const std::vector<TrajectoryRecording> recorded = {
+      {"one-token", "probe_attn_traj.h5", "trajectory_tiny", 1},
+      {"ctx1024", "trajectory_ctx1024.h5", "trajectory_tiny_ctx1024", 1024},
+  };
+  return recorded;
+}
+
+const TrajectoryRecording& trajectory_recording(std::int64_t context_rows) {
+  for (const auto& t : trajectory_recordings())
+    if (t.context_rows == context_rows) return t;
+  throw Error("tiny trajectory: a context of " + std::to_string(context_rows) + " rows is not recorded (1 or 1024)");
+}
+
 std::filesystem::path shared_dir() {
   if (const char* s = std::getenv("PSI_SHARED"); s && *s) return s;
   return PSI_SHARED_DIR_DEFAULT;

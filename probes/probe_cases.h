@@ -36,6 +36,19 @@ struct ProbeCase {
 const std::vector<ProbeCase>& probe_cases();
 const ProbeCase& probe_case(std::string_view name);  // psi::Error for an unknown name
 
+// The recorded tiny-model trajectories (8 + 3 steps), one per text context, written once: the
+// one-token context and 1,024-row contexts. The group is also the SynthInit name prefix of a
+// run's inputs.
+struct TrajectoryRecording {
+  std::string label;  // "one-token", "ctx1024"
+  std::string file;   // under <shared>/reference/
+  std::string group;
+  std::int64_t context_rows = 0;
+};
+const std::vector<TrajectoryRecording>& trajectory_recordings();
+// psi::Error for a context the recordings do not hold (they hold 1 and 1024 rows).
+const TrajectoryRecording& trajectory_recording(std::int64_t context_rows);
+
 // PSI_SHARED if set, else the build's default (PSI_SHARED_DIR_DEFAULT).
 std::filesystem::path shared_dir();
 
