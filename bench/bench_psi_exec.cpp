@@ -12,8 +12,8 @@
 #include "engine/model/weights.h"
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/pipeline/synthetic_block.h"
-#include "engine/psi/executor.h"
-#include "engine/psi/tiling.h"
+#include "engine/exec/executor.h"
+#include "engine/exec/tiling.h"
 
 namespace exec = psi::exec;
 namespace model = psi::model;

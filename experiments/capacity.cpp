@@ -8,7 +8,7 @@
 #include "engine/interrupt.h"
 #include "engine/model/variant.h"
 #include "engine/progress.h"
-#include "engine/psi/executor.h"
+#include "engine/exec/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"

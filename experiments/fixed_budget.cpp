@@ -13,8 +13,8 @@
 
 #include "engine/progress.h"
 #include "engine/model/variant.h"
-#include "engine/psi/arena_settings.h"
-#include "engine/psi/executor.h"
+#include "engine/exec/arena_settings.h"
+#include "engine/exec/executor.h"
 #include "engine/runtime/run_report.h"
 #include "engine/sha256.h"
 #include "engine/error.h"

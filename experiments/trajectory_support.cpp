@@ -5,7 +5,7 @@
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/checkpoint_weights.h"
-#include "engine/psi/executor.h"
+#include "engine/exec/executor.h"
 #include "engine/runtime/run_report.h"
 #include "engine/whole_number.h"
 #include "experiments/block_support.h"

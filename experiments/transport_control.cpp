@@ -12,7 +12,7 @@
 
 #include "engine/progress.h"
 #include "engine/model/variant.h"
-#include "engine/psi/executor.h"
+#include "engine/exec/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/trajectory_support.h"

@@ -15,7 +15,7 @@
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/synthetic_block.h"
-#include "engine/psi/executor.h"
+#include "engine/exec/executor.h"
 #include "engine/measure/sizes.h"
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"

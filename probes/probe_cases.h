@@ -65,7 +65,7 @@ struct ProbeOptions {
   // "host": engine/ops on whole tensors (block_forward, ops::linear). A runtime backend name
   // ("cpu", "cuda", "auto"): the block through the PSI executor on that backend (the dense
   // variant with whole weights in its pages and every token in one row tile, the PSI variants in
-  // the default arena), the projections as one whole product (probes/whole_linear.h); the
+  // the default arena), the projections as one whole product (engine/runtime/whole_linear.h); the
   // 64-dim attention case has no runtime form and stays on the host.
   std::string backend = "host";
   // Block cases: attribute every element that differs from the MATH recording (explain_block).

@@ -5,7 +5,7 @@
 #include "engine/interrupt.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
-#include "probes/whole_linear.h"
+#include "engine/runtime/whole_linear.h"
 #include "probes/probe_internal.h"
 
 namespace psi::probes::detail {

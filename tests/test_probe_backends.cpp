@@ -7,7 +7,7 @@
 
 #include "engine/model/variant.h"
 #include "engine/ops/gemm.h"
-#include "probes/whole_linear.h"
+#include "engine/runtime/whole_linear.h"
 #include "probes/probe_cases.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <regex>
 
 #include "engine/pipeline/trajectory.h"
-#include "engine/psi/tiling.h"
+#include "engine/exec/tiling.h"
 #include "engine/backend/backend_factory.h"
 #include "tests/test_psi_exec_support.h"
 

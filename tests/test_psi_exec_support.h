@@ -11,7 +11,7 @@
 #include "engine/model/weights.h"
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/pipeline/synthetic_block.h"
-#include "engine/psi/executor.h"
+#include "engine/exec/executor.h"
 
 namespace psi_exec_test {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The arithmetic of a PSI block's arena kernels, one implementation per backend (the backends
-// apart from the ops): the partitioned operators (engine/psi) decide WHAT runs on which arena
+// apart from the ops): the partitioned operators (engine/exec) decide WHAT runs on which arena
 // regions and in which order; an OpKernels implementation decides HOW. The CPU one
 // (cpu_kernels.cpp) calls engine/ops on host views of the arena and is the reference every
 // bitwise test pins; the CUDA one (cuda/) enqueues device kernels and cuBLASLt products on

@@ -1,7 +1,7 @@
 #pragma once
 // The facts of one LTX-2.x AV block, written once: its checkpoint names (spec §2.2), the rows of
 // its AdaLN tables (spec §3.3) and its ten probes (spec §8). The dense block (block.cpp, the
-// float64 block_f64.cpp, weights.cpp) and the PSI block program (engine/psi) both read them from
+// float64 block_f64.cpp, weights.cpp) and the PSI block program (engine/exec) both read them from
 // here, so the two cannot name a tensor or a table row differently.
 #include <array>
 #include <cstddef>

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "engine/ops/nv_expf.h"
-#include "engine/pipeline/model_structure.h"
+#include "engine/pipeline/forward_structure.h"
 
 namespace psi::pipeline {
 

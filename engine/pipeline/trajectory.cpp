@@ -4,7 +4,7 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
-#include "engine/pipeline/model.h"
+#include "engine/pipeline/forward.h"
 #include "engine/pipeline/positions.h"
 #include "engine/pipeline/sampler.h"
 #include "engine/progress.h"

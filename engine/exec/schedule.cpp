@@ -1,4 +1,4 @@
-#include "engine/psi/schedule.h"
+#include "engine/exec/schedule.h"
 
 #include "engine/error.h"
 

@@ -1,6 +1,6 @@
 // Full-row RMS norms (ops/norm.h) as arena kernels, on token row tiles (a row's norm depends
 // only on its own row).
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

@@ -1,6 +1,6 @@
 // AdaLN modulation values, modulation and residual adds (ops/adaln.h) as arena kernels, on
 // token row tiles: every one of them is per token.
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

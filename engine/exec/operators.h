@@ -31,9 +31,9 @@
 #include "engine/ops/ffn.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/norm.h"
-#include "engine/psi/driver.h"
-#include "engine/psi/tiling.h"
-#include "engine/psi/views.h"
+#include "engine/exec/driver.h"
+#include "engine/exec/tiling.h"
+#include "engine/exec/views.h"
 
 namespace psi::exec {
 

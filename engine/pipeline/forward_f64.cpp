@@ -1,8 +1,8 @@
-// The float64 reference forward: the model structure (model_structure.h) in float64.
+// The float64 reference forward: the model structure (forward_structure.h) in float64.
 #include <cmath>
 
-#include "engine/pipeline/model.h"
-#include "engine/pipeline/model_structure.h"
+#include "engine/pipeline/forward.h"
+#include "engine/pipeline/forward_structure.h"
 
 namespace psi::pipeline {
 

@@ -1,11 +1,11 @@
-#include "engine/psi/block_program.h"
+#include "engine/exec/block_program.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "engine/error.h"
 #include "engine/model/block_catalogue.h"
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

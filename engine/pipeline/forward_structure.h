@@ -3,7 +3,7 @@
 // (Bf16Arith: the official operators, Linears in the variant's product) and the float64
 // reference (F64Arith: Eigen products, double elsewhere, no BF16 write) share every fact of it:
 // weight names, which AdaLN feeds what at which timestep, the keyframe marker, the output head.
-// Internal to engine/pipeline (model.cpp, model_f64.cpp, timestep.cpp).
+// Internal to engine/pipeline (forward.cpp, forward_f64.cpp, timestep.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,7 +14,7 @@
 #include "engine/ops/gemm.h"
 #include "engine/ops/kernel_config.h"
 #include "engine/ops/norm.h"
-#include "engine/pipeline/model.h"
+#include "engine/pipeline/forward.h"
 #include "engine/pipeline/scalar.h"
 #include "engine/pipeline/timestep.h"
 

@@ -1,5 +1,5 @@
 // The allocation and staging helpers every partitioned operator uses (operators.h).
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

@@ -1,4 +1,4 @@
-#include "probes/whole_linear.h"
+#include "engine/runtime/whole_linear.h"
 
 #include <cstring>
 #include <vector>

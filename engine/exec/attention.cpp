@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "engine/model/block_catalogue.h"
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

@@ -1,9 +1,9 @@
-#include "engine/pipeline/model.h"
+#include "engine/pipeline/forward.h"
 
 #include "engine/ops/activation.h"
 #include "engine/ops/adaln.h"
 #include "engine/ops/norm.h"
-#include "engine/pipeline/model_structure.h"
+#include "engine/pipeline/forward_structure.h"
 
 namespace psi::pipeline {
 

@@ -24,8 +24,8 @@
 #include "engine/model/block.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
-#include "engine/psi/driver.h"
-#include "engine/psi/schedule.h"
+#include "engine/exec/driver.h"
+#include "engine/exec/schedule.h"
 #include "engine/runtime/journal.h"
 
 namespace psi::exec {

@@ -1,8 +1,8 @@
-#include "engine/psi/tiling.h"
+#include "engine/exec/tiling.h"
 
 #include <algorithm>
 
-#include "engine/psi/arena_settings.h"
+#include "engine/exec/arena_settings.h"
 
 namespace psi::exec {
 

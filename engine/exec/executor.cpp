@@ -1,4 +1,4 @@
-#include "engine/psi/executor.h"
+#include "engine/exec/executor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,8 +7,8 @@
 #include "engine/error.h"
 #include "engine/measure/sizes.h"
 #include "engine/progress.h"
-#include "engine/psi/block_program.h"
-#include "engine/psi/tiling.h"
+#include "engine/exec/block_program.h"
+#include "engine/exec/tiling.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/resident_weights.h"

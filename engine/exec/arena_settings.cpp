@@ -1,4 +1,4 @@
-#include "engine/psi/arena_settings.h"
+#include "engine/exec/arena_settings.h"
 
 #include <algorithm>
 

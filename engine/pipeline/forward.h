@@ -3,7 +3,7 @@
 // marker, timestep AdaLN, prompt AdaLN, cross-modal AdaLN and gates, RoPE), the blocks in order,
 // and the output heads. Returns the two velocities. The blocks run in the numerics variant
 // given; the model-level operators are the official ones in every variant. The same structure
-// (model_structure.h) also runs in float64: model_forward_f64.
+// (forward_structure.h) also runs in float64: model_forward_f64.
 #include <cstdint>
 #include <functional>
 #include <type_traits>

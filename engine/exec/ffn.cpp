@@ -10,7 +10,7 @@
 // tiles are applied.
 #include <algorithm>
 
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

@@ -1,6 +1,6 @@
 // Split RoPE (ops/rope.h's apply_split_rope) as an arena kernel on one token row tile, its
 // tables reloaded from the journal.
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

@@ -1,7 +1,7 @@
 // Streamed Linear layers (ops/gemm.h's linear) as arena kernels, one weight row tile per page.
 #include <algorithm>
 
-#include "engine/psi/operators.h"
+#include "engine/exec/operators.h"
 
 namespace psi::exec {
 

@@ -1,4 +1,4 @@
-#include "engine/psi/driver.h"
+#include "engine/exec/driver.h"
 
 #include <algorithm>
 #include <limits>

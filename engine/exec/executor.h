@@ -29,10 +29,10 @@
 #include "engine/model/block.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
-#include "engine/psi/arena_settings.h"
-#include "engine/psi/block_program.h"
-#include "engine/psi/driver.h"
-#include "engine/psi/schedule.h"
+#include "engine/exec/arena_settings.h"
+#include "engine/exec/block_program.h"
+#include "engine/exec/driver.h"
+#include "engine/exec/schedule.h"
 #include "engine/runtime/runtime.h"
 
 namespace psi::exec {
