@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "device/summary.h"
+#include "device_check/summary.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/error.h"
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
 namespace {
 
@@ -34,15 +34,15 @@ bool is_summary_json(const std::filesystem::path& p) {
 }
 
 int summary(const DeviceOpts& o) {
-  const auto inputs = psi::device::check_folder_inputs(o.dir);
-  if (!o.json_out.empty()) psi::reports::check_output(o.json_out, inputs, "device summary: --json", is_summary_json);
+  const auto inputs = psi::device_check::check_folder_inputs(o.dir);
+  if (!o.json_out.empty()) psi::hdf5::check_output(o.json_out, inputs, "device summary: --json", is_summary_json);
   if (!o.out.empty())
-    psi::reports::check_output(o.out, inputs, "device summary: --out",
-                               psi::reports::first_line_starts_with(psi::device::kSummaryTitle));
-  const auto folder = psi::device::read_check_folder(o.dir);
-  const std::string md = psi::device::render_markdown(folder);
-  if (!o.json_out.empty()) psi::reports::write_file_atomically(o.json_out, psi::device::to_json(folder).dump(1) + "\n");
-  if (!o.out.empty()) psi::reports::write_file_atomically(o.out, md);
+    psi::hdf5::check_output(o.out, inputs, "device summary: --out",
+                               psi::hdf5::first_line_starts_with(psi::device_check::kSummaryTitle));
+  const auto folder = psi::device_check::read_check_folder(o.dir);
+  const std::string md = psi::device_check::render_markdown(folder);
+  if (!o.json_out.empty()) psi::hdf5::write_file_atomically(o.json_out, psi::device_check::to_json(folder).dump(1) + "\n");
+  if (!o.out.empty()) psi::hdf5::write_file_atomically(o.out, md);
   std::cout << md;
   return 0;
 }

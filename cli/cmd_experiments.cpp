@@ -14,7 +14,7 @@
 #include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
 #include "experiments/report.h"
-#include "experiments/table.h"
+#include "report/table.h"
 
 namespace psi::cli {
 namespace {
@@ -24,11 +24,11 @@ psi::cli::Registrar list_reg("list", "list the experiments (one per table of the
     // Padded by display width: "§" and "Δ" are one column but two bytes.
     std::size_t name_w = 0, what_w = 0;
     for (const exp::Experiment& e : exp::experiments()) {
-      name_w = std::max(name_w, exp::display_width(e.name));
-      what_w = std::max(what_w, exp::display_width(e.reproduces));
+      name_w = std::max(name_w, report::display_width(e.name));
+      what_w = std::max(what_w, report::display_width(e.reproduces));
     }
     for (const exp::Experiment& e : exp::experiments())
-      std::cout << exp::pad_right(e.name, name_w) << "  " << exp::pad_right(e.reproduces, what_w) << "  " << e.summary
+      std::cout << report::pad_right(e.name, name_w) << "  " << report::pad_right(e.reproduces, what_w) << "  " << e.summary
                 << "\n";
     return 0;
   };
@@ -150,7 +150,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     }
     overall.finish();  // the line goes before the tables are printed
     auto tables = report.commit();
-    std::cout << exp::render(tables, exp::Format::markdown);
+    std::cout << report::render(tables, report::Format::markdown);
     std::cout << "\nreport: " << one_line(report.path().string()) << "\n";
     for (const auto& fig : report.figure_files()) std::cout << "figure: " << one_line(fig.string()) << "\n";
     for (const auto& f : report.failures()) std::cerr << "psi: error: " << one_line(f) << "\n";
@@ -171,8 +171,8 @@ psi::cli::Registrar report_reg("report", "re-render an experiment report's table
   sub.add_option("--format", r->format, "markdown (default), csv, json");
   add_allow_links_option(sub);
   return [r] {
-    const exp::Format f = exp::parse_format(r->format);
-    std::cout << exp::render(exp::read_tables(r->file), f);
+    const report::Format f = report::parse_format(r->format);
+    std::cout << report::render(exp::read_tables(r->file), f);
     return 0;
   };
 });
@@ -195,7 +195,7 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
   return [m] {
     std::vector<std::filesystem::path> paths(m->shards.begin(), m->shards.end());
     const auto partial = exp::merge_reports(paths, m->out, m->allow_partial);
-    std::cout << exp::render(exp::read_tables(m->out), exp::Format::markdown) << "\nreport: " << one_line(m->out) << "\n";
+    std::cout << report::render(exp::read_tables(m->out), report::Format::markdown) << "\nreport: " << one_line(m->out) << "\n";
     for (const auto& p : partial)
       std::cout << "partial: " << one_line(p.string()) << " is a partial shard; the merged report is marked partial and lacks "
                 << "the cases it did not finish\n";

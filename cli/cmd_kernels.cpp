@@ -19,7 +19,7 @@
 #include "experiments/kernel_config_file.h"
 #include "experiments/kernel_search.h"
 #include "probes/probe_cases.h"
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
 namespace {
 
@@ -113,7 +113,7 @@ nlohmann::json confirm_both(const fs::path& ref, const psi::ops::KernelConfig& f
 int search(const KernelsOpts& o) {
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
-    psi::reports::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
+    psi::hdf5::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
                                "kernels search: --out",
                                psi::exp::is_kernel_config_file());
   const psi::ops::KernelConfig start = start_config(o);
@@ -149,7 +149,7 @@ int search(const KernelsOpts& o) {
   record["candidates"] = {{"splits", so.splits}, {"granules", so.granules}, {"fma_chains", so.fma_chains}};
   record["confirmation"] = confirm_both(ref, r.best);
   if (!o.out.empty()) {
-    psi::reports::write_file_atomically(o.out, psi::exp::kernel_config_text(r.best, record));
+    psi::hdf5::write_file_atomically(o.out, psi::exp::kernel_config_text(r.best, record));
     std::printf("\nconfiguration: %s\n", o.out.c_str());
   }
   return 0;

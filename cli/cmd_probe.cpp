@@ -13,10 +13,10 @@
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/ops/parallel.h"
-#include "experiments/diff_figures.h"
+#include "report/diff_figures.h"
 #include "experiments/experiment.h"
 #include "probes/probe_cases.h"
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
 namespace {
 
@@ -82,14 +82,14 @@ void print_report(const psi::probes::ProbeReport& r) {
 
 // The figures of every comparison that differs, as <case>.<variant>.<tensor>.<recording>.ulp-map
 // and .ulp-histogram (.svg, .png) in `dir`, each checked by the output rule before any is written.
-std::vector<psi::exp::Figure> probe_figures(const psi::probes::ProbeReport& r) {
-  std::vector<psi::exp::Figure> figs;
+std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r) {
+  std::vector<psi::report::Figure> figs;
   for (const auto& t : r.results) {
     if (!t.diff) continue;
     std::string path = t.backend;
     for (char& ch : path) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     const std::string against = t.backend == "official" ? "the recording" : "the " + path + " recording";
-    for (auto& f : psi::exp::diff_figures(t.variant + "." + t.tensor + "." + t.backend,
+    for (auto& f : psi::report::diff_figures(t.variant + "." + t.tensor + "." + t.backend,
                                           t.variant + " " + t.tensor + " vs " + against, *t.diff))
       figs.push_back(std::move(f));
   }
@@ -97,15 +97,15 @@ std::vector<psi::exp::Figure> probe_figures(const psi::probes::ProbeReport& r) {
 }
 
 // Writes the figures and prints, per comparison, the files and the histogram's numbers.
-void write_probe_figures(const psi::probes::ProbeReport& r, const std::vector<psi::exp::Figure>& figs,
+void write_probe_figures(const psi::probes::ProbeReport& r, const std::vector<psi::report::Figure>& figs,
                          const std::filesystem::path& dir) {
   std::vector<std::string> notes;
   // figure_file names <report stem>.<figure name>: the case's name stands for the report.
-  const auto written = psi::exp::write_figures(dir / r.case_name, figs, notes);
+  const auto written = psi::report::write_figures(dir / r.case_name, figs, notes);
   for (const auto& t : r.results)
     if (t.diff)
       std::printf("figures %s.%s.%s: %s\n", t.variant.c_str(), t.tensor.c_str(), t.backend.c_str(),
-                  psi::exp::ulp_histogram_line(*t.diff).c_str());
+                  psi::report::ulp_histogram_line(*t.diff).c_str());
   for (const auto& f : written) std::printf("figure: %s\n", f.string().c_str());
   for (const auto& n : notes) std::printf("%s\n", n.c_str());
 }
@@ -207,7 +207,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                        "or a folder holding " + pc.default_file + ")");
     psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain};
     const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
-    if (!o->out.empty()) psi::reports::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
+    if (!o->out.empty()) psi::hdf5::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
     if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))
       throw psi::Error("probe: --figures " + o->figures + ": not a folder");
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
@@ -216,13 +216,13 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     print_claims(claims);
     if (!o->figures.empty()) {
       // The figures' names come from the comparisons: checked once they are known, before any is written.
-      const std::vector<psi::exp::Figure> figs = probe_figures(r);
+      const std::vector<psi::report::Figure> figs = probe_figures(r);
       const std::filesystem::path dir = o->figures;
       std::filesystem::create_directories(dir);
       for (const auto& f : figs)
         for (const char* ext : {".svg", ".png"})
-          psi::reports::check_output(psi::exp::figure_file(dir / r.case_name, f, ext), {in.file, in.flash_file},
-                                     "probe: --figures", psi::exp::is_psi_figure);
+          psi::hdf5::check_output(psi::report::figure_file(dir / r.case_name, f, ext), {in.file, in.flash_file},
+                                     "probe: --figures", psi::report::is_psi_figure);
       write_probe_figures(r, figs, dir);
     }
     if (!o->out.empty()) {

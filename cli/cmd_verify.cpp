@@ -1,4 +1,4 @@
-// psi verify FILE…: each file checked on its own (reports/verify.h) — what a user runs before
+// psi verify FILE…: each file checked on its own (hdf5/verify.h) — what a user runs before
 // trusting a recording or a report they were sent. Exit 0 every check of every file held; 1 a
 // check failed (a hash, a non-finite count, the schema, a partial file), each named; 2 a file
 // psi cannot read as a whole (not HDF5, links or storage outside the file, a malformed integrity
@@ -10,7 +10,7 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
-#include "reports/verify.h"
+#include "hdf5/verify.h"
 
 namespace {
 
@@ -28,7 +28,7 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
   return [files] {
     int status = int(psi::Exit::ok);
     for (const std::string& name : *files) {
-      const psi::reports::VerifyReport r = psi::reports::verify_file(name);
+      const psi::hdf5::VerifyReport r = psi::hdf5::verify_file(name);
       for (const auto& n : r.notes) std::printf("  note: %s\n", psi::one_line(n).c_str());
       for (const auto& p : r.problems) std::printf("  problem: %s\n", psi::one_line(p).c_str());
       if (r.ok())

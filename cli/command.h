@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/whole_number.h"
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
 namespace psi::cli {
 
@@ -48,15 +48,15 @@ inline CLI::Validator output_path() {
 }
 
 // --force on a command that writes files: an existing output that psi did not write (a
-// recording, anyone's file) is replaced instead of refused (reports/output_path.h).
+// recording, anyone's file) is replaced instead of refused (hdf5/output_path.h).
 inline void add_force_flag(CLI::App& sub) {
-  sub.add_flag_callback("--force", [] { reports::set_force_replace(true); },
+  sub.add_flag_callback("--force", [] { hdf5::set_force_replace(true); },
                         "replace an existing output file even if psi did not write it (without it such a file is "
                         "refused, exit 2)");
 }
 
 // --allow-link-to FILE (repeatable) on a command that reads HDF5 files: HDF5 external links that
-// lead to FILE are followed (reports/h5.h); nothing else outside the files named is read. The
+// lead to FILE are followed (hdf5/h5.h); nothing else outside the files named is read. The
 // files are checked, and allowed, when the command starts (main, allow_named_links).
 std::vector<std::string>& named_link_targets();
 inline void add_allow_links_option(CLI::App& sub) {

@@ -11,7 +11,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "psi_version.h"
 
 namespace psi::cli {

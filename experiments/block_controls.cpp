@@ -14,12 +14,12 @@
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "engine/ops/math_to_flash.h"
-#include "experiments/diff_figures.h"
+#include "report/diff_figures.h"
 #include "experiments/probe_results.h"
 #include "probes/metrics.h"
 #include "probes/recording.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
 
 namespace psi::exp {
 
@@ -258,7 +258,7 @@ void run_block_controls(const Options& o, Report& report) {
   save_probe_outputs(report, r);
   for (const auto& [tensor, t] : r.float64_outputs)
     report.writer().write("/probes/" + name + "/float64/" + tensor, t,
-                          reports::TensorMeta{"float64", "float64 block probe " + tensor, "", {}});
+                          hdf5::TensorMeta{"float64", "float64 block probe " + tensor, "", {}});
 
   // The official implementation's own timing and memory on the recording machine.
   nlohmann::json official = nlohmann::json::object();
@@ -276,8 +276,8 @@ void run_block_controls(const Options& o, Report& report) {
     if (!ff.exists(fl))
       throw Error(ff.path().string() + ":" + fl + ": the recording has no FLASH " + t + ", which block-controls' table needs");
     const Bf16Tensor a = ff.read_bf16(fl), b = f.read_bf16(m);
-    reports::verify_sha256_full(ff, fl, a);
-    reports::verify_sha256_full(f, m, b);
+    hdf5::verify_sha256_full(ff, fl, a);
+    hdf5::verify_sha256_full(f, m, b);
     const probes::Distance d = probes::distance(a.span(), b.span());
     flash_rows.push_back({t, d.rel_l2, d.differing, d.total});
   }

@@ -8,7 +8,7 @@
 #include "experiments/experiment.h"
 #include "experiments/records.h"
 #include "experiments/report.h"
-#include "experiments/table.h"
+#include "report/table.h"
 
 namespace psi::exp {
 

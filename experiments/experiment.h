@@ -13,10 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/measure/budget.h"
-#include "experiments/figures.h"
-#include "experiments/table.h"
+#include "report/figures.h"
+#include "report/table.h"
 
 namespace psi::exp {
+
+// The experiments write what a user reads with the report layer's tables, figures and statistics
+// (report/): its names are theirs.
+using namespace psi::report;
 
 class Report;
 
@@ -122,7 +126,7 @@ std::string device_name(const std::string& backend);
 std::filesystem::path reference_dir(const Options& o);
 
 // The files a run may read, which its report and the files beside it must not be
-// (reports/output_path.h): every entry of the reference folder, and the checkpoint.
+// (hdf5/output_path.h): every entry of the reference folder, and the checkpoint.
 std::vector<std::filesystem::path> run_inputs(const Options& o);
 
 }  // namespace psi::exp

@@ -12,7 +12,7 @@
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/context_mask.h"
-#include "experiments/figures.h"
+#include "report/figures.h"
 #include "experiments/trajectory_support.h"
 
 namespace psi::exp {

@@ -1,7 +1,7 @@
 #include "experiments/gpu_memory_cells.h"
 
 #include "engine/measure/sizes.h"
-#include "experiments/table.h"
+#include "report/table.h"
 
 namespace psi::exp {
 namespace {

@@ -122,6 +122,6 @@ std::string kernel_config_text(const ops::KernelConfig& c, const nlohmann::json&
   return t + "\n}\n";
 }
 
-reports::Recognizer is_kernel_config_file() { return reports::first_line_is(first_line()); }
+hdf5::Recognizer is_kernel_config_file() { return hdf5::first_line_is(first_line()); }
 
 }  // namespace psi::exp

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/ops/kernel_config.h"
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
 namespace psi::exp {
 
@@ -35,7 +35,7 @@ nlohmann::json kernel_config_products(const ops::KernelConfig& c);
 // `search` is stored under "search" unless null.
 std::string kernel_config_text(const ops::KernelConfig& c, const nlohmann::json& search = nullptr);
 
-// The recognizer of kernel-config files psi wrote (reports::check_output).
-reports::Recognizer is_kernel_config_file();
+// The recognizer of kernel-config files psi wrote (hdf5::check_output).
+hdf5::Recognizer is_kernel_config_file();
 
 }  // namespace psi::exp

@@ -47,7 +47,7 @@ void save_probe_outputs(Report& report, const probes::ProbeReport& r) {
   for (const auto& [variant, tensors] : r.outputs)
     for (const auto& [name, t] : tensors)
       report.writer().write("/probes/" + r.case_name + "/" + variant + "/" + name, t,
-                            reports::TensorMeta{variant, "psi output of probe " + r.case_name + ": " + name, "", {}});
+                            hdf5::TensorMeta{variant, "psi output of probe " + r.case_name + ": " + name, "", {}});
 }
 
 }  // namespace psi::exp

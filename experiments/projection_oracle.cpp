@@ -8,7 +8,7 @@
 #include "oracle/operands.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 
 namespace psi::exp {
 
@@ -70,7 +70,7 @@ void run_projection_oracle(const Options& o, Report& report) {
     rec.first = ProjectionOracleCase::First{row, col, oracle::to_json(e), oracle::to_text(e)};
   }
   report.writer().write("/projection/psi_baseline_q", ours,
-                        reports::TensorMeta{"baseline", "[256, 4096] video Q projection, psi CPU", "", {}});
+                        hdf5::TensorMeta{"baseline", "[256, 4096] video Q projection, psi CPU", "", {}});
   report.add_case(0, rec);
 }
 

@@ -184,7 +184,7 @@ struct BlockControlsCase {
     std::int64_t not_reproduced = 0;    // official-h200 or official-h200-flash not the recording there
   };
   // "ulp_figures": a differing cell of the main table (a path's video_out or audio_out against the
-  // MATH recording) with the numbers its two figures draw (experiments/diff_figures.h).
+  // MATH recording) with the numbers its two figures draw (report/diff_figures.h).
   struct UlpFigure {
     std::string path, tensor;  // the table's row and column ("psi dense", "video_out")
     std::string figure;        // the figures' name stem: "dense.video_out.math"

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "engine/error.h"
-#include "reports/h5.h"
-#include "reports/output_path.h"
+#include "hdf5/h5.h"
+#include "hdf5/output_path.h"
 
 namespace psi::exp {
 
@@ -25,8 +25,8 @@ std::filesystem::path default_out(const Experiment& e, const Options& o) {
   return name + ".h5";
 }
 
-reports::RunInfo run_info(const Experiment& e, const Options& o, const std::string& device) {
-  reports::RunInfo r;
+hdf5::RunInfo run_info(const Experiment& e, const Options& o, const std::string& device) {
+  hdf5::RunInfo r;
   r.experiment = e.name;
   r.model_config = o.model + "/" + o.profile;
   r.backend = o.backend;
@@ -37,7 +37,7 @@ reports::RunInfo run_info(const Experiment& e, const Options& o, const std::stri
 
 std::filesystem::path checked(const std::filesystem::path& p, const std::vector<std::filesystem::path>& inputs,
                               const std::string& what) {
-  reports::check_output(p, inputs, what);
+  hdf5::check_output(p, inputs, what);
   return p;
 }
 
@@ -58,7 +58,7 @@ Report::Report(const Experiment& e, const Options& o, const std::string& device_
   writer_.set_attrs("/", {{kRunId, run_id_}});
 }
 
-void Report::stamp_side_file(reports::StateWriter& w) const { w.set_attrs("/", {{kRunId, run_id_}}); }
+void Report::stamp_side_file(hdf5::StateWriter& w) const { w.set_attrs("/", {{kRunId, run_id_}}); }
 
 void Report::check_side_file(const std::filesystem::path& file) const {
   const auto id = h5::File::open_read(file).attr("/", kRunId);
@@ -96,7 +96,7 @@ std::vector<Table> Report::commit() {
   const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};
   for (const Figure& f : figs)
     for (const char* ext : {".svg", ".png"})
-      reports::check_output(figure_file(path(), f, ext), inputs_, "figure", is_psi_figure);
+      hdf5::check_output(figure_file(path(), f, ext), inputs_, "figure", is_psi_figure);
   writer_.commit();
   if (!figs.empty()) {
     std::vector<std::string> notes;
@@ -113,7 +113,7 @@ void Report::abandon(const std::filesystem::path& partial) {
 }
 
 std::vector<Table> read_tables(const std::filesystem::path& file) {
-  reports::StateReader r(file);
+  hdf5::StateReader r(file);
   if (!r.file().exists(kTables))
     throw Error(file.string() + ": not a psi experiment report (no " + kTables + ")");
   nlohmann::json j;
@@ -139,19 +139,19 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
   std::set<std::int64_t> seen;
   std::map<std::int64_t, std::filesystem::path> shard_files;  // shard index -> the file given for it
   std::int64_t shard_count = 0;
-  std::vector<reports::StateReader> readers;
+  std::vector<hdf5::StateReader> readers;
   std::vector<std::filesystem::path> partial;
   for (const auto& path : shards) {
     readers.emplace_back(path);
-    const reports::StateReader& r = readers.back();
+    const hdf5::StateReader& r = readers.back();
     // A partial shard lacks cases: merged silently, the result would look complete.
-    if (const std::string marker = reports::partial_marker(r.file()); !marker.empty()) {
+    if (const std::string marker = hdf5::partial_marker(r.file()); !marker.empty()) {
       if (!allow_partial)
         throw Error(path.string() + ": a partial report (" + marker +
                     "); psi merge refuses it unless --allow-partial is given (the merged report is then marked partial)");
       partial.push_back(path);
     }
-    const reports::RunInfo info = r.run_info();
+    const hdf5::RunInfo info = r.run_info();
     const Experiment& e = find_experiment(info.experiment);
     if (experiment && experiment != &e)
       throw Error(path.string() + ": experiment '" + e.name + "' differs from '" + experiment->name + "'");

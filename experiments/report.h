@@ -9,18 +9,18 @@
 #include <nlohmann/json.hpp>
 
 #include "experiments/experiment.h"
-#include "reports/state_file.h"
+#include "hdf5/state_file.h"
 
 namespace psi::exp {
 
 class Report {
  public:
   // `inputs`: the files the command reads (run_inputs, or the shards of a merge). The report is
-  // checked against them by the output rule (reports/output_path.h) here, before any work.
+  // checked against them by the output rule (hdf5/output_path.h) here, before any work.
   Report(const Experiment& e, const Options& o, const std::string& device_name,
          std::vector<std::filesystem::path> inputs);
 
-  reports::StateWriter& writer() { return writer_; }
+  hdf5::StateWriter& writer() { return writer_; }
   const Options& options() const { return options_; }
   // One case's results (the driver's record, experiments/records.h); `index` orders cases
   // across shards and is added to the record (case_index).
@@ -46,7 +46,7 @@ class Report {
   // side files with it (stamp_side_file) and checks that a side file it reads back is still its
   // own (check_side_file), since a concurrent run with the same --out writes the same names.
   const std::string& run_id() const { return run_id_; }
-  void stamp_side_file(reports::StateWriter& w) const;
+  void stamp_side_file(hdf5::StateWriter& w) const;
   void check_side_file(const std::filesystem::path& file) const;
   // <report>.partial.h5, where an interrupted run's cases go.
   std::filesystem::path partial_path() const { return side_file(".partial.h5"); }
@@ -57,7 +57,7 @@ class Report {
   Options options_;
   std::vector<std::filesystem::path> inputs_;
   std::string run_id_;
-  reports::StateWriter writer_;
+  hdf5::StateWriter writer_;
   nlohmann::json cases_ = nlohmann::json::array();
   std::vector<std::filesystem::path> figure_files_;
   std::vector<std::string> failures_;

@@ -20,7 +20,7 @@
 #include "engine/whole_number.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
-#include "experiments/stats.h"
+#include "report/stats.h"
 
 namespace psi::exp {
 
@@ -169,7 +169,7 @@ void run_scheduling(const Options& o, Report& report) {
         if (index == 0)
           for (const auto& [name, t] : run.probes.named())
             report.writer().write("/probes/" + s.name + "/" + name, *t,
-                                  reports::TensorMeta{variant.name, "first-block probe " + name, "", {}});
+                                  hdf5::TensorMeta{variant.name, "first-block probe " + name, "", {}});
       }
       report.add_case(index++, rec);
     }

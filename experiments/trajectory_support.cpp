@@ -9,11 +9,11 @@
 #include "engine/runtime/run_report.h"
 #include "engine/whole_number.h"
 #include "experiments/block_support.h"
-#include "experiments/stats.h"
+#include "report/stats.h"
 #include "engine/progress.h"
 #include "probes/metrics.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
 
 namespace psi::exp {
 
@@ -72,8 +72,8 @@ RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, c
     s.sigma_to = num("sigma_to");
     s.video = f.read_bf16(sg + "/video_latent");
     s.audio = f.read_bf16(sg + "/audio_latent");
-    reports::verify_sha256_full(f, sg + "/video_latent", s.video);
-    reports::verify_sha256_full(f, sg + "/audio_latent", s.audio);
+    hdf5::verify_sha256_full(f, sg + "/video_latent", s.video);
+    hdf5::verify_sha256_full(f, sg + "/audio_latent", s.audio);
     r.states.push_back(std::move(s));
   }
   return r;
@@ -107,8 +107,8 @@ void save_state_list(Report& r, const std::string& prefix, const std::vector<pip
                      const std::string& variant) {
   for (const auto& s : states) {
     const std::string g = prefix + "/" + s.name;
-    reports::TensorMeta mv{variant, "[1, N_v tokens, 128] patchified video latent", "", {}};
-    reports::TensorMeta ma{variant, "[1, N_a tokens, 128] patchified audio latent", "", {}};
+    hdf5::TensorMeta mv{variant, "[1, N_v tokens, 128] patchified video latent", "", {}};
+    hdf5::TensorMeta ma{variant, "[1, N_a tokens, 128] patchified audio latent", "", {}};
     r.writer().write(g + "/video_latent", s.video, mv);
     r.writer().write(g + "/audio_latent", s.audio, ma);
     r.writer().set_attrs(g, {{"sigma_from", double(s.sigma_from)}, {"sigma_to", double(s.sigma_to)}});
@@ -145,7 +145,7 @@ std::vector<StateDistance> compare_states(const std::vector<pipeline::SavedState
 int nonfinite_latents(const std::vector<pipeline::SavedState>& states) {
   int n = 0;
   for (const auto& st : states)
-    n += (reports::tensor_stats(st.video).nonfinite_count > 0) + (reports::tensor_stats(st.audio).nonfinite_count > 0);
+    n += (hdf5::tensor_stats(st.video).nonfinite_count > 0) + (hdf5::tensor_stats(st.audio).nonfinite_count > 0);
   return n;
 }
 

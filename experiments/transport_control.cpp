@@ -17,7 +17,7 @@
 #include "experiments/block_support.h"
 #include "experiments/trajectory_support.h"
 #include "probes/probe_cases.h"
-#include "reports/compare.h"
+#include "hdf5/compare.h"
 
 namespace psi::exp {
 
@@ -56,17 +56,17 @@ namespace {
 // A run's saved states, in a file beside the report of their own, stamped as this run's.
 void write_states(const Options& o, Report& report, const std::filesystem::path& file, const std::string& experiment,
                   const std::vector<pipeline::SavedState>& states, const std::string& variant) {
-  reports::RunInfo info;
+  hdf5::RunInfo info;
   info.experiment = experiment;
   info.model_config = o.model + "/" + o.profile;
   info.backend = o.backend;
   info.device_name = device_name(o.backend);
   info.seed = o.seed;
-  reports::StateWriter w(file, info);
+  hdf5::StateWriter w(file, info);
   report.stamp_side_file(w);
   for (const auto& st : states) {
-    w.write("/states/" + st.name + "/video_latent", st.video, reports::TensorMeta{variant, "video latent", "", {}});
-    w.write("/states/" + st.name + "/audio_latent", st.audio, reports::TensorMeta{variant, "audio latent", "", {}});
+    w.write("/states/" + st.name + "/video_latent", st.video, hdf5::TensorMeta{variant, "video latent", "", {}});
+    w.write("/states/" + st.name + "/audio_latent", st.audio, hdf5::TensorMeta{variant, "audio latent", "", {}});
   }
   w.commit();
 }
@@ -132,10 +132,10 @@ void run_transport_control(const Options& o, Report& report) {
     if (file != reference_file) {
       // Both files are read back by name: before and after, they must still be this run's.
       for (const auto& f : {file, reference_file}) report.check_side_file(f);
-      const reports::CompareReport cmp = reports::compare_files(file, reference_file);
+      const hdf5::CompareReport cmp = hdf5::compare_files(file, reference_file);
       for (const auto& f : {file, reference_file}) report.check_side_file(f);
       rec.datasets_compared = std::int64_t(cmp.datasets.size());
-      rec.datasets_equal = cmp.count(reports::CompareStatus::equal);
+      rec.datasets_equal = cmp.count(hdf5::CompareStatus::equal);
       rec.compare_exit = cmp.exit_code();
       if (cmp.exit_code() != 0)
         report.fail("transport-control: schedule " + s.name + " differs from the reference, " + reference +

@@ -1,7 +1,7 @@
 #pragma once
 // What the HDF5 fuzz targets do with a file: everything psi reads HDF5 with. h5::File (open,
-// list, info, attributes, typed reads), reports::compare_datasets on each dataset against itself
-// (psi's parsing of full_shape and stored), reports::StateReader (schema, run info, tensor
+// list, info, attributes, typed reads), hdf5::compare_datasets on each dataset against itself
+// (psi's parsing of full_shape and stored), hdf5::StateReader (schema, run info, tensor
 // records), the experiment-report reader behind `psi report` (JSON tables in the file), the
 // recording reader of the probes (probes::Recording) and `psi merge` with the file as a shard.
 // psi must refuse bad input with a one-line psi::Error; any other exception escapes the fuzz
@@ -16,11 +16,11 @@
 
 #include "engine/error.h"
 #include "experiments/report.h"
-#include "experiments/table.h"
+#include "report/table.h"
 #include "probes/recording.h"
-#include "reports/compare.h"
-#include "reports/h5.h"
-#include "reports/state_file.h"
+#include "hdf5/compare.h"
+#include "hdf5/h5.h"
+#include "hdf5/state_file.h"
 
 namespace psi::fuzz {
 
@@ -60,13 +60,13 @@ inline void read_datasets(const h5::File& f) {
         default: break;
       }
     });
-    step([&] { reports::compare_datasets(f, d.path, f, d.path); });
+    step([&] { hdf5::compare_datasets(f, d.path, f, d.path); });
   }
 }
 
 inline void read_state(const std::string& p) {
-  reports::StateReader r(p);
-  if (r.kind() == reports::FileKind::psi) step([&] { r.run_info(); });
+  hdf5::StateReader r(p);
+  if (r.kind() == hdf5::FileKind::psi) step([&] { r.run_info(); });
   std::vector<h5::DatasetInfo> list;
   step([&] { list = r.datasets(); });
   if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
@@ -103,7 +103,7 @@ inline void merge_alone(const std::string& p) {
 inline void read_everything(const std::string& p) {
   step([&] { read_datasets(h5::File::open_read(p)); });
   step([&] { read_state(p); });
-  step([&] { exp::render(exp::read_tables(p), exp::Format::markdown); });
+  step([&] { report::render(exp::read_tables(p), report::Format::markdown); });
   step([&] { read_recording(p); });
   step([&] { merge_alone(p); });
 }

@@ -7,7 +7,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "oracle/fixed_dot.h"
-#include "reports/schema.h"
+#include "hdf5/schema.h"
 
 namespace psi::oracle {
 
@@ -25,7 +25,7 @@ Shape leading(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 // must not certify data that was corrupted after it was written.
 Bf16Tensor read_verified(const h5::File& f, const std::string& path) {
   Bf16Tensor t = f.read_bf16(path);
-  reports::verify_sha256_full(f, path, t);
+  hdf5::verify_sha256_full(f, path, t);
   return t;
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine/tensor.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 
 namespace psi::oracle {
 

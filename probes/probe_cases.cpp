@@ -10,8 +10,8 @@
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"
 #include "psi_version.h"
-#include "reports/h5.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/state_file.h"
 
 namespace psi::probes {
 
@@ -123,13 +123,13 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
 }
 
 void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out, const std::string& device_name) {
-  reports::RunInfo run;
+  hdf5::RunInfo run;
   run.experiment = "probe " + r.case_name;
   run.model_config = "recorded case " + r.case_name;
   run.backend = r.backend;
   run.device_name = device_name;
   run.seed = r.seed;
-  reports::StateWriter w(out, run);
+  hdf5::StateWriter w(out, run);
   w.set_attrs("/", {{"reference_file", r.file.string()}, {"reference_group", r.group}});
   for (const auto& [variant, tensors] : r.outputs) {
     const std::string g = "/" + r.group + "/" + variant;

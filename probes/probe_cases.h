@@ -143,7 +143,7 @@ struct ClaimCheck {
 // One entry per variant of the report that claims a path, in the report's order.
 std::vector<ClaimCheck> check_claims(const ProbeReport& r);
 
-// psi's outputs as a psi-h5/1 file (reports/state_file.h: BF16 as uint16 + dtype attribute,
+// psi's outputs as a psi-h5/1 file (hdf5/state_file.h: BF16 as uint16 + dtype attribute,
 // every dataset's check values, the run's root attributes; written to a temporary name and
 // renamed): /<group>/<variant>/<tensor>; the float64 block's as float64 datasets under
 // /<group>/float64/.

@@ -9,7 +9,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "engine/whole_number.h"
-#include "reports/schema.h"
+#include "hdf5/schema.h"
 
 namespace psi::probes {
 
@@ -104,7 +104,7 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
   StoredTensor st;
   st.data = file_.read_bf16(abs(rel));
   st.full_shape = attr_text(rel, "full_shape") ? parse_shape(attr_json(rel, "full_shape"), where) : st.data.shape;
-  const reports::Integrity integrity = reports::read_integrity(file_, abs(rel));
+  const hdf5::Integrity integrity = hdf5::read_integrity(file_, abs(rel));
   st.sha256_full = integrity.sha256_full;
   const std::string& stored = integrity.stored;
   if (stored == "full") {
@@ -112,7 +112,7 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
     if (st.data.shape != st.full_shape)
       throw Error(where + ": stored in full as " + shape_str(st.data.shape) + " but full_shape is " +
                   shape_str(st.full_shape));
-    reports::verify_sha256_full(file_, abs(rel), st.data);
+    hdf5::verify_sha256_full(file_, abs(rel), st.data);
   } else if (stored == "none") {
     st.full = false;
   } else if (const auto range = row_range_digits(stored)) {
@@ -159,7 +159,7 @@ Bf16Tensor Recording::input_bf16(const std::string& rel) {
 
 F32Tensor Recording::input_f32(const std::string& rel) {
   F32Tensor t = file_.read_f32(abs(rel));
-  reports::verify_sha256_full(file_, abs(rel), t);
+  hdf5::verify_sha256_full(file_, abs(rel), t);
   return t;
 }
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tensor.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 
 namespace psi::probes {
 

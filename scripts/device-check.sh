@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check (issue 7): the ONE command of a device call on a fresh H200 machine, after
-# scripts/device-prepare.sh filled .device/ here (reports/device/README.md has the exact call):
+# scripts/device-prepare.sh filled .device/ here (docs/device-runs/README.md has the exact call):
 #   bash scripts/device-check.sh
 # Unpacks the carried packages into a private prefix, builds psi and the device test programs for
 # sm_90 (or falls back to the carried prebuilt ones), runs the device test programs, measures the

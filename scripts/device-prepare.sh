@@ -191,4 +191,4 @@ total=$((tree + $(carry_bytes)))
 awk -v c="$(carry_bytes)" -v t="$tree" 'BEGIN { printf "device-prepare: carry .device: %.1f MiB; repository files that travel: %.1f MiB; total %.1f MiB of 64 MiB\n", c / 1048576, t / 1048576, (c + t) / 1048576 }'
 find "$carry" -type f -printf '%s %P\n' | sort -k2 | awk '{printf "  %8.2f MiB  .device/%s\n", $1/1048576, $2}'
 [ "$total" -lt "$limit" ] || die "the travelling tree is $total bytes, over 64 MiB"
-say "done: run the device call with carry [\".device\"] (reports/device/README.md)"
+say "done: run the device call with carry [\".device\"] (docs/device-runs/README.md)"

@@ -13,7 +13,7 @@
 
 #include "engine/bf16.h"
 #include "engine/checkpoint/safetensors.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace psi::badinput {

@@ -6,7 +6,7 @@
 #include <hdf5.h>
 
 #include "engine/backend/backend_factory.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/test_bad_input_checkpoint.h"
 #include "tests/test_bad_input_support.h"
 
@@ -30,7 +30,7 @@ fs::path f32_file(const fs::path& p, const std::vector<float>& v, const h5::Attr
 
 }  // namespace
 
-// reports/schema.cpp parse_stored: the axis of stored='rows_<a>_to_<b>_of_axis_<k>' is parsed
+// hdf5/schema.cpp parse_stored: the axis of stored='rows_<a>_to_<b>_of_axis_<k>' is parsed
 // as int64 and cast to int. k = 2^31 becomes negative and passes every range check: psi compare
 // indexes full_shape[-2^31] and dies of SIGSEGV; k = 2^32 silently becomes axis 0.
 // Fixed in a56322d.
@@ -66,7 +66,7 @@ TEST(FoundBug, MaxRelL2OverStatesDoesNotHideNaN) {
   }
 }
 
-// reports/compare.cpp compare_box: rel_l2 = ||a-b|| / ||b|| with ||b|| = Inf when the reference
+// hdf5/compare.cpp compare_box: rel_l2 = ||a-b|| / ||b|| with ||b|| = Inf when the reference
 // holds an Inf anywhere (even where A equals it), so a dataset that differs elsewhere is reported
 // with relative L2 0.
 // Fixed in a56322d.
@@ -143,7 +143,7 @@ TEST(FoundBug, UnknownSubcommandIsNamed) {
     expect_rejected(run_psi(args), args, Exit::bad_input, {args.back()});
 }
 
-// experiments/table.cpp Table::from_json: a /report/tables entry of the wrong structure is
+// report/table.cpp Table::from_json: a /report/tables entry of the wrong structure is
 // refused as "report table: malformed JSON: ..." without the file's name.
 // Fixed in a56322d.
 TEST(FoundBug, ReportNamesTheFileOfAMalformedTable) {
@@ -179,7 +179,7 @@ TEST(FoundBug, OracleExplainNamesTheNonFiniteOperand) {
   expect_rejected(run_psi(args), args, Exit::bad_input, {p.string(), "x", "NaN"});
 }
 
-// reports/state_file.cpp, reports/schema.cpp (and every message that quotes file content): a
+// hdf5/state_file.cpp, hdf5/schema.cpp (and every message that quotes file content): a
 // string read from a file is put into the message as it is, so an attribute holding a newline
 // splits the one-line error and can forge a "psi: error:" line of its own. Found by
 // fuzz_h5_attrs; control characters need escaping where file content is quoted.

@@ -1,5 +1,5 @@
 // Bad HDF5 input to the commands that read it (psi compare, psi report, psi oracle
-// certify/explain) and to reports::StateReader: files that are not HDF5, truncated or missing,
+// certify/explain) and to hdf5::StateReader: files that are not HDF5, truncated or missing,
 // files that lack the datasets a command needs, carry another schema version, or hold
 // datasets of the wrong shape or type. Each is refused with exit 2 and one stderr line naming
 // the file and the thing.
@@ -10,14 +10,14 @@
 #include "engine/sha256.h"
 #include "experiments/trajectory_support.h"
 #include "probes/recording.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
+#include "hdf5/state_file.h"
 #include "tests/test_bad_input_support.h"
 #include "tests/recordings.h"
 
 namespace h5 = psi::h5;
-namespace rp = psi::reports;
+namespace rp = psi::hdf5;
 using namespace psi::badinput;
 using psi::Exit;
 
@@ -610,7 +610,7 @@ TEST(BadHdf5, FilterPluginsAreNeverLoaded) {
 // Integrity attributes that a type could switch off (class 3 of the round-three trust issue):
 // a sha256_full or stored attribute of an unexpected type or form used to read as "no hash" or
 // "not whole", so edited data passed psi compare, psi probe and psi oracle. Present but
-// malformed is now a refusal (exit 2) naming the attribute, by one reader (reports::read_integrity)
+// malformed is now a refusal (exit 2) naming the attribute, by one reader (hdf5::read_integrity)
 // in every command.
 TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
   const fs::path dir = fresh_dir("h5_integrity");
@@ -748,7 +748,7 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
 // Files that crash libhdf5 1.10.8 itself (class 9; found by fuzz_h5_report, docs/reliability.md
 // bug 16): a SIGSEGV in H5A__close while attributes are iterated, a global-heap read past its
 // buffer in H5HG_read. psi used to die with them; libhdf5 now reads every file first in a
-// child process (reports/isolated.h), and psi refuses the file when the child does not come
+// child process (hdf5/isolated.h), and psi refuses the file when the child does not come
 // through: exit 2, one line, through every command that reads HDF5.
 TEST(BadHdf5, FilesThatCrashLibhdf5AreRefused) {
   const fs::path dir = fresh_dir("h5_crash");

@@ -14,7 +14,7 @@
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/ops/parallel.h"
-#include "reports/state_file.h"
+#include "hdf5/state_file.h"
 #include "tests/test_bad_input_support.h"
 
 using namespace psi::badinput;
@@ -165,7 +165,7 @@ TEST(Interrupt, OtherTerminatingSignalsStopTheRunCleanly) {
   interrupt_run(SIGPIPE, "SIGPIPE");
 }
 
-// Open (experiments/report.cpp Report::abandon, reports/h5.cpp File::abandon_to): the
+// Open (experiments/report.cpp Report::abandon, hdf5/h5.cpp File::abandon_to): the
 // partial report of an interrupted run gets no root attributes, so psi's own reader refuses it
 // ("not a psi file: no root attribute 'schema'") and `psi report` cannot open it.
 TEST(FoundBug, InterruptedRunsPartialReportIsAPsiFile) {
@@ -173,7 +173,7 @@ TEST(FoundBug, InterruptedRunsPartialReportIsAPsiFile) {
   const fs::path partial = dir / "r.partial.h5";
   ASSERT_TRUE(fs::exists(partial));
   try {
-    psi::reports::StateReader r(partial);
+    psi::hdf5::StateReader r(partial);
     EXPECT_EQ(r.format(), "psi-h5/1");
     EXPECT_EQ(r.run_info().experiment, "one-token");
   } catch (const psi::Error& e) {

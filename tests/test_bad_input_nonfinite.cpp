@@ -12,14 +12,14 @@
 
 #include "engine/bf16.h"
 #include "engine/checkpoint/safetensors.h"
-#include "reports/h5.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/state_file.h"
 #include "tests/test_bad_input_checkpoint.h"
 #include "tests/test_bad_input_support.h"
 
 namespace ck = psi::ckpt;
 namespace h5 = psi::h5;
-namespace rp = psi::reports;
+namespace rp = psi::hdf5;
 using namespace psi::badinput;
 using psi::Bf16;
 using psi::Exit;

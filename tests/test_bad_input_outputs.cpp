@@ -1,4 +1,4 @@
-// The output rule (reports/output_path.h): no command that writes a file may overwrite or
+// The output rule (hdf5/output_path.h): no command that writes a file may overwrite or
 // truncate a file it reads (named directly, through a symbolic link, a hard link or `..`), nor
 // replace a directory, a device node or a fifo; each is refused with exit 2 and one line before
 // the work starts, and the input's bytes stay as they were. Partial files (an interrupted run's
@@ -13,9 +13,9 @@
 #include "engine/sha256.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
-#include "reports/h5.h"
-#include "reports/output_path.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/output_path.h"
+#include "hdf5/state_file.h"
 #include "tests/test_bad_input_support.h"
 
 using namespace psi::badinput;
@@ -126,7 +126,7 @@ fs::path capacity_partial_shard(const fs::path& dir) {
 }
 
 std::int64_t case_count(const fs::path& report) {
-  const psi::reports::StateReader r(report);
+  const psi::hdf5::StateReader r(report);
   return std::int64_t(nlohmann::json::parse(r.read_text("/report/cases")).size());
 }
 
@@ -209,7 +209,7 @@ TEST(BadOutputs, MergeRefusesAPartialShardUnlessAllowedAndThenMarksTheResult) {
   const fs::path s0 = capacity_shard(dir, 0);
   const fs::path p1 = capacity_partial_shard(dir);
   ASSERT_EQ(p1.filename(), "shard1.partial.h5");
-  ASSERT_FALSE(psi::reports::partial_marker(psi::h5::File::open_read(p1)).empty());
+  ASSERT_FALSE(psi::hdf5::partial_marker(psi::h5::File::open_read(p1)).empty());
   const fs::path merged = dir / "merged.h5";
   const std::vector<std::string> args{"merge", s0.string(), p1.string(), "--out", merged.string()};
   expect_rejected(run_psi(args), args, Exit::bad_input, {p1.string(), "a partial report", "--allow-partial"});
@@ -222,7 +222,7 @@ TEST(BadOutputs, MergeRefusesAPartialShardUnlessAllowedAndThenMarksTheResult) {
   EXPECT_NE(r.out.find("partial: " + p1.string() + " is a partial shard; the merged report is marked partial"),
             std::string::npos)
       << r.out;
-  const std::string marker = psi::reports::partial_marker(psi::h5::File::open_read(merged));
+  const std::string marker = psi::hdf5::partial_marker(psi::h5::File::open_read(merged));
   EXPECT_NE(marker.find("merged from partial shards (" + p1.string() + ")"), std::string::npos) << marker;
   // Only the complete shard's cases: the partial one finished none.
   EXPECT_EQ(case_count(merged), case_count(s0));
@@ -294,7 +294,7 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
   // The text files (figures, lists, summaries) take the same path.
   fs::remove(target);
   fs::create_directories(target);
-  expect_error([&] { psi::reports::write_file_atomically(target, "x"); }, Exit::bad_input,
+  expect_error([&] { psi::hdf5::write_file_atomically(target, "x"); }, Exit::bad_input,
                {target.string(), "became a directory"}, "write_file_atomically");
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});
   EXPECT_TRUE(fs::is_directory(target));
@@ -341,12 +341,12 @@ TEST(BadOutputs, MergeRefusesShardsWithMalformedJson) {
   for (const Bad& b : bad) {
     const fs::path shard = dir / (b.name + ".h5");
     {
-      psi::reports::RunInfo info;
+      psi::hdf5::RunInfo info;
       info.experiment = "probes";
       info.model_config = "tiny/ltx25";
       info.backend = "cpu";
       info.device_name = "cpu";
-      psi::reports::StateWriter w(shard, info);
+      psi::hdf5::StateWriter w(shard, info);
       w.write_text("/report/options", b.options);
       w.write_text("/report/cases", b.cases);
       w.commit();
@@ -412,13 +412,13 @@ TEST(BadOutputs, OnlyFilesPsiWroteAreReplaced) {
   fs::copy_file(recording.path, dir / "copy.h5");
   const PsiRun forced = run_psi({"run", "capacity", "--quick", "--force", "--out", (dir / "copy.h5").string()});
   EXPECT_EQ(forced.status, 0) << forced.err;
-  EXPECT_TRUE(psi::reports::is_psi_h5(dir / "copy.h5"));
+  EXPECT_TRUE(psi::hdf5::is_psi_h5(dir / "copy.h5"));
   EXPECT_EQ(sha256_of(recording.path), recording.sha);
 
   // The text outputs: psi's own kinds only (a CSV list, a summary) — anyone else's file is refused.
-  EXPECT_FALSE(psi::reports::first_line_is("row,col")(notes.path));
+  EXPECT_FALSE(psi::hdf5::first_line_is("row,col")(notes.path));
   write_bytes(dir / "list.csv", "row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders\n1,2\n");
-  EXPECT_TRUE(psi::reports::first_line_is("row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders")(
+  EXPECT_TRUE(psi::hdf5::first_line_is("row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders")(
       dir / "list.csv"));
 }
 

@@ -13,7 +13,7 @@
 #include "engine/pipeline/positions.h"
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

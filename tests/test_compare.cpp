@@ -12,14 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
-#include "reports/compare.h"
-#include "reports/h5.h"
-#include "reports/state_file.h"
+#include "hdf5/compare.h"
+#include "hdf5/h5.h"
+#include "hdf5/state_file.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
-using namespace psi::reports;
+using namespace psi::hdf5;
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The device check's summary (device/summary.h, `psi device summary`): ceilings
+// The device check's summary (device_check/summary.h, `psi device summary`): ceilings
 // parsing, the copy rate the transfer floor uses, the block's weight bytes, the scheduling
 // aggregation (probes bitwise across runs), the NVML process peak, GoogleTest results, and the
 // command on a check folder made by the CPU backend at tiny size.
@@ -16,14 +16,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "device/summary.h"
+#include "device_check/summary.h"
 #include "engine/error.h"
 #include "engine/model/config.h"
-#include "experiments/stats.h"
-#include "experiments/table.h"
+#include "report/stats.h"
+#include "report/table.h"
 
 namespace fs = std::filesystem;
-namespace dev = psi::device;
+namespace dev = psi::device_check;
 
 namespace {
 
@@ -138,8 +138,8 @@ TEST(DeviceSummary, SchedulingCountsProbesEqualInEveryCompletedRun) {
   EXPECT_EQ(s.schedules[0].name, "baseline");
   EXPECT_EQ(s.schedules[0].runs, 3);
   ASSERT_EQ(s.schedules[0].walls_s.size(), 2u);  // the warm-up is not measured
-  EXPECT_DOUBLE_EQ(psi::exp::mean(s.schedules[0].walls_s), 0.025);
-  EXPECT_NEAR(psi::exp::sample_sd(s.schedules[0].walls_s), 0.00707107, 1e-8);
+  EXPECT_DOUBLE_EQ(psi::report::mean(s.schedules[0].walls_s), 0.025);
+  EXPECT_NEAR(psi::report::sample_sd(s.schedules[0].walls_s), 0.00707107, 1e-8);
   EXPECT_EQ(s.probe_names, 10);
   EXPECT_EQ(s.probes_equal_across, 10);
   EXPECT_EQ(s.completed_runs, 6);
@@ -175,8 +175,8 @@ TEST(DeviceSummary, BlockTimeIsTheRecordedBlockSecondsWhenPresent) {
   const dev::ScheduleRow& r = s.schedules[0];
   EXPECT_TRUE(r.resident);
   ASSERT_EQ(r.block_times().size(), 2u);
-  EXPECT_DOUBLE_EQ(psi::exp::mean(r.block_times()), 0.035);
-  EXPECT_DOUBLE_EQ(psi::exp::mean(r.walls_s), 0.5);
+  EXPECT_DOUBLE_EQ(psi::report::mean(r.block_times()), 0.035);
+  EXPECT_DOUBLE_EQ(psi::report::mean(r.walls_s), 0.5);
   EXPECT_EQ(r.probes_equal_first_min, 10);
   EXPECT_EQ(r.probes_equal_host_min, -1);
 }
@@ -227,7 +227,7 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   EXPECT_NE(md.find("# psi device check — test CPU (CPU backend) — 2026-11-30"), std::string::npos) << md;
   EXPECT_NE(md.find("**10 of 10** probes have one SHA-256 in all 12 completed runs"), std::string::npos) << md;
   const double weights = double(dev::block_weight_bytes(psi::model::model_config("tiny")));
-  const std::string floor = psi::exp::fmt_fixed(weights / 0.25e9 * 1e3, 2);
+  const std::string floor = psi::report::fmt_fixed(weights / 0.25e9 * 1e3, 2);
   for (const char* schedule : {"baseline", "ffn-reuse", "reuse+async-journal", "reuse+prefetch"}) {
     const auto cells = row_cells(md, schedule);
     ASSERT_EQ(cells.size(), 14u) << schedule << "\n" << md;

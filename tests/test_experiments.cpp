@@ -16,10 +16,10 @@
 
 #include "engine/error.h"
 #include "engine/sha256.h"
-#include "experiments/diff_figures.h"
+#include "report/diff_figures.h"
 #include "experiments/drivers.h"
-#include "reports/h5.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/state_file.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -60,7 +60,7 @@ nlohmann::json read_json(const fs::path& f, const std::string& ds) {
 
 void expect_report_structure(const fs::path& f, const std::string& experiment) {
   ASSERT_TRUE(fs::exists(f)) << f;
-  reports::StateReader r(f);
+  hdf5::StateReader r(f);
   EXPECT_EQ(r.run_info().experiment, experiment);
   EXPECT_FALSE(r.run_info().command_line.empty());
   EXPECT_TRUE(r.file().exists("/report/cases"));
@@ -219,7 +219,7 @@ TEST(ProbeRecords, SignFlipsApartAndOlderReportsStillTabulate) {
        "total": 1032192, "rel_l2": 2.7e-3, "sign_flips": 559, "max_ulp_same_sign": 128},
       {"variant": "dense", "tensor": "proj_out", "backend": "official", "rows": "all", "differing": 1129,
        "total": 1032192, "rel_l2": 9.6e-5, "max_ulp": 14833}]}])");
-  const exp::Table t = exp::tabulate_probes(cases, nlohmann::json::object())[0];
+  const report::Table t = exp::tabulate_probes(cases, nlohmann::json::object())[0];
   ASSERT_EQ(t.rows.size(), 2u);
   const auto column = [&](const std::string& name) {
     return std::size_t(std::find(t.columns.begin(), t.columns.end(), name) - t.columns.begin());
@@ -313,7 +313,7 @@ TEST_F(Experiments, BlockControlsDrawsEachDifferingCell) {
       }
       std::ifstream svg(stem + ".ulp-map.svg");
       const std::string map((std::istreambuf_iterator<char>(svg)), {});
-      EXPECT_NE(map.find(std::regex_replace(exp::ulp_histogram_line(fig->map), std::regex(">"), "&gt;")),
+      EXPECT_NE(map.find(std::regex_replace(report::ulp_histogram_line(fig->map), std::regex(">"), "&gt;")),
                 std::string::npos)
           << fig->figure;
     }
@@ -330,7 +330,7 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
   ASSERT_EQ(rb.status, 0) << rb.out;
   expect_report_structure(b, "block-controls");
   // The recorded small block ran: the report says so, not the default model tiny.
-  EXPECT_EQ(reports::StateReader(b).run_info().model_config, "small/ltx25");
+  EXPECT_EQ(hdf5::StateReader(b).run_info().model_config, "small/ltx25");
   expect_records_round_trip<exp::BlockControlsCase>(read_json(b, "/report/cases"));
   const auto bc = read_json(b, "/report/cases")[0];
   for (auto& row : bc["official_flash_vs_math"]) {
@@ -419,7 +419,7 @@ TEST_F(Experiments, SchedulingBitwiseAcrossSchedules) {
     c["weights"] = "host-resident";
     c["block_s"] = 0.004;
   }
-  const exp::Table t = exp::tabulate_scheduling(gpu, {{"model", "tiny"}})[0];
+  const report::Table t = exp::tabulate_scheduling(gpu, {{"model", "tiny"}})[0];
   ASSERT_EQ(t.columns.at(2), "block (ms, mean ± SD)");
   ASSERT_EQ(t.rows.size(), 4u);
   for (const auto& row : t.rows) {
@@ -428,7 +428,7 @@ TEST_F(Experiments, SchedulingBitwiseAcrossSchedules) {
   }
   gpu[5]["probe_sha256"]["video_out"] = "0";
   int no = 0;
-  const exp::Table changed = exp::tabulate_scheduling(gpu, {{"model", "tiny"}})[0];
+  const report::Table changed = exp::tabulate_scheduling(gpu, {{"model", "tiny"}})[0];
   for (const auto& row : changed.rows) no += row.back() == "NO";
   EXPECT_EQ(no, 1);
 }
@@ -525,7 +525,7 @@ TEST_F(Experiments, TransportControlUnderChaos) {
       EXPECT_EQ(c["datasets_equal"], 26) << c["schedule"];
       EXPECT_EQ(c["datasets_compared"], 26) << c["schedule"];
     }
-    EXPECT_EQ(reports::StateReader(host).run_info().experiment, "transport-control/host");
+    EXPECT_EQ(hdf5::StateReader(host).run_info().experiment, "transport-control/host");
     EXPECT_EQ(r.out.find("(the reference)"), std::string::npos) << r.out;
     for (auto& c : cases) {
       CmdResult cmp = psi_cmd("compare " + c["file"].get<std::string>() + " " + host.string());
@@ -550,7 +550,7 @@ TEST(TransportControlTable, NoRowComparesARunWithItself) {
                           {"wall_sd_s", 0}, {"run", run}, {"compared_to", compared_to}, {"datasets_compared", 26},
                           {"datasets_equal", 26}, {"compare_exit", 0}};
   };
-  const exp::Table old = exp::tabulate_transport_control(
+  const report::Table old = exp::tabulate_transport_control(
       nlohmann::json::array({row("baseline", "r.baseline.h5"), row("ffn-reuse", "r.baseline.h5")}),
       {{"model", "tiny"}})[0];
   EXPECT_EQ(old.rows[0][1], "— (the reference)");
@@ -568,7 +568,7 @@ TEST_F(Experiments, ReplacedSideFilesAreRefused) {
   EXPECT_NE(mine.run_id(), other.run_id());
   const fs::path side = mine.side_file(".sync.h5");
   {
-    reports::StateWriter w(side, reports::RunInfo{});
+    hdf5::StateWriter w(side, hdf5::RunInfo{});
     other.stamp_side_file(w);
     w.commit();
   }
@@ -582,7 +582,7 @@ TEST_F(Experiments, ReplacedSideFilesAreRefused) {
                                          "); two runs must not share --out");
   }
   {
-    reports::StateWriter w(side, reports::RunInfo{});
+    hdf5::StateWriter w(side, hdf5::RunInfo{});
     mine.stamp_side_file(w);
     w.commit();
   }

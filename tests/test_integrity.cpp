@@ -1,4 +1,4 @@
-// sha256_full verification (reports/schema.h check_sha256_full): psi compare marks a dataset
+// sha256_full verification (hdf5/schema.h check_sha256_full): psi compare marks a dataset
 // whose data no longer matches its recorded hash as corrupt (exit 2, naming file and dataset),
 // and the recording reader refuses such a recording instead of computing with it.
 #include <gtest/gtest.h>
@@ -15,16 +15,16 @@
 
 #include "engine/error.h"
 #include "probes/recording.h"
-#include "reports/compare.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
-#include "reports/state_file.h"
+#include "hdf5/compare.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
+#include "hdf5/state_file.h"
 #include "tests/psi_command.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
-using namespace psi::reports;
+using namespace psi::hdf5;
 
 namespace {
 

@@ -22,7 +22,7 @@
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 using namespace psi;

@@ -11,7 +11,7 @@
 #include "engine/ops/rope.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace ops = psi::ops;

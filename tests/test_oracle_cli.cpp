@@ -1,5 +1,5 @@
 // psi oracle certify / explain: on the recorded probe (a few rows), on operand files written
-// with reports/h5.h and with h5py (tests/data/oracle/fixture.h5), on a recording made with the
+// with hdf5/h5.h and with h5py (tests/data/oracle/fixture.h5), on a recording made with the
 // H200 tensor-core model (certify --json / --list, explain --trace), and on bad input.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -25,7 +25,7 @@
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
 #include "oracle/rounding.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

@@ -13,7 +13,7 @@
 #include "oracle/fixed_dot.h"
 #include "oracle/float64_filter.h"
 #include "oracle/operands.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace po = psi::oracle;

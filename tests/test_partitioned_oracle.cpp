@@ -12,7 +12,7 @@
 #include "engine/synthinit.h"
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 using namespace psi;

@@ -15,7 +15,7 @@
 #include "engine/sha256.h"
 #include "experiments/trajectory_support.h"
 #include "probes/metrics.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

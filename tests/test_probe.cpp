@@ -16,7 +16,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "probes/probe_cases.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 //                                             output, in order (exact numbers included)
 //   <!-- readme-test: tables: psi ARGS -->    the block's tables are `psi ARGS`'s: the same
 //                                             headers, rows and cells, except the cells of a
-//                                             column that measures time (reports::timing_field: wall
+//                                             column that measures time (hdf5::timing_field: wall
 //                                             times, rates), which differ from run to run; its
 //                                             other lines appear as written
 //   <!-- readme-test: python after: psi ARGS -->  `psi ARGS` first, then the Python snippet
@@ -55,8 +55,8 @@
 #include <string>
 #include <vector>
 
-#include "reports/compare.h"
-#include "reports/h5.h"
+#include "hdf5/compare.h"
+#include "hdf5/h5.h"
 #include "tests/readme_blocks.h"
 
 namespace fs = std::filesystem;
@@ -461,7 +461,7 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
             ASSERT_EQ(u.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": psi's row " << r;
             ASSERT_EQ(t.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": the README's row " << r;
             for (std::size_t c = 0; c < t.header.size(); ++c) {
-              if (c == 0 || !psi::reports::timing_field(t.header[c])) {
+              if (c == 0 || !psi::hdf5::timing_field(t.header[c])) {
                 EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << "README.md:" << b.line << ": table headed '" << t.header.at(0)
                                                       << "', row '" << t.rows[r][0] << "', column '" << t.header[c]
                                                       << "'";

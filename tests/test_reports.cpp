@@ -16,14 +16,14 @@
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "psi_version.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
+#include "hdf5/state_file.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
 using namespace psi;
-using namespace psi::reports;
+using namespace psi::hdf5;
 
 namespace {
 

@@ -13,8 +13,8 @@
 
 #include "engine/error.h"
 #include "experiments/experiment.h"
-#include "reports/h5.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/state_file.h"
 #include "tests/psi_command.h"
 #include "tests/recordings.h"
 
@@ -127,7 +127,7 @@ TEST_F(RunOptions, ProjectionOracleRecordsTheRecordingsSeedAndConfig) {
   const fs::path report = dir_ / "oracle.h5";
   const Outcome r = psi("run projection-oracle --model ltx2-22b --seed 0 --out " + report.string());
   ASSERT_EQ(r.status, 0) << r.out << r.err;
-  const reports::StateReader reader(report);
+  const hdf5::StateReader reader(report);
   EXPECT_EQ(reader.run_info().seed, 0u);
   EXPECT_EQ(reader.run_info().model_config, "ltx2-22b/ltx25");
 

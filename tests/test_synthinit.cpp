@@ -6,7 +6,7 @@
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace si = psi::synthinit;

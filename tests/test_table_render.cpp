@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experiments/table.h"
+#include "report/table.h"
 
-using namespace psi::exp;
+using namespace psi::report;
 
 namespace {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 // A dataset of A whose path starts with `from` is paired with B's dataset at `to` + the rest.
 struct PathMap {
@@ -118,4 +118,4 @@ std::string format_table(const CompareReport& r);
 // The same as JSON.
 std::string format_json(const CompareReport& r);
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -1,4 +1,4 @@
-#include "experiments/table.h"
+#include "report/table.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 
 #include "engine/error.h"
 
-namespace psi::exp {
+namespace psi::report {
 
 void Table::add_row(std::vector<std::string> row) {
   if (row.size() != columns.size())
@@ -250,4 +250,4 @@ std::string recording_note(const std::string& what, const std::string& file, std
   return what + ": " + file + (seed ? " (SynthInit seed " + std::to_string(*seed) + ")" : "");
 }
 
-}  // namespace psi::exp
+}  // namespace psi::report

@@ -1,4 +1,4 @@
-#include "reports/compare.h"
+#include "hdf5/compare.h"
 
 #include <algorithm>
 #include <bit>
@@ -15,10 +15,10 @@
 
 #include "engine/bf16.h"
 #include "engine/error.h"
-#include "reports/schema.h"
-#include "reports/state_file.h"
+#include "hdf5/schema.h"
+#include "hdf5/state_file.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 namespace {
 
@@ -718,4 +718,4 @@ std::string format_json(const CompareReport& r) {
   return j.dump(2) + "\n";
 }
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace psi::exp {
+namespace psi::report {
 
 struct Table {
   std::string title;
@@ -46,4 +46,4 @@ std::string fmt_count(long long n);                 // 1,032,192
 // folder, another seed) cannot be taken for each other: "<what>: <file> (SynthInit seed S)".
 std::string recording_note(const std::string& what, const std::string& file, std::optional<std::uint64_t> seed);
 
-}  // namespace psi::exp
+}  // namespace psi::report

@@ -1,8 +1,8 @@
-#include "experiments/stats.h"
+#include "report/stats.h"
 
 #include <cmath>
 
-namespace psi::exp {
+namespace psi::report {
 
 double mean(const std::vector<double>& v) {
   double s = 0;
@@ -18,4 +18,4 @@ double sample_sd(const std::vector<double>& v) {
   return std::sqrt(ss / double(v.size() - 1));
 }
 
-}  // namespace psi::exp
+}  // namespace psi::report

@@ -3,7 +3,7 @@
 // file, or a recording someone sent. Everything psi's readers check on the way, applied to every
 // dataset at once: the file is HDF5 and holds only what is stored in it (no soft or external
 // links, no external storage, no virtual datasets: refused, exit 2, by the h5 layer); every
-// integrity attribute is well-formed (reports::read_integrity, exit 2 otherwise); every dataset
+// integrity attribute is well-formed (hdf5::read_integrity, exit 2 otherwise); every dataset
 // stored whole that records a sha256_full hashes to it; a float dataset's non-finite elements
 // match its nonfinite_count where it records one; a psi file is of this psi's schema and not
 // partial. Each failed check is a problem named by the dataset.
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 struct VerifyReport {
   std::filesystem::path file;
@@ -29,4 +29,4 @@ struct VerifyReport {
 // psi::Error (exit 2) for a file psi cannot read as a whole; problems for checks that fail.
 VerifyReport verify_file(const std::filesystem::path& file);
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -1,4 +1,4 @@
-#include "experiments/figures.h"
+#include "report/figures.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "engine/interrupt.h"
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
-namespace psi::exp {
+namespace psi::report {
 
 namespace {
 
@@ -202,14 +202,14 @@ std::filesystem::path figure_file(const std::filesystem::path& report, const Fig
 }
 
 bool is_psi_figure(const std::filesystem::path& p) {
-  if (p.extension() == ".svg") return reports::first_line_is(kSvgMark)(p);
+  if (p.extension() == ".svg") return hdf5::first_line_is(kSvgMark)(p);
   if (p.extension() != ".png") return false;
   std::ifstream in(p, std::ios::binary);
   char magic[8] = {};
   if (!in.read(magic, 8) || std::string(magic, 8) != "\x89PNG\r\n\x1a\n") return false;
   std::filesystem::path svg = p;
   svg.replace_extension(".svg");
-  return reports::first_line_is(kSvgMark)(svg);
+  return hdf5::first_line_is(kSvgMark)(svg);
 }
 
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,
@@ -217,15 +217,15 @@ std::vector<std::filesystem::path> write_figures(const std::filesystem::path& re
   std::vector<std::filesystem::path> written;
   for (const Figure& fig : figs) {
     const std::filesystem::path svg = figure_file(report, fig, ".svg");
-    reports::write_file_atomically(svg, fig.svg);
+    hdf5::write_file_atomically(svg, fig.svg);
     written.push_back(svg);
     const std::filesystem::path png = figure_file(report, fig, ".png");
-    std::filesystem::path ptmp = reports::temp_name(png);
+    std::filesystem::path ptmp = hdf5::temp_name(png);
     ptmp += ".png";
     register_temp_file(ptmp.string());
     if (svg_to_png(svg, ptmp)) {
       try {
-        reports::rename_into_place(ptmp, png);
+        hdf5::rename_into_place(ptmp, png);
       } catch (...) {
         std::error_code ec;
         std::filesystem::remove(ptmp, ec);
@@ -244,4 +244,4 @@ std::vector<std::filesystem::path> write_figures(const std::filesystem::path& re
   return written;
 }
 
-}  // namespace psi::exp
+}  // namespace psi::report

@@ -1,4 +1,4 @@
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,9 +19,9 @@
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/whole_number.h"
-#include "reports/isolated.h"
-#include "reports/link_allowance.h"
-#include "reports/output_path.h"
+#include "hdf5/isolated.h"
+#include "hdf5/link_allowance.h"
+#include "hdf5/output_path.h"
 
 namespace fs = std::filesystem;
 
@@ -329,11 +329,11 @@ File File::open_read(const fs::path& p) {
   // allocate without bound: it reads the file first in a child process, and psi opens the file
   // only if the child came through.
   if (!refusal) {
-    const reports::IsolatedOutcome o =
-        reports::run_isolated([&] { open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
-    refusal = o.kind == reports::IsolatedOutcome::Kind::crashed
+    const hdf5::IsolatedOutcome o =
+        hdf5::run_isolated([&] { open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
+    refusal = o.kind == hdf5::IsolatedOutcome::Kind::crashed
                   ? "libhdf5 crashed (" + o.detail + ") reading the file in a child process"
-              : o.kind == reports::IsolatedOutcome::Kind::timed_out
+              : o.kind == hdf5::IsolatedOutcome::Kind::timed_out
                   ? "libhdf5 did not finish reading the file in a child process (" + o.detail +
                         "; PSI_H5_CHECK_SECONDS sets the limit)"
                   : "";
@@ -353,16 +353,16 @@ File File::open_read(const fs::path& p) {
 
 void allow_links_to(const fs::path& file) {
   File::open_read(file);
-  reports::allow_link_target(file);
+  hdf5::allow_link_target(file);
 }
 
 File File::create(const fs::path& final_path) {
   quiet_errors();
   // The part of the output rule that needs no inputs; commands check their inputs before.
-  reports::check_output(final_path, {}, "");
+  hdf5::check_output(final_path, {}, "");
   File f;
   f.final_path_ = final_path;
-  f.temp_path_ = reports::temp_name(final_path);
+  f.temp_path_ = hdf5::temp_name(final_path);
   if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
   // Registered before it exists: a second signal at any moment after this removes it.
   register_temp_file(f.temp_path_.string());
@@ -405,7 +405,7 @@ void File::commit() {
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
     throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
   file_ = Handle();
-  reports::rename_into_place(temp_path_, final_path_);
+  hdf5::rename_into_place(temp_path_, final_path_);
   release_temp_file(temp_path_.string());
   temp_path_.clear();
   writable_ = false;
@@ -415,7 +415,7 @@ void File::abandon_to(const fs::path& partial) {
   if (!writable_) throw Error(final_path_.string() + ": abandon on a read-only file", Exit::run_failed);
   H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
   file_ = Handle();
-  reports::rename_partial_into_place(temp_path_, partial);
+  hdf5::rename_partial_into_place(temp_path_, partial);
   release_temp_file(temp_path_.string());
   temp_path_.clear();
   writable_ = false;
@@ -459,7 +459,7 @@ bool File::check_external_link(const std::string& link, const H5L_info_t& li, in
       H5Lunpack_elink_val(val.data(), val.size(), nullptr, &target_file, &target_path) < 0 || !target_file || !target_path)
     throw h5_error(where(link) + " is an external link that cannot be read" + kOnlyHere);
   const std::string described = "an external link to " + std::string(target_file) + ":" + target_path;
-  if (reports::allowed_link_targets().empty())
+  if (hdf5::allowed_link_targets().empty())
     throw h5_error(where(link) + " is " + described + kOnlyHere + " (--allow-link-to FILE follows links to FILE)");
   // HDF5 looks for a link's file under HDF5_EXT_PREFIX first: psi could not tell which file it
   // would open.
@@ -479,7 +479,7 @@ bool File::check_external_link(const std::string& link, const H5L_info_t& li, in
     std::error_code ec;
     target = fs::absolute(holder_name.c_str(), ec).parent_path() / target;
   }
-  if (!reports::link_target_allowed(target))
+  if (!hdf5::link_target_allowed(target))
     throw h5_error(where(link) + " is " + described + " (the file " + target.string() + ")" + kOnlyHere +
                    ", and --allow-link-to does not name that file");
   // The path the link names is walked in its file by the same rules, so that a link there (a
@@ -491,7 +491,7 @@ void File::check_file_of(hid_t object, const std::string& path) const {
   const auto in = file_identity(object);
   const auto own = file_identity(file_.get());
   if (!in || !own) throw h5_error(where(path) + ": cannot tell which file it is in");
-  if (*in != *own && !reports::link_target_allowed(in->first, in->second))
+  if (*in != *own && !hdf5::link_target_allowed(in->first, in->second))
     throw h5_error(where(path) + " was found in a file --allow-link-to does not name" + kOnlyHere);
 }
 

@@ -59,7 +59,7 @@ class File {
   static File open_read(const std::filesystem::path& p);
   // Creates a file under a temporary name beside `final_path`; commit() closes it and renames
   // it into place. A File destroyed without commit() removes the temporary file. A
-  // `final_path` that exists and is not a regular file is refused (reports/output_path.h).
+  // `final_path` that exists and is not a regular file is refused (hdf5/output_path.h).
   static File create(const std::filesystem::path& final_path);
 
   File(File&&) noexcept;

@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "engine/tensor.h"
-#include "reports/h5.h"
+#include "hdf5/h5.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 // Root attribute `schema` of every file psi writes; a reader refuses any other value.
 inline constexpr std::string_view kSchema = "psi-h5/1";
@@ -104,4 +104,4 @@ std::string utc_now_iso8601();
 // empty where that is unavailable).
 std::string current_command_line();
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

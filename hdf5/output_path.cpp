@@ -1,4 +1,4 @@
-#include "reports/output_path.h"
+#include "hdf5/output_path.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -17,12 +17,12 @@
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/whole_number.h"
-#include "reports/h5.h"
-#include "reports/link_allowance.h"
+#include "hdf5/h5.h"
+#include "hdf5/link_allowance.h"
 
 namespace fs = std::filesystem;
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 namespace {
 
@@ -225,4 +225,4 @@ void write_file_atomically(const fs::path& path, const std::string& bytes) {
   release_temp_file(tmp.string());
 }
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

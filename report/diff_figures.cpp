@@ -1,6 +1,6 @@
-#include "experiments/diff_figures.h"
+#include "report/diff_figures.h"
 
-namespace psi::exp {
+namespace psi::report {
 
 namespace {
 
@@ -53,4 +53,4 @@ std::vector<Figure> diff_figures(const std::string& name, const std::string& wha
   return {{name + ".ulp-map", render_svg(map)}, {name + ".ulp-histogram", render_svg(hist)}};
 }
 
-}  // namespace psi::exp
+}  // namespace psi::report

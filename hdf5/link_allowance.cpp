@@ -1,4 +1,4 @@
-#include "reports/link_allowance.h"
+#include "hdf5/link_allowance.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 
 namespace fs = std::filesystem;
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 namespace {
 
@@ -53,4 +53,4 @@ std::vector<fs::path> allowed_link_targets() {
   return out;
 }
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -11,7 +11,7 @@
 //     through (the file it names is replaced, the link stays), under the same rules;
 //   - it is one of the command's inputs under any name: the same file (st_dev/st_ino, which
 //     covers symbolic and hard links) or the same path once `..` and symbolic links are
-//     resolved. The files --allow-link-to names are inputs too (reports/link_allowance.h).
+//     resolved. The files --allow-link-to names are inputs too (hdf5/link_allowance.h).
 // Files are written under a temporary name beside the file they replace and moved over it by
 // rename_into_place, which looks at the target again first.
 #include <filesystem>
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 // Whether an existing file is one psi wrote, of the kind an output is.
 using Recognizer = std::function<bool(const std::filesystem::path&)>;
@@ -60,4 +60,4 @@ void rename_partial_into_place(const std::filesystem::path& temp, const std::fil
 // file, and nothing left behind on an error.
 void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -1,4 +1,4 @@
-#include "reports/state_file.h"
+#include "hdf5/state_file.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 #include "engine/error.h"
 #include "psi_version.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 namespace {
 
@@ -242,4 +242,4 @@ TensorRecord StateReader::record(const std::string& dataset) const {
   return r;
 }
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

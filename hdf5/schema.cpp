@@ -1,4 +1,4 @@
-#include "reports/schema.h"
+#include "hdf5/schema.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,7 +13,7 @@
 #include "engine/error.h"
 #include "engine/sha256.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 namespace {
 
@@ -211,4 +211,4 @@ std::string current_command_line() {
   return out;
 }
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -1,5 +1,5 @@
 #pragma once
-// Writing and reading psi-h5/1 files (see reports/schema.h and docs/file-formats.md).
+// Writing and reading psi-h5/1 files (see hdf5/schema.h and docs/file-formats.md).
 // StateWriter computes every tensor's check values itself and only makes the file visible
 // under its final name at commit(); StateReader opens psi files and the official recordings
 // and refuses anything else with a one-line error naming the file and the versions.
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 // The run a file comes from; written as root attributes.
 struct RunInfo {
@@ -135,4 +135,4 @@ class StateReader {
   std::string format_;
 };
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

@@ -1,4 +1,4 @@
-#include "device/summary.h"
+#include "device_check/summary.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,24 +9,24 @@
 #include "engine/error.h"
 #include "engine/model/weights.h"
 #include "experiments/gpu_memory_cells.h"
-#include "experiments/stats.h"
-#include "experiments/table.h"
+#include "report/stats.h"
+#include "report/table.h"
 
-namespace psi::device {
+namespace psi::device_check {
 
-// The experiments' tables, number formats and statistics, so the summary reads like their reports.
-using exp::Format;
-using exp::Table;
-using exp::fmt_count;
-using exp::fmt_fixed;
-using exp::fmt_mib;
-using exp::fmt_sci;
+// The report layer's tables, formats and statistics, so the summary reads like the reports.
+using report::Format;
+using report::Table;
+using report::fmt_count;
+using report::fmt_fixed;
+using report::fmt_mib;
+using report::fmt_sci;
 using exp::gpu_device_peak_cell;
 using exp::gpu_memory_note;
 using exp::gpu_process_peak_cell;
-using exp::mean;
-using exp::render;
-using exp::sample_sd;
+using report::mean;
+using report::render;
+using report::sample_sd;
 
 namespace {
 
@@ -531,7 +531,7 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
     const auto p = dir / (name + ".h5");
     if (!std::filesystem::exists(p)) continue;
     try {
-      reports::StateReader r(p);
+      hdf5::StateReader r(p);
       Report rep;
       rep.info = r.run_info();
       rep.cases = nlohmann::json::parse(r.read_text("/report/cases"));
@@ -621,4 +621,4 @@ nlohmann::json to_json(const CheckFolder& f) {
   return j;
 }
 
-}  // namespace psi::device
+}  // namespace psi::device_check

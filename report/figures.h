@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace psi::exp {
+namespace psi::report {
 
 struct Figure {
   std::string name;  // file stem suffix: <report stem>.<name>.svg / .png
@@ -63,4 +63,4 @@ bool is_psi_figure(const std::filesystem::path& p);
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,
                                                  std::vector<std::string>& notes);
 
-}  // namespace psi::exp
+}  // namespace psi::report

@@ -15,9 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/config.h"
-#include "reports/state_file.h"
+#include "hdf5/state_file.h"
 
-namespace psi::device {
+namespace psi::device_check {
 
 struct CopyRate {
   double mib = 0, h2d_gbps = 0, d2h_gbps = 0;
@@ -71,7 +71,7 @@ struct SchedulingSummary {
 SchedulingSummary summarize_scheduling(const nlohmann::json& cases);
 
 struct Report {
-  reports::RunInfo info;
+  hdf5::RunInfo info;
   nlohmann::json options, cases;
 };
 
@@ -105,7 +105,7 @@ struct CheckFolder {
 // block-controls.h5, probes.h5, tests/*.json, torch-linear.json; any of them may be missing.
 CheckFolder read_check_folder(const std::filesystem::path& dir);
 // The files read_check_folder reads in `dir` (some may not exist), which the summary's outputs
-// must not be (reports/output_path.h).
+// must not be (hdf5/output_path.h).
 std::vector<std::filesystem::path> check_folder_inputs(const std::filesystem::path& dir);
 
 // GoogleTest's --gtest_output=json for one program.
@@ -116,4 +116,4 @@ std::string render_markdown(const CheckFolder& f);
 inline constexpr const char* kSummaryTitle = "# psi device check — ";
 nlohmann::json to_json(const CheckFolder& f);
 
-}  // namespace psi::device
+}  // namespace psi::device_check

@@ -1,15 +1,15 @@
-#include "reports/verify.h"
+#include "hdf5/verify.h"
 
 #include <cmath>
 #include <variant>
 
 #include "engine/bf16.h"
 #include "engine/interrupt.h"
-#include "reports/h5.h"
-#include "reports/schema.h"
-#include "reports/state_file.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
+#include "hdf5/state_file.h"
 
-namespace psi::reports {
+namespace psi::hdf5 {
 
 namespace {
 
@@ -80,4 +80,4 @@ VerifyReport verify_file(const std::filesystem::path& file) {
   return r;
 }
 
-}  // namespace psi::reports
+}  // namespace psi::hdf5

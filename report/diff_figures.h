@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "experiments/figures.h"
+#include "report/figures.h"
 #include "probes/diff_map.h"
 
-namespace psi::exp {
+namespace psi::report {
 
 // `name`: the figures' name stem ("<variant>.<tensor>.<recording>", the files end in
 // ".ulp-map" and ".ulp-histogram"); `what`: the comparison, for the titles ("dense video_out vs
@@ -19,4 +19,4 @@ std::vector<Figure> diff_figures(const std::string& name, const std::string& wha
 // "ULP classes (elements): 1: 5012, 2: 2410, ..., sign flip: 5; sum 11119".
 std::string ulp_histogram_line(const probes::DiffMap& m);
 
-}  // namespace psi::exp
+}  // namespace psi::report
