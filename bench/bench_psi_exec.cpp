@@ -9,11 +9,11 @@
 
 #include <memory>
 
+#include "engine/exec/executor.h"
+#include "engine/exec/tiling.h"
 #include "engine/model/weights.h"
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/pipeline/synthetic_block.h"
-#include "engine/exec/executor.h"
-#include "engine/exec/tiling.h"
 
 namespace exec = psi::exec;
 namespace model = psi::model;

@@ -1,11 +1,12 @@
-// Products per second of the H200 tensor-core model (engine/ops/tensor_core.h) on the recorded
+// Products per second of the H200 tensor-core model (engine/official/tensor_core.h) on the recorded
 // projections' shapes with SynthInit operands: the audio FFN up-projection (126 x 2048 -> 8192)
 // and the video Q projection (256 x 4096 -> 4096), on 1 and 2 threads; beside them psi's own
 // float32 product on the same shape, and the scalar chain one output at a time.
 #include <benchmark/benchmark.h>
 
-#include "engine/ops/parallel.h"
-#include "engine/ops/tensor_core.h"
+#include "engine/official/tensor_core.h"
+#include "engine/ops/gemm.h"
+#include "engine/parallel.h"
 #include "engine/synthinit.h"
 
 namespace {
@@ -38,19 +39,19 @@ void BM_TensorCoreLinear(benchmark::State& st) {
   const int i = int(st.range(0));
   const Shape& s = kShapes[i];
   const Operands& o = operands(i);
-  const auto kernel = psi::ops::tc::LaneKernel(st.range(2));
-  if (!psi::ops::tc::lane_kernel_available(kernel)) {
+  const auto kernel = psi::official::tc::LaneKernel(st.range(2));
+  if (!psi::official::tc::lane_kernel_available(kernel)) {
     st.SkipWithError("this machine lacks the lane kernel");
     return;
   }
-  psi::ops::tc::set_lane_kernel(kernel);
-  psi::ops::set_thread_count(int(st.range(1)));
+  psi::official::tc::set_lane_kernel(kernel);
+  psi::set_thread_count(int(st.range(1)));
   for (auto _ : st) {
-    auto y = psi::ops::linear(o.x, o.w, &o.b, psi::ops::BiasRule::fused_f32, psi::ops::Product::h200_tensor_core);
+    auto y = psi::ops::linear(o.x, o.w, &o.b, psi::BiasRule::fused_f32, psi::ops::Product::h200_tensor_core);
     benchmark::DoNotOptimize(y.data.data());
   }
-  psi::ops::set_thread_count(0);
-  psi::ops::tc::set_lane_kernel(psi::ops::tc::LaneKernel::best);
+  psi::set_thread_count(0);
+  psi::official::tc::set_lane_kernel(psi::official::tc::LaneKernel::best);
   static const char* kNames[] = {"best", "portable", "AVX2", "AVX-512", "AVX-512 FP32-product"};
   st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
   st.SetLabel(std::string(s.name) + ", " + kNames[st.range(2)] + " lanes, products/s");
@@ -64,12 +65,12 @@ void BM_Float32Linear(benchmark::State& st) {
   const int i = int(st.range(0));
   const Shape& s = kShapes[i];
   const Operands& o = operands(i);
-  psi::ops::set_thread_count(2);
+  psi::set_thread_count(2);
   for (auto _ : st) {
     auto y = psi::ops::linear(o.x, o.w, &o.b);
     benchmark::DoNotOptimize(y.data.data());
   }
-  psi::ops::set_thread_count(0);
+  psi::set_thread_count(0);
   st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
   st.SetLabel(std::string(s.name) + ", psi float32 order, 2 threads, products/s");
 }
@@ -78,7 +79,7 @@ BENCHMARK(BM_Float32Linear)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseR
 void BM_TensorCoreDot(benchmark::State& st) {
   const Operands& o = operands(1);
   std::span<const psi::Bf16> x(o.x.data.data(), 4096), w(o.w.data.data(), 4096);
-  for (auto _ : st) benchmark::DoNotOptimize(psi::ops::tc::dot(x, w));
+  for (auto _ : st) benchmark::DoNotOptimize(psi::official::tc::dot(x, w));
   st.SetItemsProcessed(st.iterations() * 4096);
   st.SetLabel("one output, K=4096, scalar chain, products/s");
 }

@@ -116,10 +116,10 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                   " (psi run takes the folder of recordings; psi probe takes one recording file)");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
     if (!r->kernel_config.empty()) {
-      const ops::KernelConfig kc = exp::read_kernel_config(r->kernel_config);
+      const official::KernelConfig kc = exp::read_kernel_config(r->kernel_config);
       r->o.kernel_config_file = r->kernel_config;
       r->o.kernel_config = exp::kernel_config_products(kc);
-      ops::set_kernel_config(kc);
+      official::set_kernel_config(kc);
     }
     for (const OwnOption& own : r->own) {
       if (!own.given()) continue;

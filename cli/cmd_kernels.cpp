@@ -18,8 +18,8 @@
 #include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
 #include "experiments/kernel_search.h"
-#include "probes/probe_cases.h"
 #include "hdf5/output_path.h"
+#include "probes/probe_cases.h"
 
 namespace {
 
@@ -41,12 +41,12 @@ fs::path reference_dir(const KernelsOpts& o) {
   return psi::exp::reference_dir(eo);
 }
 
-psi::ops::KernelConfig start_config(const KernelsOpts& o) {
-  return o.config.empty() ? psi::ops::KernelConfig{} : psi::exp::read_kernel_config(o.config);
+psi::official::KernelConfig start_config(const KernelsOpts& o) {
+  return o.config.empty() ? psi::official::KernelConfig{} : psi::exp::read_kernel_config(o.config);
 }
 
-std::string choice_text(const psi::ops::KernelChoice& c, std::int64_t depth) {
-  const auto slices = psi::ops::k_slices(depth, c);
+std::string choice_text(const psi::official::KernelChoice& c, std::int64_t depth) {
+  const auto slices = psi::official::k_slices(depth, c);
   if (c.fma_chain) return (slices.size() == 1 ? std::string("one") : std::to_string(slices.size())) + " FP32 FMA chain(s)";
   if (slices.size() == 1) return "one chain";
   std::string s = std::to_string(slices.size()) + " slices (";
@@ -57,7 +57,7 @@ std::string choice_text(const psi::ops::KernelChoice& c, std::int64_t depth) {
 std::string pair_text(const StepDifference& d) { return std::to_string(d.video) + " / " + std::to_string(d.audio); }
 
 int shapes(const KernelsOpts& o) {
-  psi::ops::set_kernel_config(start_config(o));
+  psi::official::set_kernel_config(start_config(o));
   const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
   const auto uses = t.shapes(o.step);
   std::printf("products of the tiny model's forward at step %d (%s context), official-h200; M x N x K\n", o.step,
@@ -66,9 +66,9 @@ int shapes(const KernelsOpts& o) {
   for (const auto& u : uses) {
     std::string where;
     for (const auto& s : u.sites) where += (where.empty() ? "" : ", ") + s;
-    std::printf("%-11s %-16s %5lld  %-22s %s\n", std::string(psi::ops::chain_kind_name(u.key.kind)).c_str(),
-                psi::ops::shape_text(u.key.shape).c_str(), (long long)u.calls,
-                choice_text(psi::ops::kernel_config().choice(u.key.kind, u.key.shape), u.key.shape.depth).c_str(),
+    std::printf("%-11s %-16s %5lld  %-22s %s\n", std::string(psi::official::chain_kind_name(u.key.kind)).c_str(),
+                psi::official::shape_text(u.key.shape).c_str(), (long long)u.calls,
+                choice_text(psi::official::kernel_config().choice(u.key.kind, u.key.shape), u.key.shape.depth).c_str(),
                 where.c_str());
   }
   return 0;
@@ -88,12 +88,12 @@ void print_confirmation(const psi::exp::Confirmation& base, const psi::exp::Conf
 // Both recorded trajectories under the recorded choices and under `found`: the table printed,
 // and one record per state (differing video and audio elements; forced: none for the initial
 // and inter-stage states).
-nlohmann::json confirm_both(const fs::path& ref, const psi::ops::KernelConfig& found) {
+nlohmann::json confirm_both(const fs::path& ref, const psi::official::KernelConfig& found) {
   nlohmann::json out = nlohmann::json::array();
   const auto pair = [](const StepDifference& d) { return nlohmann::json::array({d.video, d.audio}); };
   for (std::int64_t rows : {1, 1024}) {
     const psi::exp::TinyTrajectory t(ref, rows);
-    const auto base = psi::exp::confirm(t, psi::ops::KernelConfig{});
+    const auto base = psi::exp::confirm(t, psi::official::KernelConfig{});
     const auto mine = psi::exp::confirm(t, found);
     print_confirmation(base, mine);
     for (std::size_t i = 0; i < base.states.size(); ++i) {
@@ -116,7 +116,7 @@ int search(const KernelsOpts& o) {
     psi::hdf5::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
                                "kernels search: --out",
                                psi::exp::is_kernel_config_file());
-  const psi::ops::KernelConfig start = start_config(o);
+  const psi::official::KernelConfig start = start_config(o);
   const psi::exp::TinyTrajectory t(ref, 1);
   psi::exp::KernelSearchOptions so;
   so.step = o.step;
@@ -130,8 +130,8 @@ int search(const KernelsOpts& o) {
     progress.set_total(long(total));
     progress.step("sweep " + std::to_string(sweep) + " trial " + std::to_string(done) + "/" + std::to_string(total));
     if (tr.kept)
-      progress.note("kept " + std::string(psi::ops::chain_kind_name(tr.key.kind)) + " " +
-                    psi::ops::shape_text(tr.key.shape) + " split " + std::to_string(tr.choice.split_k) + (tr.choice.fma_chain ? " (FP32 FMA)" : "") + " granule " +
+      progress.note("kept " + std::string(psi::official::chain_kind_name(tr.key.kind)) + " " +
+                    psi::official::shape_text(tr.key.shape) + " split " + std::to_string(tr.choice.split_k) + (tr.choice.fma_chain ? " (FP32 FMA)" : "") + " granule " +
                     std::to_string(tr.choice.granule) + ": " + std::to_string(tr.objective) + " differing");
   });
   progress.finish();
@@ -141,8 +141,8 @@ int search(const KernelsOpts& o) {
               r.trials.size(), r.shapes.size());
   if (r.best.overrides().empty()) std::printf("best: the recorded choices (no shape changed)\n");
   for (const auto& [k, c] : r.best.overrides())
-    std::printf("best: %s %s -> %s\n", std::string(psi::ops::chain_kind_name(k.kind)).c_str(),
-                psi::ops::shape_text(k.shape).c_str(), choice_text(c, k.shape.depth).c_str());
+    std::printf("best: %s %s -> %s\n", std::string(psi::official::chain_kind_name(k.kind)).c_str(),
+                psi::official::shape_text(k.shape).c_str(), choice_text(c, k.shape.depth).c_str());
   nlohmann::json record = psi::exp::to_json(r);
   record["objective_step"] = o.step;
   record["start"] = psi::exp::kernel_config_products(start);
@@ -163,7 +163,7 @@ std::string spread(std::vector<std::int64_t> v) {
 }
 
 int where(const KernelsOpts& o) {
-  psi::ops::set_kernel_config(start_config(o));
+  psi::official::set_kernel_config(start_config(o));
   const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
   const auto [ours, rec] = t.forced_state(o.step);
   std::printf("step %d (%s, %s context), official-h200 teacher-forced, against the recorded state: differing "

@@ -19,15 +19,15 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/progress.h"
+#include "hdf5/h5.h"
+#include "hdf5/output_path.h"
 #include "oracle/certify.h"
 #include "oracle/explain.h"
 #include "oracle/f32_orders.h"
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
-#include "probes/probe_cases.h"
 #include "oracle/tc_trace.h"
-#include "hdf5/h5.h"
-#include "hdf5/output_path.h"
+#include "probes/probe_cases.h"
 
 namespace {
 

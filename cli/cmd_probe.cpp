@@ -12,11 +12,11 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/model/variant.h"
-#include "engine/ops/parallel.h"
-#include "report/diff_figures.h"
+#include "engine/parallel.h"
 #include "experiments/experiment.h"
-#include "probes/probe_cases.h"
 #include "hdf5/output_path.h"
+#include "probes/probe_cases.h"
+#include "report/diff_figures.h"
 
 namespace {
 
@@ -193,7 +193,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
         }))
       throw psi::Error("probe: --require-bitwise checks the variants' claims, and none of the variants asked for "
                        "claims a recording bit for bit (official-h200 claims MATH, official-h200-flash FLASH)");
-    if (o->threads > 0) psi::ops::set_thread_count(o->threads);
+    if (o->threads > 0) psi::set_thread_count(o->threads);
     // A folder of recordings (psi run's --reference) stands for the case's files in it.
     const psi::probes::ProbeCase& pc = psi::probes::probe_case(o->name);
     if (!o->reference.empty() && std::filesystem::is_directory(o->reference)) {

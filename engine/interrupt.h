@@ -18,7 +18,7 @@ std::string signal_name(int sig);  // "SIGINT", "SIGHUP", …
 void check_interrupt(const std::string& where);
 // The last check point passed ("" before the first), for messages that say where the work is.
 std::string last_check_point();
-// The check point inside an operator (ops::parallel_for, before each task): a long product stops
+// The check point inside an operator (psi::parallel_for, before each task): a long product stops
 // within a task's time, not at the next step. Names the last check point passed.
 void check_interrupt_in_operator();
 

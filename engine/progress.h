@@ -18,7 +18,7 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Called often, from any thread (ops::parallel_for calls it before each task); prints at most one
+// Called often, from any thread (psi::parallel_for calls it before each task); prints at most one
 // line per period, only when stderr is not a terminal: "psi: working at <last check point>,
 // <seconds> s elapsed".
 void progress_pulse();

@@ -5,7 +5,7 @@
 // A second table ranks every path, the recorded official ones included, by its distance to the
 // float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs; a third puts
 // every element where the recorded FLASH and MATH blocks differ down to a step of
-// engine/ops/math_to_flash.h.
+// engine/official/math_to_flash.h.
 #include "experiments/drivers.h"
 
 #include <algorithm>
@@ -13,13 +13,13 @@
 
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
-#include "engine/ops/math_to_flash.h"
-#include "report/diff_figures.h"
+#include "engine/official/math_to_flash.h"
 #include "experiments/probe_results.h"
-#include "probes/metrics.h"
-#include "probes/recording.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
+#include "probes/metrics.h"
+#include "probes/recording.h"
+#include "report/diff_figures.h"
 
 namespace psi::exp {
 
@@ -64,13 +64,13 @@ const Bf16Tensor* tensor_of(const NamedOutputs& o, const std::string& name) {
 }
 
 // Every element where the recorded FLASH and MATH blocks differ, on the rows both store, put down
-// to a step of engine/ops/math_to_flash.h: the block under official-h200 (step 0), math-to-flash-1
+// to a step of engine/official/math_to_flash.h: the block under official-h200 (step 0), math-to-flash-1
 // … 6 (`steps`) and official-h200-flash (7), and the element to the last step whose block changes
 // it. Elements where step 0 or 7 is not the recording count as not reproduced, so the columns add
 // up to the recorded differing count whatever psi reproduces.
 std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeReport& r, const probes::ProbeReport& steps) {
   std::vector<const NamedOutputs*> chain{outputs_of(r, "official-h200")};
-  for (int k = 1; k < ops::kMathToFlashSteps; ++k) chain.push_back(outputs_of(steps, model::math_to_flash_variant(k).name));
+  for (int k = 1; k < official::kMathToFlashSteps; ++k) chain.push_back(outputs_of(steps, model::math_to_flash_variant(k).name));
   chain.push_back(outputs_of(r, "official-h200-flash"));
   if (std::find(chain.begin(), chain.end(), nullptr) != chain.end()) return {};
   probes::Recording math(r.file, r.group);
@@ -92,7 +92,7 @@ std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeRepor
     const std::int64_t first = m.full ? 0 : m.first_row, count = m.full ? t0.dim(1) : m.row_count;
     const std::int64_t inner = t0.numel() / (t0.dim(0) * t0.dim(1)), n = count * inner;
     BlockControlsCase::FlashCause c{name, rows_label(first, count, t0.dim(1)), n, 0,
-                                    std::vector<std::int64_t>(ops::kMathToFlashSteps, 0), 0};
+                                    std::vector<std::int64_t>(official::kMathToFlashSteps, 0), 0};
     for (std::int64_t e = 0; e < n; ++e) {
       const std::uint16_t rm = m.data.data[std::size_t(e)].bits, rf = f.data.data[std::size_t(e)].bits;
       if (rm == rf) continue;
@@ -102,7 +102,7 @@ std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeRepor
         ++c.not_reproduced;
         continue;
       }
-      for (int k = ops::kMathToFlashSteps; k >= 1; --k)
+      for (int k = official::kMathToFlashSteps; k >= 1; --k)
         if (at[std::size_t(k - 1)][i].bits != at[std::size_t(k)][i].bits) {
           ++c.by_step[std::size_t(k - 1)];
           break;
@@ -286,7 +286,7 @@ void run_block_controls(const Options& o, Report& report) {
   probes::ProbeOptions steps_po = po;
   steps_po.backend = "host";
   steps_po.variants.clear();
-  for (int k = 1; k < ops::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
+  for (int k = 1; k < official::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
   const probes::ProbeReport steps = probes::run_probe(name, steps_po);
   report.add_case(0, BlockControlsCase{name, r.file.string(), r.seed, probe_rows(r), flash_rows,
                                        float64_rows(r), flash_causes(r, steps), official, r.notes,
@@ -354,9 +354,9 @@ Table float64_table(const std::vector<BlockControlsCase>& cases) {
 Table flash_cause_table(const std::vector<BlockControlsCase>& cases) {
   Table t;
   t.title = "why the recorded FLASH and MATH blocks differ, element by element: each differing element to the last "
-            "step that changes it on the way from the MATH core to the FLASH core (engine/ops/math_to_flash.h)";
+            "step that changes it on the way from the MATH core to the FLASH core (engine/official/math_to_flash.h)";
   t.columns = {"probe", "FLASH vs MATH differing"};
-  for (int k = 1; k <= ops::kMathToFlashSteps; ++k) t.columns.push_back(ops::math_to_flash_step_name(k));
+  for (int k = 1; k <= official::kMathToFlashSteps; ++k) t.columns.push_back(official::math_to_flash_step_name(k));
   t.columns.push_back("not reproduced");
   for (const BlockControlsCase& c : cases) {
     if (!c.flash_causes) continue;

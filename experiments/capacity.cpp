@@ -5,10 +5,10 @@
 // setting (the default 80 MiB / 8 MiB arena).
 #include "experiments/drivers.h"
 
+#include "engine/exec/executor.h"
 #include "engine/interrupt.h"
 #include "engine/model/variant.h"
 #include "engine/progress.h"
-#include "engine/exec/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"

@@ -11,15 +11,15 @@
 
 #include <chrono>
 
-#include "engine/progress.h"
-#include "engine/model/variant.h"
+#include "engine/error.h"
 #include "engine/exec/arena_settings.h"
 #include "engine/exec/executor.h"
-#include "engine/runtime/run_report.h"
-#include "engine/sha256.h"
-#include "engine/error.h"
 #include "engine/measure/budget.h"
 #include "engine/measure/sizes.h"
+#include "engine/model/variant.h"
+#include "engine/progress.h"
+#include "engine/runtime/run_report.h"
+#include "engine/sha256.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
 #include "experiments/trajectory_support.h"

@@ -8,12 +8,12 @@
 
 #include <array>
 
-#include "engine/progress.h"
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/context_mask.h"
-#include "report/figures.h"
+#include "engine/progress.h"
 #include "experiments/trajectory_support.h"
+#include "report/figures.h"
 
 namespace psi::exp {
 

@@ -43,7 +43,7 @@ std::string one_per_line(const nlohmann::json& j) {
 
 }  // namespace
 
-ops::KernelConfig read_kernel_config(const std::filesystem::path& file) {
+official::KernelConfig read_kernel_config(const std::filesystem::path& file) {
   const std::string name = file.string();
   std::error_code ec;
   // A fifo or a device would block the read or never end.
@@ -59,10 +59,10 @@ ops::KernelConfig read_kernel_config(const std::filesystem::path& file) {
     throw Error(name + ": not a kernel config (schema " + std::string(kKernelConfigSchema) + ")");
   for (const auto& [key, value] : j.items())
     if (key != "schema" && key != "products" && key != "search") throw Error(name + ": unknown key \"" + key + "\"");
-  ops::KernelConfig c;
+  official::KernelConfig c;
   if (!j.contains("products")) return c;
   if (!j.at("products").is_array()) throw Error(name + ": products is not a list");
-  std::set<ops::ShapeKey> seen;
+  std::set<official::ShapeKey> seen;
   std::size_t i = 0;
   for (const auto& p : j.at("products")) {
     const std::string where = name + ": products[" + std::to_string(i++) + "]";
@@ -72,35 +72,35 @@ ops::KernelConfig read_kernel_config(const std::filesystem::path& file) {
         throw Error(where + ": unknown key \"" + key + "\"");
     for (const char* key : {"chain", "shape", "split_k"})
       if (!p.contains(key)) throw Error(where + ": no " + key);
-    ops::ShapeKey k;
-    if (!p.at("chain").is_string() || !ops::parse_chain_kind(p.at("chain").get<std::string>(), k.kind))
+    official::ShapeKey k;
+    if (!p.at("chain").is_string() || !official::parse_chain_kind(p.at("chain").get<std::string>(), k.kind))
       throw Error(where + ": chain " + p.at("chain").dump() + " is not tensor-core, f32-scores or f32-values");
     const auto& s = p.at("shape");
     if (!s.is_array() || s.size() != 3) throw Error(where + ": shape is not [rows, cols, depth]");
     constexpr std::int64_t kMaxDim = std::int64_t(1) << 31;
     k.shape = {whole(s[0], where + ".shape[0]", 1, kMaxDim), whole(s[1], where + ".shape[1]", 1, kMaxDim),
                whole(s[2], where + ".shape[2]", 1, kMaxDim)};
-    ops::KernelChoice choice;
-    choice.split_k = int(whole(p.at("split_k"), where + ".split_k", 1, ops::kMaxSplitK));
+    official::KernelChoice choice;
+    choice.split_k = int(whole(p.at("split_k"), where + ".split_k", 1, official::kMaxSplitK));
     if (p.contains("granule")) choice.granule = int(whole(p.at("granule"), where + ".granule", 1, 1 << 20));
     if (p.contains("fma_chain")) {
       if (!p.at("fma_chain").is_boolean()) throw Error(where + ".fma_chain is not true or false");
       choice.fma_chain = p.at("fma_chain").get<bool>();
-      if (choice.fma_chain && k.kind != ops::ChainKind::tensor_core)
+      if (choice.fma_chain && k.kind != official::ChainKind::tensor_core)
         throw Error(where + ": fma_chain applies to tensor-core products only");
     }
     if (!seen.insert(k).second)
-      throw Error(where + ": " + std::string(ops::chain_kind_name(k.kind)) + " " + ops::shape_text(k.shape) +
+      throw Error(where + ": " + std::string(official::chain_kind_name(k.kind)) + " " + official::shape_text(k.shape) +
                   " is listed twice");
     c.set(k, choice);
   }
   return c;
 }
 
-nlohmann::json kernel_config_products(const ops::KernelConfig& c) {
+nlohmann::json kernel_config_products(const official::KernelConfig& c) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [k, choice] : c.overrides()) {
-    nlohmann::json e = {{"chain", ops::chain_kind_name(k.kind)},
+    nlohmann::json e = {{"chain", official::chain_kind_name(k.kind)},
                         {"shape", {k.shape.rows, k.shape.cols, k.shape.depth}},
                         {"split_k", choice.split_k},
                         {"granule", choice.granule}};
@@ -110,7 +110,7 @@ nlohmann::json kernel_config_products(const ops::KernelConfig& c) {
   return out;
 }
 
-std::string kernel_config_text(const ops::KernelConfig& c, const nlohmann::json& search) {
+std::string kernel_config_text(const official::KernelConfig& c, const nlohmann::json& search) {
   std::string t = first_line() + "\n \"products\": [";
   bool first = true;
   for (const auto& e : kernel_config_products(c)) {

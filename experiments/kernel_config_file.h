@@ -1,5 +1,5 @@
 #pragma once
-// The kernel-configuration file (ops::KernelConfig, engine/ops/kernel_config.h): JSON, schema
+// The kernel-configuration file (official::KernelConfig, engine/official/kernel_config.h): JSON, schema
 // psi-kernel-config/1, one entry per overridden product shape:
 //
 //   {"schema": "psi-kernel-config/1",
@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/ops/kernel_config.h"
+#include "engine/official/kernel_config.h"
 #include "hdf5/output_path.h"
 
 namespace psi::exp {
@@ -26,14 +26,14 @@ inline constexpr const char* kKernelConfigSchema = "psi-kernel-config/1";
 // psi::Error naming the file and the entry for anything else: not a regular file, over 1 MiB,
 // not JSON, another schema, an unknown key or chain, a shape or split out of range, a shape
 // listed twice.
-ops::KernelConfig read_kernel_config(const std::filesystem::path& file);
+official::KernelConfig read_kernel_config(const std::filesystem::path& file);
 
 // The "products" list of the file (and of a report's recorded options) for `c`'s overrides.
-nlohmann::json kernel_config_products(const ops::KernelConfig& c);
+nlohmann::json kernel_config_products(const official::KernelConfig& c);
 
 // The file's text (its first line names the schema, so that psi recognizes the files it wrote);
 // `search` is stored under "search" unless null.
-std::string kernel_config_text(const ops::KernelConfig& c, const nlohmann::json& search = nullptr);
+std::string kernel_config_text(const official::KernelConfig& c, const nlohmann::json& search = nullptr);
 
 // The recognizer of kernel-config files psi wrote (hdf5::check_output).
 hdf5::Recognizer is_kernel_config_file();

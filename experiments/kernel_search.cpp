@@ -101,35 +101,35 @@ std::vector<StepDifference> TinyTrajectory::free_running() const {
   return out;
 }
 
-std::vector<ops::ShapeUse> TinyTrajectory::shapes(int step) const {
-  ops::start_shape_log();
+std::vector<official::ShapeUse> TinyTrajectory::shapes(int step) const {
+  official::start_shape_log();
   try {
     forced_step(step);
   } catch (...) {
-    ops::stop_shape_log();
+    official::stop_shape_log();
     throw;
   }
-  return ops::stop_shape_log();
+  return official::stop_shape_log();
 }
 
 namespace {
 
 // Restores the active configuration on every way out.
 struct ActiveConfig {
-  ops::KernelConfig saved = ops::kernel_config();
-  ~ActiveConfig() { ops::set_kernel_config(saved); }
+  official::KernelConfig saved = official::kernel_config();
+  ~ActiveConfig() { official::set_kernel_config(saved); }
 };
 
 // The candidate choices for one shape, one per distinct slicing of its K.
-std::vector<ops::KernelChoice> candidates(const ops::ShapeKey& k, const KernelSearchOptions& o) {
-  std::vector<ops::KernelChoice> out;
+std::vector<official::KernelChoice> candidates(const official::ShapeKey& k, const KernelSearchOptions& o) {
+  std::vector<official::KernelChoice> out;
   std::set<std::pair<std::vector<std::pair<std::int64_t, std::int64_t>>, bool>> seen;
   for (bool fma : {false, true}) {
-    if (fma && (k.kind != ops::ChainKind::tensor_core || !o.fma_chains)) continue;
+    if (fma && (k.kind != official::ChainKind::tensor_core || !o.fma_chains)) continue;
     for (int split : o.splits)
       for (int granule : o.granules) {
-        const ops::KernelChoice c{split, granule, fma};
-        if (seen.insert({ops::k_slices(k.shape.depth, c), fma}).second) out.push_back(c);
+        const official::KernelChoice c{split, granule, fma};
+        if (seen.insert({official::k_slices(k.shape.depth, c), fma}).second) out.push_back(c);
       }
   }
   return out;
@@ -137,11 +137,11 @@ std::vector<ops::KernelChoice> candidates(const ops::ShapeKey& k, const KernelSe
 
 }  // namespace
 
-KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConfig& start, const KernelSearchOptions& o,
+KernelSearchResult search_kernels(const TinyTrajectory& t, const official::KernelConfig& start, const KernelSearchOptions& o,
                                   const std::function<void(const KernelTrial&, std::size_t, std::size_t)>& on_trial) {
   const ActiveConfig restore;
   KernelSearchResult r;
-  ops::set_kernel_config(start);
+  official::set_kernel_config(start);
   r.shapes = t.shapes(o.step);
   r.best = start;
   r.start_objective = r.best_objective = t.forced_step(o.step).sum();
@@ -151,13 +151,13 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConf
     bool improved = false;
     std::size_t done = 0;
     for (const auto& use : r.shapes) {
-      const ops::KernelChoice current = r.best.choice(use.key.kind, use.key.shape);
-      const auto current_slices = ops::k_slices(use.key.shape.depth, current);
-      for (const ops::KernelChoice c : candidates(use.key, o)) {
-        if (ops::k_slices(use.key.shape.depth, c) == current_slices && c.fma_chain == current.fma_chain) continue;
-        ops::KernelConfig trial = r.best;
+      const official::KernelChoice current = r.best.choice(use.key.kind, use.key.shape);
+      const auto current_slices = official::k_slices(use.key.shape.depth, current);
+      for (const official::KernelChoice c : candidates(use.key, o)) {
+        if (official::k_slices(use.key.shape.depth, c) == current_slices && c.fma_chain == current.fma_chain) continue;
+        official::KernelConfig trial = r.best;
         trial.set(use.key, c);
-        ops::set_kernel_config(trial);
+        official::set_kernel_config(trial);
         KernelTrial tr{use.key, c, t.forced_step(o.step).sum(), false};
         if (tr.objective < r.best_objective) {
           tr.kept = true;
@@ -174,17 +174,17 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConf
   }
   r.sweeps = std::min(r.sweeps, o.max_sweeps);  // the loop counts one past a last sweep that still improved
   // Overrides equal to the recorded choice say nothing: drop them.
-  ops::KernelConfig clean;
+  official::KernelConfig clean;
   for (const auto& [k, c] : r.best.overrides())
-    if (c.fma_chain || ops::k_slices(k.shape.depth, c) != ops::k_slices(k.shape.depth, ops::recorded_choice(k.kind, k.shape)))
+    if (c.fma_chain || official::k_slices(k.shape.depth, c) != official::k_slices(k.shape.depth, official::recorded_choice(k.kind, k.shape)))
       clean.set(k, c);
   r.best = clean;
   return r;
 }
 
-Confirmation confirm(const TinyTrajectory& t, const ops::KernelConfig& c) {
+Confirmation confirm(const TinyTrajectory& t, const official::KernelConfig& c) {
   const ActiveConfig restore;
-  ops::set_kernel_config(c);
+  official::set_kernel_config(c);
   Confirmation out;
   out.context = t.label();
   out.free = t.free_running();
@@ -199,12 +199,12 @@ Confirmation confirm(const TinyTrajectory& t, const ops::KernelConfig& c) {
 nlohmann::json to_json(const KernelSearchResult& r) {
   nlohmann::json shapes = nlohmann::json::array(), trials = nlohmann::json::array();
   for (const auto& u : r.shapes)
-    shapes.push_back({{"chain", ops::chain_kind_name(u.key.kind)},
+    shapes.push_back({{"chain", official::chain_kind_name(u.key.kind)},
                       {"shape", {u.key.shape.rows, u.key.shape.cols, u.key.shape.depth}},
                       {"sites", u.sites},
                       {"calls", u.calls}});
   for (const auto& tr : r.trials)
-    trials.push_back({{"chain", ops::chain_kind_name(tr.key.kind)},
+    trials.push_back({{"chain", official::chain_kind_name(tr.key.kind)},
                       {"shape", {tr.key.shape.rows, tr.key.shape.cols, tr.key.shape.depth}},
                       {"split_k", tr.choice.split_k},
                       {"granule", tr.choice.granule},

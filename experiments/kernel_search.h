@@ -3,7 +3,7 @@
 // bit). The block recordings fixed the H200's kernels for the block shapes; the tiny model's
 // products are smaller (rows 1, 18, 72, 288; K 128 to 1,024) and cuBLAS(Lt) may pick other
 // kernels for them, split-K first. Jointly over every product shape the tiny forward makes
-// (ops::ShapeUse), a coordinate descent changes one shape's kernel at a time (its K split, or a
+// (official::ShapeUse), a coordinate descent changes one shape's kernel at a time (its K split, or a
 // tensor-core shape as FP32 FMA chains) and keeps a change
 // when the teacher-forced step `step` of the recorded one-token trajectory differs in fewer
 // elements (video + audio) from the recorded state; sweeps repeat from the best until one changes
@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/ops/kernel_config.h"
+#include "engine/official/kernel_config.h"
 #include "engine/pipeline/trajectory.h"
 
 namespace psi::exp {
@@ -54,7 +54,7 @@ class TinyTrajectory {
   // Every state of the free-running run against the recording (index 0..12).
   std::vector<StepDifference> free_running() const;
   // The distinct products of step `step` (the shape log).
-  std::vector<ops::ShapeUse> shapes(int step) const;
+  std::vector<official::ShapeUse> shapes(int step) const;
   static const std::vector<int>& steps();  // 1..8, 10..12
 
  private:
@@ -62,8 +62,8 @@ class TinyTrajectory {
 };
 
 struct KernelTrial {
-  ops::ShapeKey key;
-  ops::KernelChoice choice;
+  official::ShapeKey key;
+  official::KernelChoice choice;
   std::int64_t objective = 0;
   bool kept = false;
 };
@@ -77,8 +77,8 @@ struct KernelSearchOptions {
 };
 
 struct KernelSearchResult {
-  std::vector<ops::ShapeUse> shapes;
-  ops::KernelConfig best;
+  std::vector<official::ShapeUse> shapes;
+  official::KernelConfig best;
   std::int64_t start_objective = 0, best_objective = 0;
   int sweeps = 0;
   std::vector<KernelTrial> trials;
@@ -86,7 +86,7 @@ struct KernelSearchResult {
 
 // Starts from `start` (its overrides kept as the first point); `on_trial` sees every trial.
 // Leaves the active configuration as it found it.
-KernelSearchResult search_kernels(const TinyTrajectory& t, const ops::KernelConfig& start,
+KernelSearchResult search_kernels(const TinyTrajectory& t, const official::KernelConfig& start,
                                   const KernelSearchOptions& o,
                                   const std::function<void(const KernelTrial&, std::size_t done, std::size_t total)>&
                                       on_trial = {});
@@ -99,7 +99,7 @@ struct Confirmation {
   std::vector<std::optional<StepDifference>> forced;  // per state; none for 00 and 09
   std::vector<StepDifference> free;
 };
-Confirmation confirm(const TinyTrajectory& t, const ops::KernelConfig& c);
+Confirmation confirm(const TinyTrajectory& t, const official::KernelConfig& c);
 
 nlohmann::json to_json(const KernelSearchResult& r);
 

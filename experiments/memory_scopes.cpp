@@ -10,11 +10,11 @@
 #include <chrono>
 #include <fstream>
 
+#include "engine/exec/executor.h"
 #include "engine/interrupt.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/trajectory.h"
 #include "engine/progress.h"
-#include "engine/exec/executor.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"

@@ -4,11 +4,11 @@
 #include "experiments/drivers.h"
 
 #include "engine/ops/gemm.h"
+#include "hdf5/h5.h"
 #include "oracle/explain.h"
 #include "oracle/operands.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
-#include "hdf5/h5.h"
 
 namespace psi::exp {
 
@@ -49,7 +49,7 @@ void run_projection_oracle(const Options& o, Report& report) {
   // the single BF16 write (psi's CPU GEMM order, engine/ops/reduce.h).
   Bf16Tensor x = p.x;
   x.shape = {p.rows, p.K};
-  const Bf16Tensor ours = ops::linear(x, p.w, p.b ? &*p.b : nullptr, ops::BiasRule::fused_f32);
+  const Bf16Tensor ours = ops::linear(x, p.w, p.b ? &*p.b : nullptr, psi::BiasRule::fused_f32);
   std::int64_t first = -1, differing = 0;
   for (std::int64_t i = 0; i < ours.numel(); ++i)
     if (!(ours.data[i] == official.data[i])) {

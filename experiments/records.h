@@ -176,7 +176,7 @@ struct BlockControlsCase {
     std::int64_t differing = 0, total = 0;
   };
   // "flash_causes": one probe's elements where the recorded FLASH and MATH blocks differ, each
-  // put down to the last step of engine/ops/math_to_flash.h that changes it.
+  // put down to the last step of engine/official/math_to_flash.h that changes it.
   struct FlashCause {
     std::string tensor, rows;
     std::int64_t total = 0, differing = 0;

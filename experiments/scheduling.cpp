@@ -10,12 +10,12 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/exec/executor.h"
+#include "engine/exec/tiling.h"
 #include "engine/interrupt.h"
 #include "engine/model/block_catalogue.h"
 #include "engine/model/variant.h"
 #include "engine/progress.h"
-#include "engine/exec/executor.h"
-#include "engine/exec/tiling.h"
 #include "engine/runtime/run_report.h"
 #include "engine/whole_number.h"
 #include "experiments/block_support.h"

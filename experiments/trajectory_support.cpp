@@ -3,17 +3,17 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/exec/executor.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/checkpoint_weights.h"
-#include "engine/exec/executor.h"
+#include "engine/progress.h"
 #include "engine/runtime/run_report.h"
 #include "engine/whole_number.h"
 #include "experiments/block_support.h"
-#include "report/stats.h"
-#include "engine/progress.h"
-#include "probes/metrics.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
+#include "probes/metrics.h"
+#include "report/stats.h"
 
 namespace psi::exp {
 

@@ -10,14 +10,14 @@
 // nothing.
 #include "experiments/drivers.h"
 
-#include "engine/progress.h"
-#include "engine/model/variant.h"
 #include "engine/exec/executor.h"
+#include "engine/model/variant.h"
+#include "engine/progress.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/trajectory_support.h"
-#include "probes/probe_cases.h"
 #include "hdf5/compare.h"
+#include "probes/probe_cases.h"
 
 namespace psi::exp {
 

@@ -16,11 +16,11 @@
 
 #include "engine/error.h"
 #include "experiments/report.h"
-#include "report/table.h"
-#include "probes/recording.h"
 #include "hdf5/compare.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
+#include "probes/recording.h"
+#include "report/table.h"
 
 namespace psi::fuzz {
 

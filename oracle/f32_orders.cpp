@@ -3,7 +3,7 @@
 #include <string>
 
 #include "engine/error.h"
-#include "engine/ops/tensor_core.h"
+#include "engine/official/tensor_core.h"
 
 namespace psi::oracle {
 
@@ -70,7 +70,7 @@ float f32_sum(const F32Order& order, std::span<const Bf16> x, std::span<const Bf
     case F32Order::Sum::seq: return seq_sum(x, w, 0, x.size());
     case F32Order::Sum::pairwise: return pairwise_sum(x, w, 0, x.size());
     case F32Order::Sum::blocked: return blocked_sum(x, w, std::size_t(order.block));
-    case F32Order::Sum::tensor_core: return ops::tc::dot(x, w);
+    case F32Order::Sum::tensor_core: return official::tc::dot(x, w);
   }
   return 0.0f;
 }

@@ -16,7 +16,7 @@
 //                                                          first, then the bias added)
 // Without a bias both give bf16(acc). Last, not an IEEE order:
 //   h200-tensor-core           acc = the H200 tensor core's chain of 16-product block FMAs
-//                              (psi::ops::tc::dot, engine/ops/tensor_core.h), y = bf16(acc + b)
+//                              (psi::official::tc::dot, engine/official/tensor_core.h), y = bf16(acc + b)
 #include <optional>
 #include <span>
 #include <string>

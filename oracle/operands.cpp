@@ -6,8 +6,8 @@
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
-#include "oracle/fixed_dot.h"
 #include "hdf5/schema.h"
+#include "oracle/fixed_dot.h"
 
 namespace psi::oracle {
 

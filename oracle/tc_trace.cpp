@@ -87,9 +87,9 @@ const std::vector<std::string>& traceable_orders() {
 
 TcTrace trace_tensor_core(const LinearProblem& p, const Explanation& e) {
   const auto xr = p.x_row(e.row), wc = p.w_row(e.col);
-  std::vector<ops::tc::BlockStep> blocks;
+  std::vector<official::tc::BlockStep> blocks;
   TcTrace t;
-  t.acc = ops::tc::dot(xr, wc, 0.0f, &blocks);
+  t.acc = official::tc::dot(xr, wc, 0.0f, &blocks);
   t.bias = e.bias;
   t.exact_products = exact_dot_gmp(xr, wc, std::nullopt);
   t.correct = e.correct;
@@ -102,7 +102,7 @@ TcTrace trace_tensor_core(const LinearProblem& p, const Explanation& e) {
   for (const auto& blk : blocks) {
     TcTrace::Step s;
     s.block = blk;
-    s.k_end = std::min<std::int64_t>(blk.k0 + ops::tc::kBlock, std::int64_t(xr.size()));
+    s.k_end = std::min<std::int64_t>(blk.k0 + official::tc::kBlock, std::int64_t(xr.size()));
     if (!std::isfinite(blk.acc_out))
       throw Error(at + ": the accumulator overflows to " + f32_value(blk.acc_out) + " at block " +
                   std::to_string(t.steps.size()) + " (k " + block_range(s) + "): no exact losses");
@@ -147,7 +147,7 @@ TcTrace trace_tensor_core(const LinearProblem& p, const Explanation& e) {
 
 std::string to_text(const TcTrace& t) {
   std::ostringstream o;
-  o << "h200-tensor-core trace (engine/ops/tensor_core.h): " << t.steps.size()
+  o << "h200-tensor-core trace (engine/official/tensor_core.h): " << t.steps.size()
     << " block FMAs of up to 16 products, K ascending, from +0\n";
   o << "  E alignment exponent; T the block's integer sum, in units of 2^(E-25)\n";
   o << "  lost (align) = acc in + the block's products - T*2^(E-25); lost (fp32) = T*2^(E-25) - acc out\n";

@@ -3,7 +3,7 @@
 // sum (`psi oracle explain --trace h200-tensor-core`). Everything here is exact: each block's
 // losses are rationals computed with GMP from the BF16 operands and the traced integers.
 //
-// Per block s (16 products, K ascending; engine/ops/tensor_core.h):
+// Per block s (16 products, K ascending; engine/official/tensor_core.h):
 //   exact input   acc_in + the block's products
 //   aligned       T * 2^(E-25), the block's integer sum
 //   loss_align    exact input - aligned   (bits truncated when aligning to E)
@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/ops/tensor_core.h"
+#include "engine/official/tensor_core.h"
 #include "oracle/explain.h"
 #include "oracle/operands.h"
 
@@ -38,7 +38,7 @@ const std::vector<std::string>& traceable_orders();
 
 struct TcTrace {
   struct Step {
-    ops::tc::BlockStep block;
+    official::tc::BlockStep block;
     std::int64_t k_end = 0;  // one past the block's last k
     mpq_class exact_in, loss_align, loss_norm, deviation;
     Bf16 if_exact;

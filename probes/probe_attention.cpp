@@ -69,7 +69,7 @@ void run_attention_case(CaseContext& ctx) {
     check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
     model::AttentionTrace tr;
     Bf16Tensor out = model::attention_forward(w, x, x, &pe, &pe, v->sdpa(head_dim), cfg.norm_eps, v->product, v->norm, &tr);
-    Bf16Tensor ungated = ops::linear(tr.sdpa_out, w.to_out.w, w.to_out.bias(), ops::BiasRule::fused_f32, v->product);
+    Bf16Tensor ungated = ops::linear(tr.sdpa_out, w.to_out.w, w.to_out.bias(), psi::BiasRule::fused_f32, v->product);
     Outputs o;
     o.emplace_back("q", std::move(tr.q));
     o.emplace_back("k", std::move(tr.k));
@@ -82,8 +82,8 @@ void run_attention_case(CaseContext& ctx) {
     // projection and norm differences upstream do not enter.
     if (rec_q.numel()) {
       Bf16Tensor isolated(rec_q.shape);
-      ops::sdpa(ops::as_matrix(rec_q), ops::as_matrix(rec_k), ops::as_matrix(rec_v), heads, v->sdpa(head_dim),
-                ops::as_matrix(isolated));
+      ops::sdpa(psi::as_matrix(rec_q), psi::as_matrix(rec_k), psi::as_matrix(rec_v), heads, v->sdpa(head_dim),
+                psi::as_matrix(isolated));
       o.emplace_back("sdpa_out.on_recorded_qkv", std::move(isolated));
     }
     compare_and_keep(ctx, v->name, std::move(o), {"math", "flash"});

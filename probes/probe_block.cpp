@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/exec/executor.h"
 #include "engine/interrupt.h"
+#include "engine/measure/sizes.h"
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/synthetic_block.h"
-#include "engine/exec/executor.h"
-#include "engine/measure/sizes.h"
 #include "engine/sha256.h"
 #include "probes/probe_internal.h"
 
@@ -207,9 +207,9 @@ void run_block_case(CaseContext& ctx) {
   // The inputs with psi's tables in one cos/sin arithmetic (the host's, or official-h200's
   // libdevice model); each table pair is the recorded one where the recording stores it.
   std::vector<RopeCheck> rope_checks;
-  auto with_tables = [&](ops::F32Math math) {
+  auto with_tables = [&](official::F32Math math) {
     const model::BlockRope mine = model::block_rope(c, vp, ap, math);
-    const std::string of = math == ops::F32Math::cuda ? "libdevice" : "host";
+    const std::string of = math == official::F32Math::cuda ? "libdevice" : "host";
     model::BlockInputs r = base;
     r.video.pe = pick_tables(ctx, "video", "pe", mine.video, of, rope_checks);
     r.audio.pe = pick_tables(ctx, "audio", "pe", mine.audio, of, rope_checks);
@@ -217,11 +217,11 @@ void run_block_case(CaseContext& ctx) {
     r.audio.cross_pe = pick_tables(ctx, "audio", "cross_pe", mine.audio_cross, of, rope_checks);
     return r;
   };
-  std::map<ops::F32Math, model::BlockInputs> inputs;
+  std::map<official::F32Math, model::BlockInputs> inputs;
   for (const auto* v : ctx.variants)
     if (!inputs.count(v->model_math)) inputs.emplace(v->model_math, with_tables(v->model_math));
-  if (ctx.float64 && !inputs.count(ops::F32Math::host))
-    inputs.emplace(ops::F32Math::host, with_tables(ops::F32Math::host));
+  if (ctx.float64 && !inputs.count(official::F32Math::host))
+    inputs.emplace(official::F32Math::host, with_tables(official::F32Math::host));
   note_rope_checks(ctx, rope_checks);
 
   for (const auto* v : ctx.variants) {
@@ -236,7 +236,7 @@ void run_block_case(CaseContext& ctx) {
   if (ctx.float64) {
     check_interrupt("probe " + ctx.report.case_name + ", variant " + std::string(kFloat64Variant));
     // On the host whatever the backend: it is the reference, not a runtime path.
-    const model::BlockProbesF64 p = model::block_forward_f64(c, w, inputs.at(ops::F32Math::host));
+    const model::BlockProbesF64 p = model::block_forward_f64(c, w, inputs.at(official::F32Math::host));
     Outputs o;
     for (auto& [name, t] : p.named()) {
       o.emplace_back(name, model::round_to_bf16(*t));

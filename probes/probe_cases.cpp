@@ -8,10 +8,10 @@
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 #include "engine/sha256.h"
-#include "probes/probe_internal.h"
-#include "psi_version.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
+#include "probes/probe_internal.h"
+#include "psi_version.h"
 
 namespace psi::probes {
 
@@ -168,7 +168,7 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
                       const std::vector<std::string>& backends,
                       const std::vector<std::pair<std::string, F64Tensor>>* exact) {
   // Each variant of a probe is a unit of work: a signal stops the probe after the current one (or
-  // inside its operators, engine/ops/parallel.h).
+  // inside its operators, engine/parallel.h).
   if (ctx.progress) ctx.progress->step("variant " + variant);
   for (const auto& output : outputs) {
     // Named, not a structured binding: the lambdas below capture them (clang 14 cannot).

@@ -39,7 +39,7 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
   const Bf16Tensor x = ctx.rec.input_bf16("x");
   const LinearParams p = load_linear(ctx);
   const Bf16Tensor* bias = p.b.numel() ? &p.b : nullptr;
-  const auto linear = [&](ops::BiasRule rule, ops::Product product) {
+  const auto linear = [&](psi::BiasRule rule, ops::Product product) {
     if (ctx.backend == "host") return ops::linear(x, p.w, bias, rule, product);
     rt::WholeLinear r = rt::whole_linear(ctx.backend, x, p.w, bias, rule, product);
     const std::string note = "projection: one whole product on backend " + r.backend;
@@ -57,7 +57,7 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
       out.emplace_back("proj_out", std::move(proj));
       out.emplace_back("gelu_out", std::move(gelu));
     } else {
-      out.emplace_back("q", linear(ops::BiasRule::fused_f32, v->product));
+      out.emplace_back("q", linear(psi::BiasRule::fused_f32, v->product));
     }
     compare_and_keep(ctx, v->name, std::move(out), {""});
   }

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "report/figures.h"
 #include "probes/diff_map.h"
+#include "report/figures.h"
 
 namespace psi::report {
 

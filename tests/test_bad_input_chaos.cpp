@@ -18,8 +18,8 @@
 #include <optional>
 
 #include "engine/checkpoint/synth_source.h"
+#include "engine/matrix.h"
 #include "engine/ops/gemm.h"
-#include "engine/ops/matrix.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/runtime.h"
@@ -52,7 +52,7 @@ void halve(std::span<Bf16> y) {
 }
 
 // The join: z[i][j] = bf(yv[i][j] + ya[i][j]) for j < Da.
-void join(psi::ops::CBf16Mat yv, psi::ops::CBf16Mat ya, psi::ops::Bf16Mat z) {
+void join(psi::CBf16Mat yv, psi::CBf16Mat ya, psi::Bf16Mat z) {
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < Da; ++j) z.at(i, j) = psi::bf16_rne(yv.at(i, j).to_float() + ya.at(i, j).to_float());
 }
@@ -68,7 +68,7 @@ Outputs host_reference() {
   const auto yv = psi::ops::linear(input(Dv, 1), wv, nullptr), ya = psi::ops::linear(input(Da, 2), wa, nullptr);
   psi::Bf16Tensor halved = ya, z({T, Da});
   halve(halved.span());
-  join(psi::ops::as_matrix(yv), psi::ops::as_matrix(halved), psi::ops::as_matrix(z));
+  join(psi::as_matrix(yv), psi::as_matrix(halved), psi::as_matrix(z));
   std::vector<Bf16> again(T * R);
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < R; ++j) again[std::size_t(i * R + j)] = yv.data[std::size_t(i * Dv + j)];
@@ -142,10 +142,10 @@ Outputs run(const Plan& s) {
     const int width = t.width;
     r.launch(t.stream, (t.branch == rt::Branch::video ? "video proj tile " : "audio proj tile ") + std::to_string(t.t),
              {rt::reads(page), rt::reads(x), rt::writes(y)}, [=](const rt::KernelContext& k) {
-               const psi::ops::CBf16Mat xm{rt::host_view<const Bf16>(k, x).data(), T, width, width};
-               const psi::ops::CBf16Mat wm{rt::host_view<const Bf16>(k, page).data(), R, width, width};
-               psi::ops::linear(xm, wm, nullptr, psi::ops::BiasRule::fused_f32,
-                                psi::ops::Bf16Mat{rt::host_view<Bf16>(k, y).data(), T, R, R});
+               const psi::CBf16Mat xm{rt::host_view<const Bf16>(k, x).data(), T, width, width};
+               const psi::CBf16Mat wm{rt::host_view<const Bf16>(k, page).data(), R, width, width};
+               psi::ops::linear(xm, wm, nullptr, psi::BiasRule::fused_f32,
+                                psi::Bf16Mat{rt::host_view<Bf16>(k, y).data(), T, R, R});
              });
     pager.done(p, t.stream);
     jt.commit(key(1, t.branch, "y", t.t), y, {T, R}, t.stream);
@@ -166,7 +166,7 @@ Outputs run(const Plan& s) {
       return m;
     };
     const auto yv = gather(Yv, Dv), ya = gather(Ya, Da);
-    join(psi::ops::as_matrix(yv), psi::ops::as_matrix(ya), psi::ops::Bf16Mat{rt::host_view<Bf16>(k, Z).data(), T, Da, Da});
+    join(psi::as_matrix(yv), psi::as_matrix(ya), psi::Bf16Mat{rt::host_view<Bf16>(k, Z).data(), T, Da, Da});
   });
   jt.commit(key(2, rt::Branch::video, "z"), Z, {T, Da}, video);
   // The next layer's pattern: the audio stream reads Xa again, then a state is reloaded into Xa

@@ -9,12 +9,12 @@
 #include "engine/bf16.h"
 #include "engine/sha256.h"
 #include "experiments/trajectory_support.h"
-#include "probes/recording.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
-#include "tests/test_bad_input_support.h"
+#include "probes/recording.h"
 #include "tests/recordings.h"
+#include "tests/test_bad_input_support.h"
 
 namespace h5 = psi::h5;
 namespace rp = psi::hdf5;

@@ -13,7 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 #include "hdf5/state_file.h"
 #include "tests/test_bad_input_support.h"
 
@@ -201,7 +201,7 @@ TEST(Interrupt, AnOperatorStopsBetweenItsTasks) {
   std::atomic<int> ran{0};
   const std::int64_t tasks = 10000;
   try {
-    psi::ops::parallel_for(tasks, [&](std::int64_t i) {
+    psi::parallel_for(tasks, [&](std::int64_t i) {
       if (i == 10) ::raise(SIGUSR1);
       ++ran;
     });
@@ -211,5 +211,5 @@ TEST(Interrupt, AnOperatorStopsBetweenItsTasks) {
     EXPECT_EQ(std::string(e.what()), "interrupted by SIGUSR1 at stage 1 step 4 (inside an operator)");
   }
   // The task that raised it and at most one more per thread.
-  EXPECT_LE(ran.load(), 11 + psi::ops::thread_count());
+  EXPECT_LE(ran.load(), 11 + psi::thread_count());
 }

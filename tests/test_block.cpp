@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model/block.h"
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 #include "engine/pipeline/positions.h"
+#include "hdf5/h5.h"
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
-#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -101,11 +101,11 @@ TEST(Block, TinyRunsForEveryVariantIndependentlyOfThreads) {
                                                                 psi::pipeline::audio_positions(18), 5, 0);
     for (const auto& name : model::numerics_variant_names()) {
       const auto& v = model::numerics_variant(name);
-      psi::ops::set_thread_count(1);
+      psi::set_thread_count(1);
       const model::BlockProbes a = model::block_forward(c, w, in, v);
-      psi::ops::set_thread_count(2);
+      psi::set_thread_count(2);
       const model::BlockProbes b = model::block_forward(c, w, in, v);
-      psi::ops::set_thread_count(0);
+      psi::set_thread_count(0);
       const auto na = a.named(), nb = b.named();
       ASSERT_EQ(na.size(), 10u);
       for (std::size_t i = 0; i < na.size(); ++i) {

@@ -11,9 +11,9 @@
 #include "engine/error.h"
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/positions.h"
+#include "hdf5/h5.h"
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
-#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

@@ -14,7 +14,11 @@
 #include <random>
 #include <vector>
 
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_kernels.h"
+#include "engine/backend/cuda/element_math.h"
 #include "engine/bf16.h"
+#include "engine/official/attention_math.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/adaln.h"
 #include "engine/ops/attention.h"
@@ -22,9 +26,6 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/rope.h"
-#include "engine/backend/cpu/cpu_kernels.h"
-#include "engine/backend/backend.h"
-#include "engine/backend/cuda/element_math.h"
 #include "tests/cuda_attention_replay.h"
 
 namespace psi {
@@ -133,9 +134,9 @@ TEST(CudaElementMath, FinishLinearIsBitwiseForEveryBiasRule) {
   for (auto& a : acc) a = src.f32(-40.0f, 40.0f);
   const Bf16Tensor bias = src.tensor({n}, 4, 6);
   std::vector<Bf16> fused(n), after(n), none(n);
-  ops::finish_linear(acc.data(), bias.ptr(), ops::BiasRule::fused_f32, fused.data(), n);
-  ops::finish_linear(acc.data(), bias.ptr(), ops::BiasRule::after_bf16, after.data(), n);
-  ops::finish_linear(acc.data(), nullptr, ops::BiasRule::fused_f32, none.data(), n);
+  psi::finish_linear(acc.data(), bias.ptr(), psi::BiasRule::fused_f32, fused.data(), n);
+  psi::finish_linear(acc.data(), bias.ptr(), psi::BiasRule::after_bf16, after.data(), n);
+  psi::finish_linear(acc.data(), nullptr, psi::BiasRule::fused_f32, none.data(), n);
   std::int64_t rules_differ = 0;
   for (std::int64_t j = 0; j < n; ++j) {
     ASSERT_EQ(em::finish_fused(acc[j], bits(bias.data[j])), bits(fused[j])) << j;
@@ -158,7 +159,7 @@ TEST(CudaElementMath, SplitRopeIsBitwise) {
     t.sin.data[i] = bf16_rne(std::sin(angle));
   }
   const Bf16Tensor before = x;
-  ops::apply_split_rope(ops::as_matrix(x), t);
+  ops::apply_split_rope(psi::as_matrix(x), t);
   for (std::int64_t tok = 0; tok < T; ++tok)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t j = 0; j < half; ++j) {
@@ -248,7 +249,7 @@ TEST(CudaElementMath, ScoreAndSoftmaxLaneSumsFollowReduceOrder) {
   Source src(0x5eed'a0a6);
   for (const std::int64_t d : {8, 64, 128, 1024}) {
     SCOPED_TRACE("head width " + std::to_string(d));
-    const float factor = ops::sdpa_qk_factor(d);
+    const float factor = official::sdpa_qk_factor(d);
     ASSERT_EQ(std::bit_cast<std::uint32_t>(em::qk_factor(d)), std::bit_cast<std::uint32_t>(factor));
     const Bf16Tensor q = src.tensor({d}, 4, 3), k = src.tensor({d}, 4, 3);
     std::vector<float> qs(d), ks(d);
@@ -300,9 +301,9 @@ TEST(CudaElementMath, OnlineSoftmaxScheduleReproducesOpsState) {
       std::vector<float> m(Nq * H), l(Nq * H), o(Nq * W);
       const ops::OnlineState st{{m.data(), Nq, H, H}, {l.data(), Nq, H, H}, {o.data(), Nq, W, W}};
       ops::sdpa_online_begin(st);
-      ops::sdpa_online_update(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, opt, st);
+      ops::sdpa_online_update(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), H, opt, st);
 
-      const float factor = ops::sdpa_qk_factor(d);
+      const float factor = official::sdpa_qk_factor(d);
       for (std::int64_t i = 0; i < Nq; ++i)
         for (std::int64_t h = 0; h < H; ++h) {
           std::vector<float> qs(d), os(d, 0.0f), p(em::kChunk);
@@ -352,8 +353,8 @@ TEST(CudaElementMath, MathSoftmaxScheduleReproducesOpsSdpa) {
   const std::int64_t Nq = 3, Nk = 2100, H = 2, d = 24, W = H * d;
   const Bf16Tensor q = src.tensor({Nq, W}, 3, 2), k = src.tensor({Nk, W}, 3, 2), v = src.tensor({Nk, W}, 6, 3);
   Bf16Tensor out({Nq, W});
-  ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, ops::SdpaOptions{}, ops::as_matrix(out));
-  const test::MathReplay r = test::math_replay(q, k, v, H, ops::sdpa_qk_factor(d));
+  ops::sdpa(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), H, ops::SdpaOptions{}, psi::as_matrix(out));
+  const test::MathReplay r = test::math_replay(q, k, v, H, official::sdpa_qk_factor(d));
   for (std::int64_t i = 0; i < Nq * W; ++i) ASSERT_EQ(em::round_bf16(r.o[i]), bits(out.data[i])) << i;
 }
 

@@ -27,18 +27,19 @@
 #include <utility>
 #include <vector>
 
-#include "engine/bf16.h"
-#include "engine/error.h"
-#include "engine/ops/attention.h"
-#include "engine/ops/norm.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/cpu_kernels.h"
 #include "engine/backend/cuda/element_math.h"
 #include "engine/backend/op_kernels.h"
+#include "engine/bf16.h"
+#include "engine/error.h"
+#include "engine/ops/attention.h"
+#include "engine/ops/norm.h"
 #include "tests/cuda_attention_replay.h"
 #ifdef PSI_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/official/attention_math.h"
 #endif
 
 namespace psi {
@@ -565,11 +566,11 @@ void linear_case(Rig& ref, Rig& dut) {
   const Result r = run_both(ref, dut, img,
                             {{YF, false, true}, {YA, false, true}, {YN, false, true}, {Y1, false, true}, {YP, false, true}},
                             [=](const KernelContext& k) {
-                              k.ops->linear(k, XP, WP, nullptr, ops::BiasRule::fused_f32, YP, ops::Product::psi_f32);
-                              k.ops->linear(k, X, W, &B, ops::BiasRule::fused_f32, YF, ops::Product::psi_f32);
-                              k.ops->linear(k, X, W, &B, ops::BiasRule::after_bf16, YA, ops::Product::psi_f32);
-                              k.ops->linear(k, X, W, nullptr, ops::BiasRule::fused_f32, YN, ops::Product::psi_f32);
-                              k.ops->linear(k, X1, W, &B, ops::BiasRule::fused_f32, Y1, ops::Product::psi_f32);
+                              k.ops->linear(k, XP, WP, nullptr, psi::BiasRule::fused_f32, YP, ops::Product::psi_f32);
+                              k.ops->linear(k, X, W, &B, psi::BiasRule::fused_f32, YF, ops::Product::psi_f32);
+                              k.ops->linear(k, X, W, &B, psi::BiasRule::after_bf16, YA, ops::Product::psi_f32);
+                              k.ops->linear(k, X, W, nullptr, psi::BiasRule::fused_f32, YN, ops::Product::psi_f32);
+                              k.ops->linear(k, X1, W, &B, psi::BiasRule::fused_f32, Y1, ops::Product::psi_f32);
                             });
   const bool split = bf16_split_k(dut);
   if (!split) check_product(r, YP, xp, wp, nullptr, split).expect_sharp("positive product");
@@ -649,7 +650,7 @@ AttnData attn_data(std::uint64_t seed, std::int64_t Nq, std::int64_t Nk, std::in
 // The exact MATH result (float64 from the BF16 inputs and the float32 factor).
 std::vector<double> exact_attention(const AttnData& a) {
   const std::int64_t W = a.H * a.d;
-  const double c = ops::sdpa_qk_factor(a.d);
+  const double c = official::sdpa_qk_factor(a.d);
   std::vector<double> out(std::size_t(a.Nq * W)), s(a.Nk);
   for (std::int64_t i = 0; i < a.Nq; ++i)
     for (std::int64_t h = 0; h < a.H; ++h) {
@@ -688,7 +689,7 @@ void math_case(Rig& ref, Rig& dut, bool positive_v) {
   const Result r = run_both(ref, dut, img, {{O, false, true}}, [=](const KernelContext& k) {
     k.ops->sdpa(k, Q, K, V, a.H, ops::SdpaOptions{}, O);
   });
-  const test::MathReplay rep = test::math_replay(a.q, a.k, a.v, a.H, ops::sdpa_qk_factor(a.d));
+  const test::MathReplay rep = test::math_replay(a.q, a.k, a.v, a.H, official::sdpa_qk_factor(a.d));
   ASSERT_GT(rep.min_p, 1e-30) << "probabilities must be normal floats for the exp bound";
   std::int64_t outside = 0;
   Sharpness sharp;
@@ -719,8 +720,8 @@ OnlineCpu online_cpu(const AttnData& a, const ops::SdpaOptions& opt, const std::
   ops::sdpa_online_begin(st);
   std::int64_t j0 = 0;
   for (const std::int64_t n : blocks) {
-    ops::sdpa_online_update(ops::as_matrix(a.q), ops::CBf16Mat{a.k.ptr() + j0 * W, n, W, W},
-                            ops::CBf16Mat{a.v.ptr() + j0 * W, n, W, W}, a.H, opt, st);
+    ops::sdpa_online_update(psi::as_matrix(a.q), psi::CBf16Mat{a.k.ptr() + j0 * W, n, W, W},
+                            psi::CBf16Mat{a.v.ptr() + j0 * W, n, W, W}, a.H, opt, st);
     j0 += n;
   }
   return s;
@@ -745,7 +746,7 @@ OnlineBound online_bound(const AttnData& a, const ops::SdpaOptions& opt) {
   const std::int64_t W = a.H * a.d, tiles = (a.Nk + opt.key_tile - 1) / opt.key_tile;
   OnlineBound b{double(tiles + 1) * kExpDiff + 2.0 * double(a.Nk + tiles + 2) * kU,
                 std::vector<double>(std::size_t(a.Nq * W)), std::vector<double>(std::size_t(a.Nq * W))};
-  const float factor = ops::sdpa_qk_factor(a.d);
+  const float factor = official::sdpa_qk_factor(a.d);
   const auto* kb = reinterpret_cast<const u16*>(a.k.ptr());
   std::vector<float> qs(a.d), s(a.Nk), mt(a.Nk);
   for (std::int64_t i = 0; i < a.Nq; ++i)

@@ -16,10 +16,10 @@
 
 #include "engine/error.h"
 #include "engine/sha256.h"
-#include "report/diff_figures.h"
 #include "experiments/drivers.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
+#include "report/diff_figures.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

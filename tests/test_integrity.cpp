@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
-#include "probes/recording.h"
 #include "hdf5/compare.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
+#include "probes/recording.h"
 #include "tests/psi_command.h"
 #include "tests/recordings.h"
 

@@ -1,4 +1,4 @@
-// The kernel configuration (engine/ops/kernel_config.h) and its file
+// The kernel configuration (engine/official/kernel_config.h) and its file
 // (experiments/kernel_config_file.h): the K slices, the recorded default, overrides reaching the
 // tensor-core Linear and SDPA MATH's two FP32 products bit for bit, the shape log and its sites,
 // and every malformed configuration file refused with its name.
@@ -13,16 +13,18 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/official/attention_math.h"
+#include "engine/official/kernel_config.h"
+#include "engine/official/tensor_core.h"
 #include "engine/ops/attention.h"
-#include "engine/ops/kernel_config.h"
-#include "engine/ops/official_attention.h"
-#include "engine/ops/tensor_core.h"
 #include "experiments/kernel_config_file.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using psi::Bf16;
+using namespace psi;
+using namespace psi::official;
 using namespace psi::ops;
 
 std::vector<Bf16> random_bf16(std::mt19937& g, std::size_t n) {

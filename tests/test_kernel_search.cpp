@@ -11,7 +11,7 @@
 #include "engine/error.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
-#include "engine/ops/kernel_config.h"
+#include "engine/official/kernel_config.h"
 #include "engine/pipeline/trajectory.h"
 #include "engine/sha256.h"
 #include "experiments/kernel_config_file.h"
@@ -88,9 +88,9 @@ TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   o.granules = {64};
   o.fma_chains = false;
   std::size_t seen = 0;
-  const auto r = psi::exp::search_kernels(t, psi::ops::KernelConfig{}, o,
+  const auto r = psi::exp::search_kernels(t, psi::official::KernelConfig{}, o,
                                           [&](const psi::exp::KernelTrial&, std::size_t done, std::size_t) { seen = done; });
-  EXPECT_TRUE(psi::ops::kernel_config().overrides().empty());
+  EXPECT_TRUE(psi::official::kernel_config().overrides().empty());
   EXPECT_EQ(r.start_objective, t.forced_step(1).sum());
   EXPECT_LE(r.best_objective, r.start_objective);
   EXPECT_EQ(r.sweeps, 1);
@@ -104,9 +104,9 @@ TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   for (const auto& tr : r.trials)
     if (tr.kept) kept_best = tr.objective;
   EXPECT_EQ(kept_best, r.best_objective);
-  psi::ops::set_kernel_config(r.best);
+  psi::official::set_kernel_config(r.best);
   EXPECT_EQ(t.forced_step(1).sum(), r.best_objective);
-  psi::ops::set_kernel_config({});
+  psi::official::set_kernel_config({});
 }
 
 // The searches whose numbers docs/official-kernels.md reports (docs/runs/kernel-search-step*.json,
@@ -126,13 +126,13 @@ TEST(KernelSearch, StoredSearchesHoldTheirNumbers) {
     nlohmann::json start_file = {{"schema", "psi-kernel-config/1"}, {"products", rec.at("start")}};
     const fs::path start_path = fs::temp_directory_path() / ("psi_start_" + std::to_string(::getpid()) + ".json");
     std::ofstream(start_path) << start_file.dump();
-    const psi::ops::KernelConfig start = psi::exp::read_kernel_config(start_path), best = psi::exp::read_kernel_config(e.path());
+    const psi::official::KernelConfig start = psi::exp::read_kernel_config(start_path), best = psi::exp::read_kernel_config(e.path());
     fs::remove(start_path);
-    psi::ops::set_kernel_config(start);
+    psi::official::set_kernel_config(start);
     EXPECT_EQ(one.forced_step(step).sum(), rec.at("start_objective").get<std::int64_t>()) << name;
-    psi::ops::set_kernel_config(best);
+    psi::official::set_kernel_config(best);
     EXPECT_EQ(one.forced_step(step).sum(), rec.at("best_objective").get<std::int64_t>()) << name;
-    psi::ops::set_kernel_config({});
+    psi::official::set_kernel_config({});
     for (const psi::exp::TinyTrajectory* t : {&one, &wide}) {
       const auto base = psi::exp::confirm(*t, {}), found = psi::exp::confirm(*t, best);
       int rows = 0;

@@ -1,4 +1,4 @@
-// libdevice's cosf/sinf model (engine/ops/nv_trig.h): the value the recorded full block's RoPE
+// libdevice's cosf/sinf model (engine/official/nv_trig.h): the value the recorded full block's RoPE
 // table implies, its error against the correctly rounded result, both reductions, special values.
 #include <bit>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/ops/nv_trig.h"
+#include "engine/official/nv_trig.h"
 
 using namespace psi;
 
@@ -55,11 +55,11 @@ TEST(NvTrig, CosOfTheFullBlockAngleIsOneUlpBelowTheRoundedValue) {
   const float x = -1128.7789f;
   EXPECT_EQ(cos_rounded(x), -0.5839843f);
   EXPECT_EQ(bits(cos_rounded(x)), 0xbf157fffu);
-  EXPECT_EQ(ops::nv_cosf(x), -0.583984375f);
-  EXPECT_EQ(bits(ops::nv_cosf(x)), 0xbf158000u);
+  EXPECT_EQ(official::nv_cosf(x), -0.583984375f);
+  EXPECT_EQ(bits(official::nv_cosf(x)), 0xbf158000u);
   EXPECT_EQ(std::cos(x), cos_rounded(x));  // the host's cosf is the rounded one
-  EXPECT_EQ(ops::cos_f32(x, ops::F32Math::cuda), ops::nv_cosf(x));
-  EXPECT_EQ(ops::cos_f32(x, ops::F32Math::host), std::cos(x));
+  EXPECT_EQ(official::cos_f32(x, official::F32Math::cuda), official::nv_cosf(x));
+  EXPECT_EQ(official::cos_f32(x, official::F32Math::host), std::cos(x));
 }
 
 // CUDA documents 2 ULPs for cosf/sinf over the whole range. On a sweep through the fast
@@ -68,10 +68,10 @@ TEST(NvTrig, CosOfTheFullBlockAngleIsOneUlpBelowTheRoundedValue) {
 // points: a faithful, not a correctly rounded, function (which is why psi's host cosf differs).
 TEST(NvTrig, WithinOneUlpOfTheRoundedValueOnASweep) {
   const float huge = std::numeric_limits<float>::max();
-  const Sweep fast_cos = sweep(ops::nv_cosf, cos_rounded, 1e-3f, 105615.0f, 997);
-  const Sweep fast_sin = sweep(ops::nv_sinf, sin_rounded, 1e-3f, 105615.0f, 997);
-  const Sweep slow_cos = sweep(ops::nv_cosf, cos_rounded, 105615.0f, huge, 99991);
-  const Sweep slow_sin = sweep(ops::nv_sinf, sin_rounded, 105615.0f, huge, 99991);
+  const Sweep fast_cos = sweep(official::nv_cosf, cos_rounded, 1e-3f, 105615.0f, 997);
+  const Sweep fast_sin = sweep(official::nv_sinf, sin_rounded, 1e-3f, 105615.0f, 997);
+  const Sweep slow_cos = sweep(official::nv_cosf, cos_rounded, 105615.0f, huge, 99991);
+  const Sweep slow_sin = sweep(official::nv_sinf, sin_rounded, 105615.0f, huge, 99991);
   EXPECT_EQ(fast_cos.points, 447408);
   EXPECT_EQ(slow_cos.points, 18690);
   for (const Sweep* s : {&fast_cos, &fast_sin, &slow_cos, &slow_sin}) EXPECT_EQ(s->max_ulp, 1);
@@ -84,23 +84,23 @@ TEST(NvTrig, WithinOneUlpOfTheRoundedValueOnASweep) {
 // Small arguments: sin x = x and cos x = 1 exactly where the polynomial's terms vanish.
 TEST(NvTrig, SmallArgumentsAndSigns) {
   for (const float x : {1e-20f, 1e-6f, -3e-5f}) {
-    EXPECT_EQ(ops::nv_sinf(x), x);
-    EXPECT_EQ(ops::nv_cosf(x), 1.0f);
+    EXPECT_EQ(official::nv_sinf(x), x);
+    EXPECT_EQ(official::nv_cosf(x), 1.0f);
   }
-  EXPECT_EQ(ops::nv_cosf(0.0f), 1.0f);
-  EXPECT_EQ(ops::nv_sinf(0.0f), 0.0f);
+  EXPECT_EQ(official::nv_cosf(0.0f), 1.0f);
+  EXPECT_EQ(official::nv_sinf(0.0f), 0.0f);
   // Odd and even functions, through both reductions.
   for (const float x : {0.7f, 2.5f, 1128.7789f, 3.0e5f, 1.0e30f}) {
-    EXPECT_EQ(ops::nv_sinf(-x), -ops::nv_sinf(x)) << x;
-    EXPECT_EQ(ops::nv_cosf(-x), ops::nv_cosf(x)) << x;
+    EXPECT_EQ(official::nv_sinf(-x), -official::nv_sinf(x)) << x;
+    EXPECT_EQ(official::nv_cosf(-x), official::nv_cosf(x)) << x;
   }
 }
 
 TEST(NvTrig, NonFiniteArgumentsGiveNaN) {
   for (const float x : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                         std::numeric_limits<float>::quiet_NaN()}) {
-    EXPECT_TRUE(std::isnan(ops::nv_cosf(x))) << x;
-    EXPECT_TRUE(std::isnan(ops::nv_sinf(x))) << x;
+    EXPECT_TRUE(std::isnan(official::nv_cosf(x))) << x;
+    EXPECT_TRUE(std::isnan(official::nv_sinf(x))) << x;
   }
 }
 
@@ -109,7 +109,7 @@ TEST(NvTrig, NonFiniteArgumentsGiveNaN) {
 TEST(NvTrig, ReductionsAgreeWithTheExactOne) {
   const long double half_pi = 1.5707963267948966192313216916397514L;
   for (const float x : {105614.99f, 105615.0f, 105615.01f, 123456.7f, 1.0e6f, -2.5e6f, 16777215.0f}) {
-    const ops::TrigReduction red = ops::nv_trig_reduce(x);
+    const official::TrigReduction red = official::nv_trig_reduce(x);
     const long double q = std::nearbyint(static_cast<long double>(x) / half_pi);
     const float r = float(static_cast<long double>(x) - q * half_pi);
     EXPECT_EQ((red.q - std::int64_t(q)) % 4, 0) << x;
@@ -118,6 +118,6 @@ TEST(NvTrig, ReductionsAgreeWithTheExactOne) {
   }
   // At the top of the range, where only 2/π's low limbs decide the fraction.
   const float top = std::numeric_limits<float>::max();
-  EXPECT_LE(std::abs(ulps(ops::nv_sinf(top), sin_rounded(top))), 1);
-  EXPECT_LE(std::abs(ulps(ops::nv_cosf(top), cos_rounded(top))), 1);
+  EXPECT_LE(std::abs(ulps(official::nv_sinf(top), sin_rounded(top))), 1);
+  EXPECT_LE(std::abs(ulps(official::nv_cosf(top), cos_rounded(top))), 1);
 }

@@ -1,4 +1,4 @@
-// The SDPA MATH attention core as the H200 computed it (official_attention.h, nv_expf.h): the
+// The SDPA MATH attention core as the H200 computed it (attention_math.h, nv_expf.h): the
 // recorded official sdpa_out bit for bit from the recorded q, k, v; the count the correctly
 // rounded expf stand-in reaches; the warp softmax against a literal lane-by-lane simulation of
 // softmax_warp_forward; rows of more than 2,048 keys against a literal thread-by-thread
@@ -19,15 +19,16 @@
 
 #include "engine/error.h"
 #include "engine/model/variant.h"
+#include "engine/official/attention_math.h"
+#include "engine/official/nv_expf.h"
 #include "engine/ops/attention.h"
-#include "engine/ops/nv_expf.h"
-#include "engine/ops/official_attention.h"
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 #include "engine/sha256.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 #include "tests/recordings.h"
 
+namespace official = psi::official;
 namespace ops = psi::ops;
 using psi::Bf16Tensor;
 
@@ -53,10 +54,10 @@ Recorded recorded() {
 
 constexpr std::int64_t kRecordedHeads = 32;
 
-Bf16Tensor run_h200(const Recorded& r, ops::ExpModel exp) {
+Bf16Tensor run_h200(const Recorded& r, official::ExpModel exp) {
   Bf16Tensor out(r.q.shape);
-  ops::sdpa_math_h200(ops::as_matrix(r.q), ops::as_matrix(r.k), ops::as_matrix(r.v), kRecordedHeads, nullptr, 0, exp,
-                      ops::as_matrix(out));
+  official::sdpa_math_h200(psi::as_matrix(r.q), psi::as_matrix(r.k), psi::as_matrix(r.v), kRecordedHeads, nullptr, 0, exp,
+                      psi::as_matrix(out));
   return out;
 }
 
@@ -70,7 +71,7 @@ std::int64_t equal_count(const Bf16Tensor& a, const Bf16Tensor& b) {
 // elements l, l+W, … (−∞ past the end), per-lane max then the xor butterfly on the max, per-lane
 // sums then the xor butterfly on the sums (every lane adding its partner's value at once), and
 // every element divided by its own lane's sum.
-std::vector<float> literal_warp_softmax(const std::vector<float>& x, ops::ExpModel exp) {
+std::vector<float> literal_warp_softmax(const std::vector<float>& x, official::ExpModel exp) {
   const int n = int(x.size());
   const int pow2 = int(std::bit_ceil(unsigned(n)));
   const int W = std::min(pow2, 32), iters = pow2 / W;
@@ -88,7 +89,7 @@ std::vector<float> literal_warp_softmax(const std::vector<float>& x, ops::ExpMod
   }
   for (int l = 0; l < W; ++l)
     for (int it = 0; it < iters; ++it) {
-      e[l][it] = ops::nv_expf(e[l][it] - mx[l], exp);
+      e[l][it] = official::nv_expf(e[l][it] - mx[l], exp);
       sum[l] += e[l][it];
     }
   for (int off = W / 2; off > 0; off /= 2) {
@@ -108,7 +109,7 @@ std::vector<float> literal_warp_softmax(const std::vector<float>& x, ops::ExpMod
 // the block sum as cuda_utils::BlockReduce forms it, simulated for every lane (shfl_down hands a
 // lane whose source is past the warp its own value); every element expf(x − max) / sum, the
 // kernel's NaN for a row of −∞ replaced by zeros as _safe_softmax does.
-std::vector<float> literal_reg_softmax(const std::vector<float>& x, ops::ExpModel exp) {
+std::vector<float> literal_reg_softmax(const std::vector<float>& x, official::ExpModel exp) {
   constexpr int T = 1024, L = 32;
   const int n = int(x.size()), regs = (n + T - 1) / T;
   using Warp = std::array<float, L>;
@@ -140,11 +141,11 @@ std::vector<float> literal_reg_softmax(const std::vector<float>& x, ops::ExpMode
   const float m = block_reduce(tmax, true, std::numeric_limits<float>::lowest());
   for (int t = 0; t < T; ++t)
     for (int r = 0; r < regs; ++r)
-      if (t + r * T < n) texp[t] = texp[t] + ops::nv_expf(x[t + r * T] - m, exp);
+      if (t + r * T < n) texp[t] = texp[t] + official::nv_expf(x[t + r * T] - m, exp);
   const float sum = block_reduce(texp, false, 0.0f);
   std::vector<float> out(n);
   for (int j = 0; j < n; ++j) {
-    out[j] = ops::nv_expf(x[j] - m, exp) / sum;
+    out[j] = official::nv_expf(x[j] - m, exp) / sum;
     if (std::isnan(out[j]) && std::all_of(x.begin(), x.end(), [](float v) { return v == -kInf; })) out[j] = 0.0f;
   }
   return out;
@@ -156,7 +157,7 @@ template <class Softmax>
 Bf16Tensor plain_h200_head(const Bf16Tensor& q, const Bf16Tensor& k, const Bf16Tensor& v, const float* mask,
                            Softmax softmax) {
   const std::int64_t Nq = q.shape[0], Nk = k.shape[0], d = q.shape[1];
-  const float s = ops::sdpa_qk_factor(d);
+  const float s = official::sdpa_qk_factor(d);
   Bf16Tensor out({Nq, d});
   for (std::int64_t i = 0; i < Nq; ++i) {
     std::vector<float> row(Nk);
@@ -189,7 +190,7 @@ TEST(OfficialAttention, RecordedSdpaOutBitwise) {
   const auto r = recorded();
   ASSERT_TRUE(r.sdpa_out.full);
   ASSERT_EQ(r.q.shape, (psi::Shape{1, 126, 2048}));
-  const Bf16Tensor out = run_h200(r, ops::ExpModel::ex2_table);
+  const Bf16Tensor out = run_h200(r, official::ExpModel::ex2_table);
   EXPECT_EQ(equal_count(out, r.sdpa_out.data), 258048);
   EXPECT_EQ(psi::sha256_hex(out), r.sdpa_out.sha256_full);
 
@@ -197,20 +198,20 @@ TEST(OfficialAttention, RecordedSdpaOutBitwise) {
   const ops::SdpaOptions opt = psi::model::numerics_variant("official-h200").sdpa(64);
   EXPECT_EQ(opt.core, ops::AttentionCore::h200_math);
   Bf16Tensor via_sdpa(r.q.shape);
-  ops::sdpa(ops::as_matrix(r.q), ops::as_matrix(r.k), ops::as_matrix(r.v), kRecordedHeads, opt,
-            ops::as_matrix(via_sdpa));
+  ops::sdpa(psi::as_matrix(r.q), psi::as_matrix(r.k), psi::as_matrix(r.v), kRecordedHeads, opt,
+            psi::as_matrix(via_sdpa));
   EXPECT_EQ(via_sdpa.data, out.data);
 }
 
 TEST(OfficialAttention, StandInCountsOnTheRecording) {
   const auto r = recorded();
   // A correctly rounded expf in the same core: the spec's 258,037–258,045 of 258,048.
-  const std::int64_t stand_in = equal_count(run_h200(r, ops::ExpModel::correctly_rounded), r.sdpa_out.data);
+  const std::int64_t stand_in = equal_count(run_h200(r, official::ExpModel::correctly_rounded), r.sdpa_out.data);
   EXPECT_EQ(stand_in, 258037);
   // psi's dense MATH core (reduce.h sums, std::exp), for scale.
   Bf16Tensor dense(r.q.shape);
-  ops::sdpa(ops::as_matrix(r.q), ops::as_matrix(r.k), ops::as_matrix(r.v), kRecordedHeads, ops::SdpaOptions{},
-            ops::as_matrix(dense));
+  ops::sdpa(psi::as_matrix(r.q), psi::as_matrix(r.k), psi::as_matrix(r.v), kRecordedHeads, ops::SdpaOptions{},
+            psi::as_matrix(dense));
   EXPECT_EQ(equal_count(dense, r.sdpa_out.data), 258022);
 }
 
@@ -219,13 +220,13 @@ TEST(OfficialAttention, ThreadCountDoesNotMatter) {
   const Bf16Tensor q = random_bf16({37, 128}, 1.0f, rng), k = random_bf16({53, 128}, 1.0f, rng),
                    v = random_bf16({53, 128}, 1.0f, rng);
   Bf16Tensor a({37, 128}), b({37, 128});
-  ops::set_thread_count(1);
-  ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 2, nullptr, 0,
-                      ops::ExpModel::ex2_table, ops::as_matrix(a));
-  ops::set_thread_count(3);
-  ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 2, nullptr, 0,
-                      ops::ExpModel::ex2_table, ops::as_matrix(b));
-  ops::set_thread_count(0);
+  psi::set_thread_count(1);
+  official::sdpa_math_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 2, nullptr, 0,
+                      official::ExpModel::ex2_table, psi::as_matrix(a));
+  psi::set_thread_count(3);
+  official::sdpa_math_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 2, nullptr, 0,
+                      official::ExpModel::ex2_table, psi::as_matrix(b));
+  psi::set_thread_count(0);
   EXPECT_EQ(a.data, b.data);
 }
 
@@ -236,7 +237,7 @@ TEST(WarpSoftmax, ButterflyAddsPartnersNotInLaneOrder) {
   float lanes[32] = {};
   lanes[0] = 1.0f;
   lanes[8] = lanes[24] = std::ldexp(1.0f, -24);
-  EXPECT_EQ(ops::warp_butterfly_sum(lanes, 32), 1.0f + std::ldexp(1.0f, -23));
+  EXPECT_EQ(official::warp_butterfly_sum(lanes, 32), 1.0f + std::ldexp(1.0f, -23));
   float seq = 0.0f;
   for (float x : lanes) seq += x;
   EXPECT_EQ(seq, 1.0f);
@@ -245,12 +246,12 @@ TEST(WarpSoftmax, ButterflyAddsPartnersNotInLaneOrder) {
   float l2[32] = {};
   l2[0] = 16777216.0f;
   l2[1] = l2[17] = 1.0f;
-  EXPECT_EQ(ops::warp_butterfly_sum(l2, 32), 16777218.0f);
+  EXPECT_EQ(official::warp_butterfly_sum(l2, 32), 16777218.0f);
   // A narrower warp (rows of at most 16 keys): offsets 8, 4, 2, 1 only.
   float l3[16] = {};
   l3[0] = 1.0f;
   l3[4] = l3[12] = std::ldexp(1.0f, -24);
-  EXPECT_EQ(ops::warp_butterfly_sum(l3, 16), 1.0f + std::ldexp(1.0f, -23));
+  EXPECT_EQ(official::warp_butterfly_sum(l3, 16), 1.0f + std::ldexp(1.0f, -23));
 }
 
 TEST(WarpSoftmax, MatchesTheLiteralKernel) {
@@ -260,79 +261,79 @@ TEST(WarpSoftmax, MatchesTheLiteralKernel) {
     std::vector<float> x(len);
     for (auto& v : x) v = n(rng);
     if (len > 3) x[len / 2] = -kInf;  // a masked key
-    for (auto exp : {ops::ExpModel::ex2_table, ops::ExpModel::correctly_rounded}) {
+    for (auto exp : {official::ExpModel::ex2_table, official::ExpModel::correctly_rounded}) {
       std::vector<float> mine = x;
-      ops::h200_softmax_row(mine.data(), len, exp);
+      official::h200_softmax_row(mine.data(), len, exp);
       EXPECT_EQ(mine, literal_warp_softmax(x, exp)) << "n = " << len;
     }
   }
   std::vector<float> masked(50, -kInf);
-  ops::h200_softmax_row(masked.data(), 50, ops::ExpModel::ex2_table);
+  official::h200_softmax_row(masked.data(), 50, official::ExpModel::ex2_table);
   EXPECT_EQ(masked, std::vector<float>(50, 0.0f));  // _safe_softmax
 }
 
 TEST(NvExpf, Ex2TableOnHandCheckedValues) {
   // Integers: offset 0 in row 0, A = 2^25 → mantissa exactly 1.0; the integer is the exponent.
-  for (int n = -126; n <= 127; ++n) EXPECT_EQ(ops::ex2_approx_ftz(float(n)), std::ldexp(1.0f, n)) << n;
-  EXPECT_EQ(ops::ex2_approx_ftz(-127.0f), 0.0f);  // 2^-127 is subnormal: flushed
-  EXPECT_EQ(ops::ex2_approx_ftz(128.0f), kInf);
-  EXPECT_EQ(ops::ex2_approx_ftz(-200.0f), 0.0f);
+  for (int n = -126; n <= 127; ++n) EXPECT_EQ(official::ex2_approx_ftz(float(n)), std::ldexp(1.0f, n)) << n;
+  EXPECT_EQ(official::ex2_approx_ftz(-127.0f), 0.0f);  // 2^-127 is subnormal: flushed
+  EXPECT_EQ(official::ex2_approx_ftz(128.0f), kInf);
+  EXPECT_EQ(official::ex2_approx_ftz(-200.0f), 0.0f);
   // 0.5: row 32, offset 0: A = 0x2d413cc, (A << 13 + 0x77e2) >> 15 = A >> 2 = 0xb504f3.
-  EXPECT_EQ(bits(ops::ex2_approx_ftz(0.5f)), 0x3fb504f3u);
-  EXPECT_EQ(bits(ops::ex2_approx_ftz(1.5f)), 0x403504f3u);
+  EXPECT_EQ(bits(official::ex2_approx_ftz(0.5f)), 0x3fb504f3u);
+  EXPECT_EQ(bits(official::ex2_approx_ftz(1.5f)), 0x403504f3u);
   // 1.5·2^-24 truncates to fixed-point 0 → exactly 1. Rounded (envytools) it would be one unit,
   // (2^38 + 0x58b9 + 0x77e2) >> 15 = 2^23 + 1: 1 + 2^-23.
-  EXPECT_EQ(ops::ex2_approx_ftz(from_bits(0x33c00000)), 1.0f);
+  EXPECT_EQ(official::ex2_approx_ftz(from_bits(0x33c00000)), 1.0f);
   // Input flush: zeros and subnormals are 2^0.
-  EXPECT_EQ(ops::ex2_approx_ftz(std::numeric_limits<float>::denorm_min()), 1.0f);
-  EXPECT_EQ(ops::ex2_approx_ftz(-std::numeric_limits<float>::denorm_min()), 1.0f);
-  EXPECT_EQ(ops::ex2_approx_ftz(-0.0f), 1.0f);
-  EXPECT_EQ(ops::ex2_approx_ftz(-1e-30f), 1.0f);  // truncated to 0 as well
-  EXPECT_EQ(ops::ex2_approx_ftz(-kInf), 0.0f);
-  EXPECT_EQ(ops::ex2_approx_ftz(kInf), kInf);
-  EXPECT_TRUE(std::isnan(ops::ex2_approx_ftz(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(official::ex2_approx_ftz(std::numeric_limits<float>::denorm_min()), 1.0f);
+  EXPECT_EQ(official::ex2_approx_ftz(-std::numeric_limits<float>::denorm_min()), 1.0f);
+  EXPECT_EQ(official::ex2_approx_ftz(-0.0f), 1.0f);
+  EXPECT_EQ(official::ex2_approx_ftz(-1e-30f), 1.0f);  // truncated to 0 as well
+  EXPECT_EQ(official::ex2_approx_ftz(-kInf), 0.0f);
+  EXPECT_EQ(official::ex2_approx_ftz(kInf), kInf);
+  EXPECT_TRUE(std::isnan(official::ex2_approx_ftz(std::numeric_limits<float>::quiet_NaN())));
   // Within the documented 2 ulp of 2^x over [-2, 2].
   for (float x = -2.0f; x <= 2.0f; x += 0.0009765625f * 0.37f) {
     const double exact = std::exp2(double(x));
-    const float got = ops::ex2_approx_ftz(x);
+    const float got = official::ex2_approx_ftz(x);
     EXPECT_LE(std::fabs(got - exact), 2.0 * std::ldexp(1.0, std::ilogb(exact) - 23)) << x;
   }
 }
 
 TEST(NvExpf, ReductionAndBoundaries) {
   // x = 0: t = 0.5, j = 12582913 + 126, k = 0, r = +0, 2^0 · ex2(0) = 1.
-  EXPECT_EQ(ops::nv_expf_reduce(0.0f).k, 0);
-  EXPECT_EQ(bits(ops::nv_expf_reduce(0.0f).r), 0u);
-  EXPECT_EQ(ops::nv_expf(0.0f), 1.0f);
-  EXPECT_EQ(ops::nv_expf(-kInf), 0.0f);  // t saturates to 0, k = -126, r = -inf, ex2 = 0
-  EXPECT_EQ(ops::nv_expf(kInf), kInf);
-  EXPECT_TRUE(std::isnan(ops::nv_expf(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_EQ(ops::nv_expf(89.0f), kInf);
+  EXPECT_EQ(official::nv_expf_reduce(0.0f).k, 0);
+  EXPECT_EQ(bits(official::nv_expf_reduce(0.0f).r), 0u);
+  EXPECT_EQ(official::nv_expf(0.0f), 1.0f);
+  EXPECT_EQ(official::nv_expf(-kInf), 0.0f);  // t saturates to 0, k = -126, r = -inf, ex2 = 0
+  EXPECT_EQ(official::nv_expf(kInf), kInf);
+  EXPECT_TRUE(std::isnan(official::nv_expf(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(official::nv_expf(89.0f), kInf);
   // k saturates at ±126: below, r carries the rest and the product goes subnormal (kept: the
   // multiply is IEEE, only ex2 flushes).
-  EXPECT_EQ(ops::nv_expf_reduce(-87.5f).k, -126);
-  EXPECT_EQ(ops::nv_expf_reduce(88.5f).k, 126);
-  const float sub = ops::nv_expf(-87.5f);
+  EXPECT_EQ(official::nv_expf_reduce(-87.5f).k, -126);
+  EXPECT_EQ(official::nv_expf_reduce(88.5f).k, 126);
+  const float sub = official::nv_expf(-87.5f);
   EXPECT_GT(sub, 0.0f);
   EXPECT_LT(sub, std::numeric_limits<float>::min());
   EXPECT_LE(std::fabs(double(sub) - std::exp(-87.5)), std::ldexp(1.0, -149));
-  EXPECT_EQ(ops::nv_expf(-104.0f), 0.0f);  // e^-104 < 2^-150: rounds to 0
+  EXPECT_EQ(official::nv_expf(-104.0f), 0.0f);  // e^-104 < 2^-150: rounds to 0
   // Across every k boundary in the softmax range, r + k is x·log2(e) and r stays within one
   // rounding of [0, 1); the result is within 2 ulp of e^x on both sides.
   for (int n = -125; n <= 0; ++n) {
     const float b = float(n / std::log2(std::exp(1.0)));
     for (float x : {std::nextafter(b, -kInf), b, std::nextafter(b, kInf)}) {
-      const auto red = ops::nv_expf_reduce(x);
+      const auto red = official::nv_expf_reduce(x);
       const double l = double(x) * std::log2(std::exp(1.0));
       EXPECT_NEAR(red.r + red.k, l, 1e-5) << x;
       EXPECT_GT(red.r, -1e-5) << x;
       EXPECT_LT(red.r, 1.0 + 1e-5) << x;
       const double exact = std::exp(double(x));
-      EXPECT_LE(std::fabs(ops::nv_expf(x) - exact), 2.0 * std::ldexp(1.0, std::ilogb(exact) - 23)) << x;
+      EXPECT_LE(std::fabs(official::nv_expf(x) - exact), 2.0 * std::ldexp(1.0, std::ilogb(exact) - 23)) << x;
     }
   }
   // The stand-in is e^x correctly rounded.
-  EXPECT_EQ(ops::nv_expf(1.0f, ops::ExpModel::correctly_rounded), from_bits(0x402df854));
+  EXPECT_EQ(official::nv_expf(1.0f, official::ExpModel::correctly_rounded), from_bits(0x402df854));
 }
 
 TEST(BlockSoftmax, MatchesTheLiteralKernel) {
@@ -342,17 +343,17 @@ TEST(BlockSoftmax, MatchesTheLiteralKernel) {
     std::vector<float> x(len);
     for (auto& v : x) v = n(rng);
     x[len / 3] = -kInf;  // a masked key
-    for (auto exp : {ops::ExpModel::ex2_table, ops::ExpModel::correctly_rounded}) {
+    for (auto exp : {official::ExpModel::ex2_table, official::ExpModel::correctly_rounded}) {
       std::vector<float> mine = x;
-      ops::h200_softmax_row(mine.data(), len, exp);
+      official::h200_softmax_row(mine.data(), len, exp);
       EXPECT_EQ(mine, literal_reg_softmax(x, exp)) << "n = " << len;
     }
   }
   std::vector<float> masked(3000, -kInf);
-  ops::h200_softmax_row(masked.data(), 3000, ops::ExpModel::ex2_table);
+  official::h200_softmax_row(masked.data(), 3000, official::ExpModel::ex2_table);
   EXPECT_EQ(masked, std::vector<float>(3000, 0.0f));  // _safe_softmax over the kernel's NaN
-  std::vector<float> too_long(ops::kRegSoftmaxMaxKeys + 1, 0.0f);
-  EXPECT_THROW(ops::h200_softmax_row(too_long.data(), std::int64_t(too_long.size()), ops::ExpModel::ex2_table),
+  std::vector<float> too_long(official::kRegSoftmaxMaxKeys + 1, 0.0f);
+  EXPECT_THROW(official::h200_softmax_row(too_long.data(), std::int64_t(too_long.size()), official::ExpModel::ex2_table),
                psi::Error);
 }
 
@@ -363,13 +364,13 @@ TEST(BlockSoftmax, BlockReduceAddsInTreeOrder) {
   std::vector<float> t(1024, 0.0f);
   t[0] = 1.0f;
   t[8] = t[24] = std::ldexp(1.0f, -24);
-  EXPECT_EQ(ops::block_reduce_sum(t.data(), 1024), 1.0f + std::ldexp(1.0f, -23));
+  EXPECT_EQ(official::block_reduce_sum(t.data(), 1024), 1.0f + std::ldexp(1.0f, -23));
   // Across warps: warp 0 sums to 1, warps 8 and 24 to 2^-24 each; the second stage is the same
   // tree over the warp sums.
   std::fill(t.begin(), t.end(), 0.0f);
   t[0] = 1.0f;
   t[8 * 32 + 5] = t[24 * 32 + 31] = std::ldexp(1.0f, -24);
-  EXPECT_EQ(ops::block_reduce_sum(t.data(), 1024), 1.0f + std::ldexp(1.0f, -23));
+  EXPECT_EQ(official::block_reduce_sum(t.data(), 1024), 1.0f + std::ldexp(1.0f, -23));
   float seq = 0.0f;
   for (float v : t) seq += v;
   EXPECT_EQ(seq, 1.0f);
@@ -377,10 +378,10 @@ TEST(BlockSoftmax, BlockReduceAddsInTreeOrder) {
   std::fill(t.begin(), t.end(), 0.0f);
   t[0] = 16777216.0f;
   t[1] = t[17] = 1.0f;
-  EXPECT_EQ(ops::block_reduce_sum(t.data(), 1024), 16777218.0f);
+  EXPECT_EQ(official::block_reduce_sum(t.data(), 1024), 16777218.0f);
   // A block of fewer warps pads the second stage with +0.
-  EXPECT_EQ(ops::block_reduce_sum(t.data(), 64), 16777218.0f);
-  EXPECT_THROW(ops::block_reduce_sum(t.data(), 48), psi::Error);
+  EXPECT_EQ(official::block_reduce_sum(t.data(), 64), 16777218.0f);
+  EXPECT_THROW(official::block_reduce_sum(t.data(), 48), psi::Error);
 }
 
 TEST(OfficialAttention, RowLengthPicksTheKernel) {
@@ -394,13 +395,13 @@ TEST(OfficialAttention, RowLengthPicksTheKernel) {
     for (std::int64_t j = 0; j < nk; ++j) mask[1 * nk + j] = -kInf;  // row 1 fully masked
     for (std::int64_t j = 0; j < nk; j += 3) mask[2 * nk + j] = -kInf;
     Bf16Tensor got({5, 64});
-    ops::sdpa_math_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 1, mask.data(), nk,
-                        ops::ExpModel::ex2_table, ops::as_matrix(got));
+    official::sdpa_math_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 1, mask.data(), nk,
+                        official::ExpModel::ex2_table, psi::as_matrix(got));
     const Bf16Tensor want = plain_h200_head(q, k, v, mask.data(), [&](std::vector<float>& row) {
-      if (nk > ops::kWarpSoftmaxMaxKeys) row = literal_reg_softmax(row, ops::ExpModel::ex2_table);
+      if (nk > official::kWarpSoftmaxMaxKeys) row = literal_reg_softmax(row, official::ExpModel::ex2_table);
       else if (std::all_of(row.begin(), row.end(), [](float x) { return x == -kInf; }))
         std::fill(row.begin(), row.end(), 0.0f);  // _safe_softmax over the kernel's NaN
-      else row = literal_warp_softmax(row, ops::ExpModel::ex2_table);
+      else row = literal_warp_softmax(row, official::ExpModel::ex2_table);
     });
     EXPECT_EQ(got.data, want.data) << nk << " keys";
     for (std::int64_t c = 0; c < 64; ++c) EXPECT_EQ(got.data[64 + c].bits, 0) << "masked row";

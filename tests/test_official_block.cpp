@@ -15,14 +15,15 @@
 #include "engine/model/block.h"
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
+#include "engine/official/norm_stats.h"
+#include "engine/official/nv_rsqrt.h"
 #include "engine/ops/norm.h"
-#include "engine/ops/nv_rsqrt.h"
 #include "engine/pipeline/positions.h"
 #include "engine/sha256.h"
+#include "hdf5/h5.h"
 #include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
-#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 using namespace psi;
@@ -71,7 +72,7 @@ TEST(OfficialBlock, EverySmallBlockProbeIsBitwiseTheRecording) {
 // the recording of the path the variant claims: the video rows are independent of each other up
 // to attn2, so eight of the 4,928 stand for all, and the audio stream up to audio_attn2 does not
 // see the video. The one-token context makes to_k and to_v one-row products over K = 4,096,
-// which the H200 splits in two (ops::recorded_choice); as one chain they differ in 21,888 of the
+// which the H200 splits in two (official::recorded_choice); as one chain they differ in 21,888 of the
 // 1,048,576 elements the MATH recording stores (rows 0-255), in every row. Under FLASH the audio
 // self-attention (32 heads x 64, 126 keys) is the plain kernel's one 128-key tile and the
 // one-key text cross-attentions mask 127 of their tile's keys.
@@ -112,7 +113,7 @@ void expect_full_block_rows_bitwise(const std::string& variant, const std::strin
   F32Tensor vp({1, 3, R, 2});
   for (std::int64_t a = 0; a < 3; ++a)
     std::copy_n(all.data.begin() + a * all.dim(2) * 2, R * 2, vp.data.begin() + a * R * 2);
-  const model::BlockRope t = model::block_rope(c, vp, rec.input_f32("inputs/audio.positions"), ops::F32Math::cuda);
+  const model::BlockRope t = model::block_rope(c, vp, rec.input_f32("inputs/audio.positions"), official::F32Math::cuda);
   in.video.pe = t.video;
   in.video.cross_pe = t.video_cross;
   in.audio.pe = t.audio;
@@ -192,15 +193,15 @@ TEST(OfficialBlock, ExplainIsForBlockCasesOnly) {
 // rounded 1/√x everywhere (checked against long double over whole binades and random inputs),
 // the special values, and the parity split of the exponent (x and 4x differ by exactly 2^−1).
 TEST(OfficialBlock, RsqrtModelIsWithinTwoUlpAndExactAtPowersOfFour) {
-  for (int e = -60; e <= 60; e += 2) EXPECT_EQ(ops::rsqrt_approx(std::ldexp(1.0f, e)), std::ldexp(1.0f, -e / 2)) << e;
+  for (int e = -60; e <= 60; e += 2) EXPECT_EQ(official::rsqrt_approx(std::ldexp(1.0f, e)), std::ldexp(1.0f, -e / 2)) << e;
   float worst = 0.0f;
   std::int64_t inexact = 0;
   auto check = [&](float x) {
     const float want = float(1.0L / std::sqrt(static_cast<long double>(x)));
-    const float got = ops::rsqrt_approx(x);
+    const float got = official::rsqrt_approx(x);
     worst = std::max(worst, ulp_distance(got, want));
     inexact += got != want;
-    EXPECT_EQ(ops::rsqrt_approx(4.0f * x), got * 0.5f) << x;
+    EXPECT_EQ(official::rsqrt_approx(4.0f * x), got * 0.5f) << x;
   };
   for (std::uint32_t b = 0x3f800000u; b < 0x40800000u; b += 7) check(std::bit_cast<float>(b));  // [1, 4)
   std::mt19937 rng(5);
@@ -208,11 +209,11 @@ TEST(OfficialBlock, RsqrtModelIsWithinTwoUlpAndExactAtPowersOfFour) {
   for (int i = 0; i < 200000; ++i) check(std::exp2(expo(rng)));
   EXPECT_LE(worst, 2.0f);
   EXPECT_GT(inexact, 0);  // an approximation, not a rounding: the model must not collapse into one
-  EXPECT_EQ(ops::rsqrt_approx(0.0f), std::numeric_limits<float>::infinity());
-  EXPECT_EQ(ops::rsqrt_approx(-0.0f), -std::numeric_limits<float>::infinity());
-  EXPECT_EQ(ops::rsqrt_approx(std::numeric_limits<float>::infinity()), 0.0f);
-  EXPECT_TRUE(std::isnan(ops::rsqrt_approx(-1.0f)));
-  EXPECT_TRUE(std::isnan(ops::rsqrt_approx(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(official::rsqrt_approx(0.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(official::rsqrt_approx(-0.0f), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(official::rsqrt_approx(std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(official::rsqrt_approx(-1.0f)));
+  EXPECT_TRUE(std::isnan(official::rsqrt_approx(std::numeric_limits<float>::quiet_NaN())));
 }
 
 // The kernel's sum of squares against a reference written as the block runs it: 128 threads
@@ -239,11 +240,11 @@ TEST(OfficialBlock, SumOfSquaresFollowsTheKernelsThreadsAndTrees) {
     }
     for (int offset = 2; offset > 0; offset /= 2)
       for (int w = 0; w < offset; ++w) warps[w] = warps[w] + warps[w + offset];
-    EXPECT_EQ(std::bit_cast<std::uint32_t>(ops::h200_sum_of_squares(x.data(), n)), std::bit_cast<std::uint32_t>(warps[0]))
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(official::h200_sum_of_squares(x.data(), n)), std::bit_cast<std::uint32_t>(warps[0]))
         << n;
   }
   std::vector<Bf16> odd(6, bf16_rne(1.0f));
-  EXPECT_THROW(ops::h200_sum_of_squares(odd.data(), 6), Error);
+  EXPECT_THROW(official::h200_sum_of_squares(odd.data(), 6), Error);
 }
 
 // The h200 RMS norm: rstd from the kernel's sum and MUFU.RSQ, then (x · rstd) · w, one BF16
@@ -259,7 +260,7 @@ TEST(OfficialBlock, RmsNormKernelsCombineTheirPieces) {
   const Bf16Tensor y_psi = ops::rms_norm(x, &w, 1e-6f);
   std::int64_t differs = 0;
   for (std::int64_t r = 0; r < rows; ++r) {
-    const float rstd = ops::rsqrt_approx(ops::h200_sum_of_squares(x.ptr() + r * n, n) / float(n) + 1e-6f);
+    const float rstd = official::rsqrt_approx(official::h200_sum_of_squares(x.ptr() + r * n, n) / float(n) + 1e-6f);
     for (std::int64_t c = 0; c < n; ++c) {
       const float xv = x.data[r * n + c].to_float();
       EXPECT_EQ(y.data[r * n + c].bits, bf16_rne((xv * rstd) * w.data[c].to_float()).bits) << r << " " << c;
@@ -306,7 +307,7 @@ TEST(OfficialBlock, LayerNormWelfordFollowsTheKernelsThreadsAndTrees) {
     }
     for (int offset = 2; offset > 0; offset /= 2)
       for (int w = 0; w < offset; ++w) warps[w] = combine(warps[w], warps[w + offset]);
-    const ops::LayerNormStats st = ops::h200_layer_norm_stats(x.data(), n);
+    const official::LayerNormStats st = official::h200_layer_norm_stats(x.data(), n);
     EXPECT_EQ(std::bit_cast<std::uint32_t>(st.mean), std::bit_cast<std::uint32_t>(warps[0].mean)) << n;
     EXPECT_EQ(std::bit_cast<std::uint32_t>(st.var), std::bit_cast<std::uint32_t>(warps[0].sigma2 / float(n))) << n;
     double mean = 0.0, var = 0.0;
@@ -318,18 +319,18 @@ TEST(OfficialBlock, LayerNormWelfordFollowsTheKernelsThreadsAndTrees) {
     EXPECT_NEAR(st.var, var, 1e-5 * var) << n;
   }
   std::vector<Bf16> same(512, bf16_rne(1.5f));  // constant rows: exact mean, zero variance
-  EXPECT_EQ(ops::h200_layer_norm_stats(same.data(), 512).mean, 1.5f);
-  EXPECT_EQ(ops::h200_layer_norm_stats(same.data(), 512).var, 0.0f);
+  EXPECT_EQ(official::h200_layer_norm_stats(same.data(), 512).mean, 1.5f);
+  EXPECT_EQ(official::h200_layer_norm_stats(same.data(), 512).var, 0.0f);
   std::vector<Bf16> odd(6, bf16_rne(1.0f));
-  EXPECT_THROW(ops::h200_layer_norm_stats(odd.data(), 6), Error);
+  EXPECT_THROW(official::h200_layer_norm_stats(odd.data(), 6), Error);
 
   Bf16Tensor m({3, 256});
   for (auto& v : m.data) v = bf16_rne(u(rng));
   Bf16Tensor y(m.shape);
-  ops::layer_norm(ops::as_matrix(m), 1e-6f, ops::as_matrix(y), ops::NormKernel::h200);
+  ops::layer_norm(psi::as_matrix(m), 1e-6f, psi::as_matrix(y), ops::NormKernel::h200);
   for (std::int64_t r = 0; r < 3; ++r) {
-    const ops::LayerNormStats st = ops::h200_layer_norm_stats(m.ptr() + r * 256, 256);
-    const float rstd = ops::rsqrt_approx(st.var + 1e-6f);
+    const official::LayerNormStats st = official::h200_layer_norm_stats(m.ptr() + r * 256, 256);
+    const float rstd = official::rsqrt_approx(st.var + 1e-6f);
     for (std::int64_t c = 0; c < 256; ++c)
       EXPECT_EQ(y.data[r * 256 + c].bits, bf16_rne(rstd * (m.data[r * 256 + c].to_float() - st.mean)).bits);
   }
@@ -354,8 +355,8 @@ TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
     const std::string in = std::string("/") + k.group + "/inputs/";
     const model::ModelConfig c = model::model_config(k.config, k.profile);
     const F32Tensor vp = f.read_f32(in + "video.positions"), ap = f.read_f32(in + "audio.positions");
-    const model::BlockRope cuda = model::block_rope(c, vp, ap, ops::F32Math::cuda);
-    const model::BlockRope host = model::block_rope(c, vp, ap, ops::F32Math::host);
+    const model::BlockRope cuda = model::block_rope(c, vp, ap, official::F32Math::cuda);
+    const model::BlockRope host = model::block_rope(c, vp, ap, official::F32Math::host);
     const std::pair<const char*, const ops::RopeTables*> tables[] = {
         {"video.pe", &cuda.video}, {"audio.pe", &cuda.audio}, {"video.cross_pe", &cuda.video_cross},
         {"audio.cross_pe", &cuda.audio_cross}};
@@ -375,7 +376,7 @@ TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
   }
   auto g = h5::File::open_read(reference("probe_attn_traj.h5"));
   const ops::RopeTables p = ops::rope_tables(g.read_f32("/probe_audio_self_attn/inputs/positions"), {20}, 2048, 32,
-                                             10000.0, ops::F32Math::cuda);
+                                             10000.0, official::F32Math::cuda);
   EXPECT_EQ(sha256_hex(p.cos), g.attr_string("/probe_audio_self_attn/inputs/pe_cos", "sha256_full"));
   EXPECT_EQ(sha256_hex(p.sin), g.attr_string("/probe_audio_self_attn/inputs/pe_sin", "sha256_full"));
 }
@@ -385,13 +386,13 @@ TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
 // exactly (the IEEE division differs in 462 video and 140 audio values, test_pipeline.cpp).
 TEST(OfficialBlock, PositionsWithReciprocalProductsAreTheRecordedOnes) {
   auto f = h5::File::open_read(reference("block_small.h5"));
-  EXPECT_EQ(pipeline::video_positions(4, 11, 14, 24.0f, ops::F32Math::cuda).data,
+  EXPECT_EQ(pipeline::video_positions(4, 11, 14, 24.0f, official::F32Math::cuda).data,
             f.read_f32("/block_small/inputs/video.positions").data);
-  EXPECT_EQ(pipeline::audio_positions(126, ops::F32Math::cuda).data,
+  EXPECT_EQ(pipeline::audio_positions(126, official::F32Math::cuda).data,
             f.read_f32("/block_small/inputs/audio.positions").data);
   auto g = h5::File::open_read(reference("block_full_math.h5"));
-  EXPECT_EQ(pipeline::video_positions(16, 14, 22, 24.0f, ops::F32Math::cuda).data,
+  EXPECT_EQ(pipeline::video_positions(16, 14, 22, 24.0f, official::F32Math::cuda).data,
             g.read_f32("/block_full_first/inputs/video.positions").data);
-  EXPECT_EQ(pipeline::audio_positions(126, ops::F32Math::cuda).data,
+  EXPECT_EQ(pipeline::audio_positions(126, official::F32Math::cuda).data,
             g.read_f32("/block_full_first/inputs/audio.positions").data);
 }

@@ -1,4 +1,4 @@
-// The SDPA FLASH attention core as the H200 computed it (official_flash.h, nv_logf.h): the
+// The SDPA FLASH attention core as the H200 computed it (attention_flash.h, nv_logf.h): the
 // recorded FLASH sdpa_out bit for bit from the recorded q, k, v; every FLASH probe of the
 // recorded small blocks bitwise under official-h200-flash; the split-count heuristic on the
 // recorded calls; the two logarithm models against independent references; the variants' claims
@@ -19,10 +19,10 @@
 #include "engine/error.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
+#include "engine/official/attention_flash.h"
+#include "engine/official/math_to_flash.h"
+#include "engine/official/nv_logf.h"
 #include "engine/ops/attention.h"
-#include "engine/ops/math_to_flash.h"
-#include "engine/ops/nv_logf.h"
-#include "engine/ops/official_flash.h"
 #include "engine/sha256.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
@@ -55,31 +55,31 @@ std::int64_t ulps(float a, float b) {
 // plain kernel over 77 tiles of 64 keys.
 TEST(OfficialFlash, LaunchOfTheRecordedCalls) {
   const model::ModelConfig s = model::model_config("small");
-  const auto self = ops::flash_launch(s.video_heads, 616, 616, s.video_head_dim);
+  const auto self = official::flash_launch(s.video_heads, 616, 616, s.video_head_dim);
   EXPECT_TRUE(self.split_kv);
   EXPECT_EQ(self.splits, 5);
   EXPECT_EQ(self.block_n, 128);
   EXPECT_EQ(self.tiles_per_split, 1);
-  const auto v2a = ops::flash_launch(s.audio_heads, 126, 616, s.audio_head_dim);
+  const auto v2a = official::flash_launch(s.audio_heads, 126, 616, s.audio_head_dim);
   EXPECT_EQ(v2a.splits, 3);
   EXPECT_EQ(v2a.block_n, 256);
-  EXPECT_EQ(ops::flash_launch(s.audio_heads, 126, 126, s.audio_head_dim).splits, 1);
+  EXPECT_EQ(official::flash_launch(s.audio_heads, 126, 126, s.audio_head_dim).splits, 1);
   // block_small_ctx1024's text cross-attention: 4 splits of two 128-key tiles.
-  const auto text = ops::flash_launch(s.video_heads, 616, 1024, s.video_head_dim);
+  const auto text = official::flash_launch(s.video_heads, 616, 1024, s.video_head_dim);
   EXPECT_EQ(text.splits, 4);
   EXPECT_EQ(text.tiles_per_split, 2);
   const model::ModelConfig f = model::model_config("ltx2-22b");
-  const auto full = ops::flash_launch(f.video_heads, 4928, 4928, f.video_head_dim);
+  const auto full = official::flash_launch(f.video_heads, 4928, 4928, f.video_head_dim);
   EXPECT_FALSE(full.split_kv);
   EXPECT_EQ(full.block_n, 64);
   EXPECT_EQ(full.tiles, 77);
   // The heuristic's own example (flash_api.cpp): 48 blocks on 108 SMs take 2 splits (0.89 of a
   // wave) although 9 would fill it; nearly full machines take 1.
-  EXPECT_EQ(ops::flash_num_splits(48, 108, 64, 128), 2);
-  EXPECT_EQ(ops::flash_num_splits(212, 264, 64, 128), 1);
+  EXPECT_EQ(official::flash_num_splits(48, 108, 64, 128), 2);
+  EXPECT_EQ(official::flash_num_splits(212, 264, 64, 128), 1);
   // 5 blocks: 4 splits would repeat 3's two blocks a split, so it is skipped.
-  EXPECT_EQ(ops::flash_num_splits(40, 264, 5, 128), 5);
-  EXPECT_THROW(ops::flash_launch(4, 16, 16, 96), Error);
+  EXPECT_EQ(official::flash_num_splits(40, 264, 5, 128), 5);
+  EXPECT_THROW(official::flash_launch(4, 16, 16, 96), Error);
 }
 
 // FlashAttention-2's forward on the recorded q, k, v of the 64-dim audio self-attention (one key
@@ -92,7 +92,7 @@ TEST(OfficialFlash, RecordedAttentionCoreIsBitwise) {
   const probes::StoredTensor want = rec.stored_bf16("flash/sdpa_out");
   ASSERT_TRUE(want.full);
   Bf16Tensor out(q.shape);
-  ops::sdpa_flash_h200(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 32, ops::as_matrix(out));
+  official::sdpa_flash_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 32, psi::as_matrix(out));
   EXPECT_EQ(out.data, want.data.data);
   EXPECT_EQ(sha256_hex(out), want.sha256_full);
   std::int64_t from_math = 0;
@@ -104,11 +104,11 @@ TEST(OfficialFlash, RecordedAttentionCoreIsBitwise) {
   ops::SdpaOptions opt = model::numerics_variant("official-h200-flash").sdpa(64);
   EXPECT_EQ(opt.core, ops::AttentionCore::h200_flash);
   Bf16Tensor via(q.shape);
-  ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 32, opt, ops::as_matrix(via));
+  ops::sdpa(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 32, opt, psi::as_matrix(via));
   EXPECT_EQ(via.data, out.data);
   const std::vector<float> mask(126 * 126, 0.0f);
   opt.mask = mask.data();
-  EXPECT_THROW(ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 32, opt, ops::as_matrix(via)), Error);
+  EXPECT_THROW(ops::sdpa(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 32, opt, psi::as_matrix(via)), Error);
 }
 
 // The MATH-to-FLASH chain's ends are the two official cores: step 0 the recorded MATH sdpa_out,
@@ -121,7 +121,7 @@ TEST(OfficialFlash, MathToFlashEndsAreTheRecordedCores) {
   const Bf16Tensor math = rec.stored_bf16("math/sdpa_out").data, flash = rec.stored_bf16("flash/sdpa_out").data;
   auto run = [&](int steps) {
     Bf16Tensor out(q.shape);
-    ops::sdpa_math_to_flash(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 32, steps, ops::as_matrix(out));
+    official::sdpa_math_to_flash(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 32, steps, psi::as_matrix(out));
     return out;
   };
   EXPECT_EQ(run(0).data, math.data);
@@ -135,7 +135,7 @@ TEST(OfficialFlash, MathToFlashEndsAreTheRecordedCores) {
   EXPECT_EQ(run(6).data, flash.data);
   EXPECT_EQ(run(7).data, flash.data);
   EXPECT_THROW(run(8), Error);
-  EXPECT_STREQ(ops::math_to_flash_step_name(5), "P to BF16");
+  EXPECT_STREQ(official::math_to_flash_step_name(5), "P to BF16");
   EXPECT_EQ(model::numerics_variant("math-to-flash-3").sdpa(64).flash_steps, 3);
   EXPECT_THROW(model::math_to_flash_variant(7), Error);
 }
@@ -169,25 +169,25 @@ TEST(OfficialFlash, EverySmallBlockProbeIsBitwiseTheFlashRecording) {
 // within 2^-22 of log2 on [1, 256] (the split sums it meets; PTX documents an absolute error
 // bound for it), plus the truncation to the result's grid, negative below 1; special values as the instruction's.
 TEST(OfficialFlash, Lg2ApproxModel) {
-  EXPECT_EQ(ops::lg2_approx(1.0f), 0.0f);
-  for (int e = 0; e <= 100; ++e) EXPECT_EQ(ops::lg2_approx(std::ldexp(1.0f, e)), float(e)) << e;
+  EXPECT_EQ(official::lg2_approx(1.0f), 0.0f);
+  for (int e = 0; e <= 100; ++e) EXPECT_EQ(official::lg2_approx(std::ldexp(1.0f, e)), float(e)) << e;
   // Below 1 the table's value at a fraction of 0 (not exactly 0) makes the negative result one
   // fixed-point unit off, which the ones' complement keeps: −20 + 2^−19 for 2^−20.
-  for (int e = -100; e < 0; ++e) EXPECT_LE(std::abs(ops::lg2_approx(std::ldexp(1.0f, e)) - float(e)), std::ldexp(1.0f, -17)) << e;
+  for (int e = -100; e < 0; ++e) EXPECT_LE(std::abs(official::lg2_approx(std::ldexp(1.0f, e)) - float(e)), std::ldexp(1.0f, -17)) << e;
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(1.0f, 256.0f);
   for (int i = 0; i < 20000; ++i) {
     const float x = u(g);
-    const float got = ops::lg2_approx(x);
+    const float got = official::lg2_approx(x);
     // the table's 2^-22 plus the truncation to the result's own grid
     const double ulp = got == 0.0f ? 0.0 : std::ldexp(1.0, std::ilogb(got) - 23);
     EXPECT_LE(std::abs(double(got) - std::log2(double(x))), std::ldexp(1.0, -22) + ulp) << x;
   }
-  EXPECT_LT(ops::lg2_approx(0.75f), 0.0f);
-  EXPECT_NEAR(ops::lg2_approx(0.75f), std::log2(0.75), 1e-6);
-  EXPECT_EQ(ops::lg2_approx(0.0f), -std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(ops::lg2_approx(-1.0f)));
-  EXPECT_EQ(ops::lg2_approx(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_LT(official::lg2_approx(0.75f), 0.0f);
+  EXPECT_NEAR(official::lg2_approx(0.75f), std::log2(0.75), 1e-6);
+  EXPECT_EQ(official::lg2_approx(0.0f), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(official::lg2_approx(-1.0f)));
+  EXPECT_EQ(official::lg2_approx(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
 }
 
 // libdevice's logf: within one ulp of the correctly rounded log everywhere on a sweep, off by
@@ -197,20 +197,20 @@ TEST(OfficialFlash, LibdeviceLogfModel) {
   std::int64_t off = 0, n = 0;
   for (float x = 1.0f; x < 5.0f; x = std::nextafter(x, 10.0f) + 1e-5f, ++n) {
     const float cr = float(std::log(double(x)));
-    const float got = ops::nv_logf(x);
+    const float got = official::nv_logf(x);
     EXPECT_LE(ulps(got, cr), 1) << x;
     off += got != cr;
   }
   EXPECT_GT(off, n / 50) << off << " of " << n;
   EXPECT_LT(off, n / 5) << off << " of " << n;
   for (float x : {1e-30f, 3e-3f, 0.5f, 10.0f, 1e20f, 3e38f, from_bits(0x00000001), from_bits(0x007fffff)})
-    EXPECT_LE(ulps(ops::nv_logf(x), float(std::log(double(x)))), 1) << x;
-  EXPECT_EQ(ops::nv_logf(1.0f), 0.0f);
-  EXPECT_EQ(ops::nv_logf(0.0f), -std::numeric_limits<float>::infinity());
-  EXPECT_EQ(ops::nv_logf(-0.0f), -std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(ops::nv_logf(-1.0f)));
-  EXPECT_TRUE(std::isnan(ops::nv_logf(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_EQ(ops::nv_logf(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+    EXPECT_LE(ulps(official::nv_logf(x), float(std::log(double(x)))), 1) << x;
+  EXPECT_EQ(official::nv_logf(1.0f), 0.0f);
+  EXPECT_EQ(official::nv_logf(0.0f), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(official::nv_logf(-0.0f), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(official::nv_logf(-1.0f)));
+  EXPECT_TRUE(std::isnan(official::nv_logf(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(official::nv_logf(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
 }
 
 // psi probe prints each claim and --require-bitwise checks exactly the claims: official-h200's

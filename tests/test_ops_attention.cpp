@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/official/attention_math.h"
 #include "engine/ops/attention.h"
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 
+namespace official = psi::official;
 namespace ops = psi::ops;
 using psi::Bf16;
 using psi::Bf16Tensor;
@@ -43,7 +45,7 @@ Inputs structured() {
 
 Bf16Tensor run(const Inputs& in, const ops::SdpaOptions& o) {
   Bf16Tensor out({kNq, kHeads * kD});
-  ops::sdpa(ops::as_matrix(in.q), ops::as_matrix(in.k), ops::as_matrix(in.v), kHeads, o, ops::as_matrix(out));
+  ops::sdpa(psi::as_matrix(in.q), psi::as_matrix(in.k), psi::as_matrix(in.v), kHeads, o, psi::as_matrix(out));
   return out;
 }
 
@@ -150,7 +152,7 @@ TEST(Attention, KeyTilingMistakeWouldShow) {
   cut.k = Bf16Tensor({kNk - 44, kHeads * kD}, std::vector<Bf16>(in.k.data.begin(), in.k.data.end() - 44 * kHeads * kD));
   cut.v = Bf16Tensor({kNk - 44, kHeads * kD}, std::vector<Bf16>(in.v.data.begin(), in.v.data.end() - 44 * kHeads * kD));
   Bf16Tensor out({kNq, kHeads * kD});
-  ops::sdpa(ops::as_matrix(cut.q), ops::as_matrix(cut.k), ops::as_matrix(cut.v), kHeads, {}, ops::as_matrix(out));
+  ops::sdpa(psi::as_matrix(cut.q), psi::as_matrix(cut.k), psi::as_matrix(cut.v), kHeads, {}, psi::as_matrix(out));
   EXPECT_GT(max_ulp(out, ref), 2);
 }
 
@@ -159,21 +161,21 @@ TEST(Attention, ThreadCountDoesNotChangeBits) {
   for (auto form : {ops::SoftmaxForm::math, ops::SoftmaxForm::online}) {
     ops::SdpaOptions o;
     o.form = form;
-    ops::set_thread_count(1);
+    psi::set_thread_count(1);
     const Bf16Tensor a = run(in, o);
-    ops::set_thread_count(3);
+    psi::set_thread_count(3);
     const Bf16Tensor b = run(in, o);
-    ops::set_thread_count(0);
+    psi::set_thread_count(0);
     EXPECT_EQ(a.data, b.data);
   }
 }
 
 TEST(Attention, QkFactor) {
-  EXPECT_EQ(ops::sdpa_qk_factor(64), float(std::sqrt(0.125)));
+  EXPECT_EQ(official::sdpa_qk_factor(64), float(std::sqrt(0.125)));
 }
 
 TEST(Attention, BadShapesAreErrors) {
   Bf16Tensor q({4, 128}), k({5, 128}), v({6, 128}), out({4, 128});
-  EXPECT_THROW(ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), 2, {}, ops::as_matrix(out)), psi::Error);
-  EXPECT_THROW(ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(k), 3, {}, ops::as_matrix(out)), psi::Error);
+  EXPECT_THROW(ops::sdpa(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 2, {}, psi::as_matrix(out)), psi::Error);
+  EXPECT_THROW(ops::sdpa(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(k), 3, {}, psi::as_matrix(out)), psi::Error);
 }

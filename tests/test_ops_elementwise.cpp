@@ -46,10 +46,10 @@ TEST(RmsNorm, TiledEqualsUntiledBitwise) {
   Bf16Tensor w = psi::synthinit::make("t.q_norm.weight", {cols}, 3);
   for (const Bf16Tensor* weight : {static_cast<const Bf16Tensor*>(nullptr), static_cast<const Bf16Tensor*>(&w)}) {
     Bf16Tensor whole(x.shape);
-    ops::rms_norm(ops::as_matrix(x), weight ? weight->ptr() : nullptr, ops::kNormEps, ops::as_matrix(whole));
+    ops::rms_norm(psi::as_matrix(x), weight ? weight->ptr() : nullptr, ops::kNormEps, psi::as_matrix(whole));
     for (std::int64_t tile : {1, 7, 100, 1024, 3000, 10000}) {
       Bf16Tensor tiled(x.shape);
-      ops::rms_norm_tiled(ops::as_matrix(x), weight ? weight->ptr() : nullptr, ops::kNormEps, tile, ops::as_matrix(tiled));
+      ops::rms_norm_tiled(psi::as_matrix(x), weight ? weight->ptr() : nullptr, ops::kNormEps, tile, psi::as_matrix(tiled));
       EXPECT_EQ(tiled.data, whole.data) << "tile " << tile;
     }
   }
@@ -58,7 +58,7 @@ TEST(RmsNorm, TiledEqualsUntiledBitwise) {
 TEST(LayerNorm, SubtractsTheMean) {
   Bf16Tensor x = from_floats({2, 4}, {1, 2, 3, 4, 5, 5, 5, 5});
   Bf16Tensor y(x.shape);
-  ops::layer_norm(ops::as_matrix(x), 1e-6f, ops::as_matrix(y));
+  ops::layer_norm(psi::as_matrix(x), 1e-6f, psi::as_matrix(y));
   const float rstd = 1.0f / std::sqrt(1.25f + 1e-6f);
   EXPECT_EQ(y.data[0], bf16_rne(-1.5f * rstd));
   EXPECT_EQ(y.data[3], bf16_rne(1.5f * rstd));
@@ -105,7 +105,7 @@ TEST(Rope, HandCheckedRotation) {
   // One head of width 4: pairs (x[0], x[2]) and (x[1], x[3]).
   Bf16Tensor x = from_floats({1, 4}, {1, 2, 3, 4});
   ops::RopeTables t{from_floats({1, 1, 1, 2}, {0.5f, 1.0f}), from_floats({1, 1, 1, 2}, {0.5f, 0.0f})};
-  ops::apply_split_rope(ops::as_matrix(x), t);
+  ops::apply_split_rope(psi::as_matrix(x), t);
   EXPECT_EQ(x.data[0].to_float(), 0.5f - 1.5f);  // x1·cos − sin·x2
   EXPECT_EQ(x.data[2].to_float(), 1.5f + 0.5f);  // x2·cos + sin·x1
   EXPECT_EQ(x.data[1].to_float(), 2.0f);
@@ -120,7 +120,7 @@ TEST(Rope, TwoWriteBoundaries) {
   ops::RopeTables t{psi::synthinit::make("input.test.cos", {1, H, T, half}, 1),
                     psi::synthinit::make("input.test.sin", {1, H, T, half}, 1)};
   Bf16Tensor y = x;
-  ops::apply_split_rope(ops::as_matrix(y), t);
+  ops::apply_split_rope(psi::as_matrix(y), t);
   int single_rounding_differs = 0;
   for (std::int64_t tok = 0; tok < T; ++tok)
     for (std::int64_t h = 0; h < H; ++h)

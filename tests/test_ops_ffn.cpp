@@ -30,7 +30,7 @@ TEST(Ffn, TiledSchedulesEqualDenseBitwise) {
   const Bf16Tensor x = psi::synthinit::make("input.test.x", {1, M, D}, 2);
   const Weights w = make_weights(D, hidden, Dout);
   for (bool bias : {false, true})
-    for (auto rule : {ops::BiasRule::fused_f32, ops::BiasRule::after_bf16}) {
+    for (auto rule : {psi::BiasRule::fused_f32, psi::BiasRule::after_bf16}) {
       ops::FfnOptions dense;
       dense.up_bias = rule;
       const Bf16Tensor ref = ops::ffn(x, w.view(bias), dense);
@@ -61,8 +61,8 @@ TEST(Ffn, SmallHiddenIsOneTile) {
 TEST(Ffn, BiasRuleChangesTheHidden) {
   const Bf16Tensor x = psi::synthinit::make("input.test.x", {1, 30, 128}, 5);
   const Weights w = make_weights(128, 1024, 128);
-  const Bf16Tensor a = ops::ffn_hidden(x, w.view(true), ops::BiasRule::fused_f32);
-  const Bf16Tensor b = ops::ffn_hidden(x, w.view(true), ops::BiasRule::after_bf16);
+  const Bf16Tensor a = ops::ffn_hidden(x, w.view(true), psi::BiasRule::fused_f32);
+  const Bf16Tensor b = ops::ffn_hidden(x, w.view(true), psi::BiasRule::after_bf16);
   EXPECT_NE(a.data, b.data);
 }
 

@@ -7,8 +7,8 @@
 
 #include "engine/error.h"
 #include "engine/ops/gemm.h"
-#include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
+#include "engine/parallel.h"
 #include "engine/synthinit.h"
 
 namespace ops = psi::ops;
@@ -31,7 +31,7 @@ float reference_dot(const Bf16* a, const Bf16* b, std::int64_t K) {
 }
 
 struct ThreadGuard {
-  ~ThreadGuard() { ops::set_thread_count(0); }
+  ~ThreadGuard() { psi::set_thread_count(0); }
 };
 
 }  // namespace
@@ -40,7 +40,7 @@ TEST(Gemm, IntegerDataIsExact) {
   const std::int64_t M = 37, N = 45, K = 3001;  // several chunks, a tail that is not a multiple of 8
   Bf16Tensor x = integer_tensor({M, K}, 1), w = integer_tensor({N, K}, 2), b = integer_tensor({N}, 3);
   psi::F32Tensor y32({M, N});
-  ops::linear_f32(ops::as_matrix(x), ops::as_matrix(w), b.ptr(), ops::as_matrix(y32));
+  ops::linear_f32(psi::as_matrix(x), psi::as_matrix(w), b.ptr(), psi::as_matrix(y32));
   Bf16Tensor y = ops::linear(x, w, &b);
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t n = 0; n < N; ++n) {
@@ -56,7 +56,7 @@ TEST(Gemm, FollowsTheDocumentedOrder) {
   Bf16Tensor x = psi::synthinit::make("input.test.x", {M, K}, 5);
   Bf16Tensor w = psi::synthinit::make("test.weight", {N, K}, 5);
   psi::F32Tensor y({M, N});
-  ops::linear_f32(ops::as_matrix(x), ops::as_matrix(w), nullptr, ops::as_matrix(y));
+  ops::linear_f32(psi::as_matrix(x), psi::as_matrix(w), nullptr, psi::as_matrix(y));
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t n = 0; n < N; ++n)
       ASSERT_EQ(y.data[m * N + n], reference_dot(x.ptr() + m * K, w.ptr() + n * K, K)) << m << "," << n;
@@ -67,13 +67,13 @@ TEST(Gemm, KSplitAtChunkBoundariesIsBitwiseNeutral) {
   Bf16Tensor x = psi::synthinit::make("input.test.x", {M, K}, 7);
   Bf16Tensor w = psi::synthinit::make("test.weight", {N, K}, 7);
   std::vector<float> whole(M * N, 0.0f), parts(M * N, 0.0f);
-  ops::gemm_accumulate(ops::as_matrix(x), ops::as_matrix(w), ops::F32Mat{whole.data(), M, N, N});
+  ops::gemm_accumulate(psi::as_matrix(x), psi::as_matrix(w), psi::F32Mat{whole.data(), M, N, N});
   // Slices of 1024, 2048 and the remainder, in order, into one accumulator.
   const std::int64_t cuts[] = {0, 1024, 3072, K};
   for (int s = 0; s < 3; ++s) {
     const std::int64_t k0 = cuts[s], kn = cuts[s + 1] - k0;
-    ops::gemm_accumulate(ops::as_matrix(x).block(0, M, k0, kn), ops::as_matrix(w).block(0, N, k0, kn),
-                         ops::F32Mat{parts.data(), M, N, N});
+    ops::gemm_accumulate(psi::as_matrix(x).block(0, M, k0, kn), psi::as_matrix(w).block(0, N, k0, kn),
+                         psi::F32Mat{parts.data(), M, N, N});
   }
   for (std::int64_t i = 0; i < M * N; ++i) ASSERT_EQ(std::bit_cast<std::uint32_t>(whole[i]), std::bit_cast<std::uint32_t>(parts[i])) << i;
 }
@@ -83,9 +83,9 @@ TEST(Gemm, ThreadCountDoesNotChangeBits) {
   Bf16Tensor x = psi::synthinit::make("input.test.x", {130, 700}, 9);
   Bf16Tensor w = psi::synthinit::make("test.weight", {150, 700}, 9);
   Bf16Tensor b = psi::synthinit::make("test.bias", {150}, 9);
-  ops::set_thread_count(1);
+  psi::set_thread_count(1);
   Bf16Tensor y1 = ops::linear(x, w, &b);
-  ops::set_thread_count(3);
+  psi::set_thread_count(3);
   Bf16Tensor y3 = ops::linear(x, w, &b);
   EXPECT_EQ(y1.data, y3.data);
 }
@@ -95,8 +95,8 @@ TEST(Gemm, BiasRules) {
   Bf16Tensor x = psi::synthinit::make("input.test.x", {M, K}, 11);
   Bf16Tensor w = psi::synthinit::make("test.weight", {N, K}, 11);
   Bf16Tensor b = psi::synthinit::make("test.bias", {N}, 11);
-  Bf16Tensor fused = ops::linear(x, w, &b, ops::BiasRule::fused_f32);
-  Bf16Tensor after = ops::linear(x, w, &b, ops::BiasRule::after_bf16);
+  Bf16Tensor fused = ops::linear(x, w, &b, psi::BiasRule::fused_f32);
+  Bf16Tensor after = ops::linear(x, w, &b, psi::BiasRule::after_bf16);
   Bf16Tensor none = ops::linear(x, w, nullptr);
   int rule_matters = 0;
   for (std::int64_t m = 0; m < M; ++m)

@@ -15,9 +15,10 @@
 #include <sstream>
 
 #include "engine/error.h"
-#include "engine/ops/tensor_core.h"
+#include "engine/official/tensor_core.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
+#include "hdf5/h5.h"
 #include "oracle/certify.h"
 #include "oracle/exact_gmp.h"
 #include "oracle/explain.h"
@@ -25,7 +26,6 @@
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
 #include "oracle/rounding.h"
-#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -168,7 +168,7 @@ const TcRecording& tc_recording() {
     for (std::int64_t i = 0; i < kTcRows; ++i)
       for (std::int64_t c = 0; c < kTcN; ++c)
         r.Y.data[i * kTcN + c] =
-            psi::bf16_rne(psi::ops::tc::dot(row_of(r.X, i, kTcK), row_of(r.W, c, kTcK)) + r.B.data[c].to_float());
+            psi::bf16_rne(psi::official::tc::dot(row_of(r.X, i, kTcK), row_of(r.W, c, kTcK)) + r.B.data[c].to_float());
     const Bf16 right = tc_correct(r, kPlantedRow, kPlantedCol);
     r.Y.data[kPlantedRow * kTcN + kPlantedCol] = Bf16::from_bits(std::uint16_t(right.bits + 1000));
     auto out = psi::h5::File::create(r.file);

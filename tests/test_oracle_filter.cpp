@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "hdf5/h5.h"
 #include "oracle/fixed_dot.h"
 #include "oracle/float64_filter.h"
 #include "oracle/operands.h"
-#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace po = psi::oracle;

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/ops/tensor_core.h"
+#include "engine/official/tensor_core.h"
 #include "oracle/exact_gmp.h"
 #include "oracle/explain.h"
 #include "oracle/f32_orders.h"
@@ -14,7 +14,7 @@
 #include "oracle/tc_trace.h"
 
 namespace po = psi::oracle;
-namespace tc = psi::ops::tc;
+namespace tc = psi::official::tc;
 using psi::Bf16;
 
 namespace {

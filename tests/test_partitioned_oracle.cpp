@@ -10,9 +10,9 @@
 #include "engine/ops/gemm.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
+#include "hdf5/h5.h"
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
-#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 using namespace psi;
@@ -29,13 +29,13 @@ std::int64_t not_correctly_rounded(const Bf16Tensor& y, const Bf16Tensor& exact)
 // on views, written into the tile's place of the output.
 Bf16Tensor tiled_linear(const Bf16Tensor& x, const Bf16Tensor& w, const Bf16Tensor& b, std::int64_t row_tile,
                         std::int64_t col_group) {
-  const auto X = ops::as_matrix(x), W = ops::as_matrix(w);
+  const auto X = psi::as_matrix(x), W = psi::as_matrix(w);
   Bf16Tensor y({X.rows, W.rows});
-  auto Y = ops::as_matrix(y);
+  auto Y = psi::as_matrix(y);
   for (std::int64_t r0 = 0; r0 < X.rows; r0 += row_tile)
     for (std::int64_t c0 = 0; c0 < W.rows; c0 += col_group) {
       const std::int64_t nr = std::min(row_tile, X.rows - r0), nc = std::min(col_group, W.rows - c0);
-      ops::linear(X.block(r0, nr, 0, X.cols), W.block(c0, nc, 0, W.cols), b.ptr() + c0, ops::BiasRule::fused_f32,
+      ops::linear(X.block(r0, nr, 0, X.cols), W.block(c0, nc, 0, W.cols), b.ptr() + c0, psi::BiasRule::fused_f32,
                   Y.block(r0, nr, c0, nc));
     }
   return y;
@@ -70,12 +70,12 @@ TEST(PartitionedOracle, HiddenTiledDownProjectionEqualsDense) {
   const Bf16Tensor b = synthinit::make("test.ffn.net.2.bias", {out}, 3);
   const Bf16Tensor dense = ops::linear(h, w, &b);
   F32Tensor acc({tokens, out});
-  const auto H = ops::as_matrix(h), W = ops::as_matrix(w);
+  const auto H = psi::as_matrix(h), W = psi::as_matrix(w);
   for (std::int64_t t0 = 0; t0 < hidden; t0 += 1024)
-    ops::gemm_accumulate(H.block(0, tokens, t0, 1024), W.block(0, out, t0, 1024), ops::as_matrix(acc));
+    ops::gemm_accumulate(H.block(0, tokens, t0, 1024), W.block(0, out, t0, 1024), psi::as_matrix(acc));
   Bf16Tensor tiled({tokens, out});
   for (std::int64_t r = 0; r < tokens; ++r)
-    ops::finish_linear(acc.ptr() + r * out, b.ptr(), ops::BiasRule::fused_f32, tiled.ptr() + r * out, out);
+    psi::finish_linear(acc.ptr() + r * out, b.ptr(), psi::BiasRule::fused_f32, tiled.ptr() + r * out, out);
   EXPECT_EQ(sha256_hex(tiled), sha256_hex(dense));
   const Bf16Tensor exact = oracle::correctly_rounded_linear(h.span(), w.span(), b.span(), hidden, 0, tokens, 1);
   for (std::int64_t i = 0; i < tiled.numel(); ++i) EXPECT_LE(bf16_ulp_distance(tiled.data[i], exact.data[i]), 1) << i;

@@ -14,8 +14,8 @@
 #include "engine/pipeline/trajectory.h"
 #include "engine/sha256.h"
 #include "experiments/trajectory_support.h"
-#include "probes/metrics.h"
 #include "hdf5/h5.h"
+#include "probes/metrics.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

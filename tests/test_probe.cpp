@@ -15,8 +15,8 @@
 #include "engine/ops/gemm.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
-#include "probes/probe_cases.h"
 #include "hdf5/h5.h"
+#include "probes/probe_cases.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

@@ -38,27 +38,27 @@ void expect_same_outputs(const probes::ProbeReport& a, const probes::ProbeReport
 
 TEST(WholeLinear, CpuBackendIsOpsLinearForBothBiasRules) {
   const Bf16Tensor x = random_bf16({3, 5, 96}, 1), w = random_bf16({40, 96}, 2), b = random_bf16({40}, 3);
-  for (const ops::BiasRule rule : {ops::BiasRule::fused_f32, ops::BiasRule::after_bf16}) {
+  for (const psi::BiasRule rule : {psi::BiasRule::fused_f32, psi::BiasRule::after_bf16}) {
     const rt::WholeLinear r = rt::whole_linear("cpu", x, w, &b, rule);
     EXPECT_EQ(r.backend, "cpu");
     EXPECT_EQ(r.y.shape, (Shape{3, 5, 40}));
     EXPECT_TRUE(r.y.data == ops::linear(x, w, &b, rule).data);
   }
-  EXPECT_TRUE(rt::whole_linear("cpu", x, w, nullptr, ops::BiasRule::fused_f32).y.data ==
-              ops::linear(x, w, nullptr, ops::BiasRule::fused_f32).data);
+  EXPECT_TRUE(rt::whole_linear("cpu", x, w, nullptr, psi::BiasRule::fused_f32).y.data ==
+              ops::linear(x, w, nullptr, psi::BiasRule::fused_f32).data);
 }
 
 TEST(WholeLinear, ShapesThatDoNotFitAreRefused) {
   const Bf16Tensor x = random_bf16({4, 8}, 1), w = random_bf16({6, 7}, 2), b = random_bf16({5}, 3);
   try {
-    rt::whole_linear("cpu", x, w, nullptr, ops::BiasRule::fused_f32);
+    rt::whole_linear("cpu", x, w, nullptr, psi::BiasRule::fused_f32);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "whole linear: weight [6, 7] does not fit input [4, 8]");
   }
   const Bf16Tensor w8 = random_bf16({6, 8}, 4);
   try {
-    rt::whole_linear("cpu", x, w8, &b, ops::BiasRule::fused_f32);
+    rt::whole_linear("cpu", x, w8, &b, psi::BiasRule::fused_f32);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "whole linear: bias [5] for a weight [6, 8]");

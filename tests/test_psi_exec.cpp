@@ -5,7 +5,7 @@
 // with row tiles that divide the token counts and row tiles that do not.
 #include <gtest/gtest.h>
 
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 #include "tests/test_psi_exec_support.h"
 
 using namespace psi_exec_test;
@@ -117,10 +117,10 @@ TEST(PsiExec, IndependentOfTheThreadCount) {
   const auto& v = model::numerics_variant("baseline");
   const model::BlockProbes want = bc.reference(v);
   for (int threads : {1, 3}) {
-    psi::ops::set_thread_count(threads);
+    psi::set_thread_count(threads);
     const exec::BlockRun r = exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, v, exec::schedule("reuse+prefetch"),
                                              exec::default_arena(bc.config), {});
-    psi::ops::set_thread_count(0);
+    psi::set_thread_count(0);
     ASSERT_EQ(r.outcome, rt::Outcome::complete) << r.failure;
     expect_bitwise(r.probes, want, std::to_string(threads) + " threads");
   }

@@ -32,7 +32,7 @@ Inputs inputs() {
 
 Bf16Tensor whole(const Inputs& in, const ops::SdpaOptions& o) {
   Bf16Tensor out({kNq, kHeads * kD});
-  ops::sdpa(ops::as_matrix(in.q), ops::as_matrix(in.k), ops::as_matrix(in.v), kHeads, o, ops::as_matrix(out));
+  ops::sdpa(psi::as_matrix(in.q), psi::as_matrix(in.k), psi::as_matrix(in.v), kHeads, o, psi::as_matrix(out));
   return out;
 }
 
@@ -40,7 +40,7 @@ Bf16Tensor whole(const Inputs& in, const ops::SdpaOptions& o) {
 Bf16Tensor streamed(const Inputs& in, const ops::SdpaOptions& o, std::int64_t q_tile, const std::vector<std::int64_t>& starts,
                     const std::vector<float>* mask) {
   Bf16Tensor out({kNq, kHeads * kD});
-  const auto Q = ops::as_matrix(in.q), K = ops::as_matrix(in.k), V = ops::as_matrix(in.v);
+  const auto Q = psi::as_matrix(in.q), K = psi::as_matrix(in.k), V = psi::as_matrix(in.v);
   for (std::int64_t i0 = 0; i0 < kNq; i0 += q_tile) {
     const std::int64_t nq = std::min(q_tile, kNq - i0);
     std::vector<float> m(nq * kHeads), l(nq * kHeads), acc(nq * kHeads * kD);
@@ -57,7 +57,7 @@ Bf16Tensor streamed(const Inputs& in, const ops::SdpaOptions& o, std::int64_t q_
       ops::sdpa_online_update(Q.block(i0, nq, 0, Q.cols), K.block(j0, j1 - j0, 0, K.cols), V.block(j0, j1 - j0, 0, V.cols),
                               kHeads, ob, s);
     }
-    ops::sdpa_online_end(s, ops::as_matrix(out).block(i0, nq, 0, kHeads * kD));
+    ops::sdpa_online_end(s, psi::as_matrix(out).block(i0, nq, 0, kHeads * kD));
   }
   return out;
 }

@@ -8,9 +8,9 @@
 
 #include <regex>
 
-#include "engine/pipeline/trajectory.h"
-#include "engine/exec/tiling.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/exec/tiling.h"
+#include "engine/pipeline/trajectory.h"
 #include "tests/test_psi_exec_support.h"
 
 using namespace psi_exec_test;

@@ -6,12 +6,12 @@
 #include <memory>
 #include <string>
 
+#include "engine/exec/executor.h"
 #include "engine/model/block.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/pipeline/synthetic_block.h"
-#include "engine/exec/executor.h"
 
 namespace psi_exec_test {
 

@@ -15,10 +15,10 @@
 
 #include "engine/error.h"
 #include "engine/sha256.h"
-#include "psi_version.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
+#include "psi_version.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;

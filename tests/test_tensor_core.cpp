@@ -1,4 +1,4 @@
-// The H200 tensor-core product (engine/ops/tensor_core.h) against an independent reference
+// The H200 tensor-core product (engine/official/tensor_core.h) against an independent reference
 // written here from the spec with other means: float64 values, std::ilogb, std::trunc and
 // std::ldexp instead of integer fields, and a round-to-nearest conversion stepped back toward
 // zero instead of assembling the float. Random and crafted cases: ties, cancellation,
@@ -13,12 +13,12 @@
 #include <random>
 #include <vector>
 
-#include "engine/ops/kernel_config.h"
-#include "engine/ops/parallel.h"
-#include "engine/ops/tensor_core.h"
+#include "engine/official/kernel_config.h"
+#include "engine/official/tensor_core.h"
+#include "engine/parallel.h"
 
-namespace ops = psi::ops;
-namespace tc = psi::ops::tc;
+namespace official = psi::official;
+namespace tc = psi::official::tc;
 using psi::Bf16;
 
 namespace {
@@ -100,7 +100,7 @@ std::vector<Bf16> from_bits(std::initializer_list<std::uint16_t> l) {
 
 struct ThreadGuard {
   ~ThreadGuard() {
-    ops::set_thread_count(0);
+    psi::set_thread_count(0);
     tc::set_lane_kernel(tc::LaneKernel::best);
   }
 };
@@ -294,11 +294,11 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
                                    {1, tc::LaneKernel::avx512}, {2, tc::LaneKernel::avx512_fp},
                                    {2, tc::LaneKernel::best}}) {
       if (!tc::lane_kernel_available(kernel)) continue;
-      ops::set_thread_count(threads);
+      psi::set_thread_count(threads);
       tc::set_lane_kernel(kernel);
       std::vector<float> C = C0;
-      tc::gemm_accumulate(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K},
-                          ops::F32Mat{C.data(), M, N, N});
+      tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
+                          psi::F32Mat{C.data(), M, N, N});
       for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
           const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K);
@@ -343,8 +343,8 @@ TEST(TensorCore, LaneKernelsAgreeOnTheEdges) {
       if (!tc::lane_kernel_available(kernel)) continue;
       tc::set_lane_kernel(kernel);
       std::vector<float> C(std::size_t(M * N), acc0);
-      tc::gemm_accumulate(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K},
-                          ops::F32Mat{C.data(), M, N, N});
+      tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
+                          psi::F32Mat{C.data(), M, N, N});
       for (std::size_t i = 0; i < C.size(); ++i) expect_same(C[i], want[i], "edge case");
     }
   }
@@ -380,21 +380,21 @@ TEST(TensorCore, FloatProductKernelIsExactWhereItRuns) {
   for (const auto& r : rows) A.insert(A.end(), r.begin(), r.end());
   for (const auto& c : cols) W.insert(W.end(), c.begin(), c.end());
   const int M = int(rows.size());
-  const ops::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
+  const psi::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
   ASSERT_EQ(tc::lane_kernel_for(a, w), tc::LaneKernel::avx512_fp);
   for (float acc0 : {0.0f, -0.0f, 1.9999999f, -3.5f, 0x1p-140f, -0x1p-120f, 3.0e38f, 0x1p+100f, 7.25f}) {
     std::vector<float> C(std::size_t(M * N), acc0);
-    tc::gemm_accumulate(a, w, ops::F32Mat{C.data(), M, N, N});
+    tc::gemm_accumulate(a, w, psi::F32Mat{C.data(), M, N, N});
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n)
         expect_same(C[std::size_t(m * N + n)], reference_dot(rows[std::size_t(m)], cols[std::size_t(n)], acc0), "fp kernel");
   }
   // Just outside the range: a sum of exponents of 126 or −101, a subnormal operand.
   for (const std::vector<Bf16>& outside : {row(0x1p+64f), row(0x1p-51f), row(0x1p-130f)}) {
-    const ops::CBf16Mat o{outside.data(), 1, K, K};
+    const psi::CBf16Mat o{outside.data(), 1, K, K};
     EXPECT_EQ(tc::lane_kernel_for(o, w), tc::LaneKernel::avx512);
     std::vector<float> C(std::size_t(N), 0.0f);
-    tc::gemm_accumulate(o, w, ops::F32Mat{C.data(), 1, N, N});
+    tc::gemm_accumulate(o, w, psi::F32Mat{C.data(), 1, N, N});
     for (int n = 0; n < N; ++n) expect_same(C[std::size_t(n)], reference_dot(outside, cols[std::size_t(n)]), "outside");
   }
 }
@@ -403,12 +403,12 @@ TEST(TensorCore, KSplitAtMultiplesOf16IsBitwiseNeutral) {
   std::mt19937 g(21);
   const int M = 7, N = 19, K = 96;
   const std::vector<Bf16> A = random_vec(g, M * K, 8), W = random_vec(g, N * K, 8);
-  const ops::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
+  const psi::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
   std::vector<float> whole(M * N, 0.0f), split(M * N, 0.0f);
-  tc::gemm_accumulate(a, w, ops::F32Mat{whole.data(), M, N, N});
+  tc::gemm_accumulate(a, w, psi::F32Mat{whole.data(), M, N, N});
   for (int k0 : {0, 32, 48}) {
     const int kn = k0 == 0 ? 32 : k0 == 32 ? 16 : 48;
-    tc::gemm_accumulate(a.block(0, M, k0, kn), w.block(0, N, k0, kn), ops::F32Mat{split.data(), M, N, N});
+    tc::gemm_accumulate(a.block(0, M, k0, kn), w.block(0, N, k0, kn), psi::F32Mat{split.data(), M, N, N});
   }
   for (int i = 0; i < M * N; ++i) EXPECT_EQ(bits(split[i]), bits(whole[i])) << i;
 }
@@ -419,12 +419,12 @@ TEST(TensorCore, LinearEpilogueAddsTheBiasInFloat32) {
   const std::vector<Bf16> A = random_vec(g, M * K, 5), W = random_vec(g, N * K, 5);
   const auto b = random_vec(g, N, 3);
   std::vector<Bf16> fused(M * N), after(M * N), none(M * N);
-  tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, b.data(), ops::BiasRule::fused_f32,
-             ops::Bf16Mat{fused.data(), M, N, N});
-  tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, b.data(), ops::BiasRule::after_bf16,
-             ops::Bf16Mat{after.data(), M, N, N});
-  tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, nullptr, ops::BiasRule::fused_f32,
-             ops::Bf16Mat{none.data(), M, N, N});
+  tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, b.data(), psi::BiasRule::fused_f32,
+             psi::Bf16Mat{fused.data(), M, N, N});
+  tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, b.data(), psi::BiasRule::after_bf16,
+             psi::Bf16Mat{after.data(), M, N, N});
+  tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, nullptr, psi::BiasRule::fused_f32,
+             psi::Bf16Mat{none.data(), M, N, N});
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K), wr(W.begin() + n * K, W.begin() + (n + 1) * K);
@@ -435,7 +435,7 @@ TEST(TensorCore, LinearEpilogueAddsTheBiasInFloat32) {
     }
 }
 
-// The recorded split-K rule (ops::recorded_choice): a one-row product over K = 4,096 is two chains from +0,
+// The recorded split-K rule (official::recorded_choice): a one-row product over K = 4,096 is two chains from +0,
 // one per half of K, added in FP32 before the epilogue; over K = 2,048, or with two rows, it is
 // one chain. OfficialBlock.FullBlockTextCrossAttentionRowsAreBitwise is the recording's evidence.
 TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
@@ -443,12 +443,12 @@ TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
   const int N = 6;
   for (const auto& [M, K] : {std::pair{1, 4096}, std::pair{1, 2048}, std::pair{2, 4096}}) {
     const bool split = M == 1 && K == 4096;
-    EXPECT_EQ(ops::recorded_choice(ops::ChainKind::tensor_core, {M, N, K}).split_k, split ? 2 : 1);
+    EXPECT_EQ(official::recorded_choice(official::ChainKind::tensor_core, {M, N, K}).split_k, split ? 2 : 1);
     const std::vector<Bf16> A = random_vec(g, std::size_t(M) * K, 5), W = random_vec(g, std::size_t(N) * K, 5);
     const auto b = random_vec(g, N, 3);
     std::vector<Bf16> y(std::size_t(M) * N);
-    tc::linear(ops::CBf16Mat{A.data(), M, K, K}, ops::CBf16Mat{W.data(), N, K, K}, b.data(), ops::BiasRule::fused_f32,
-               ops::Bf16Mat{y.data(), M, N, N});
+    tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, b.data(), psi::BiasRule::fused_f32,
+               psi::Bf16Mat{y.data(), M, N, N});
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) {
         const auto x0 = A.begin() + std::ptrdiff_t(m) * K, w0 = W.begin() + std::ptrdiff_t(n) * K;
@@ -468,11 +468,11 @@ TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
 TEST(TensorCore, BadShapesAreErrors) {
   std::vector<Bf16> a(12), w(12);
   std::vector<float> c(9);
-  EXPECT_THROW(tc::gemm_accumulate(ops::CBf16Mat{a.data(), 3, 4, 4}, ops::CBf16Mat{w.data(), 4, 3, 3},
-                                   ops::F32Mat{c.data(), 3, 3, 3}),
+  EXPECT_THROW(tc::gemm_accumulate(psi::CBf16Mat{a.data(), 3, 4, 4}, psi::CBf16Mat{w.data(), 4, 3, 3},
+                                   psi::F32Mat{c.data(), 3, 3, 3}),
                psi::Error);
-  EXPECT_THROW(tc::gemm_accumulate(ops::CBf16Mat{a.data(), 3, 4, 4}, ops::CBf16Mat{w.data(), 3, 4, 4},
-                                   ops::F32Mat{c.data(), 3, 2, 2}),
+  EXPECT_THROW(tc::gemm_accumulate(psi::CBf16Mat{a.data(), 3, 4, 4}, psi::CBf16Mat{w.data(), 3, 4, 4},
+                                   psi::F32Mat{c.data(), 3, 2, 2}),
                psi::Error);
   EXPECT_THROW(tc::dot(std::vector<Bf16>(3), std::vector<Bf16>(4)), psi::Error);
 }

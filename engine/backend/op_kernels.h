@@ -16,10 +16,10 @@
 // implement it without linking back to psi_engine.
 #include <cstdint>
 
+#include "engine/backend/region.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/norm.h"
-#include "engine/backend/region.h"
 
 namespace psi::rt {
 
@@ -69,14 +69,14 @@ class OpKernels {
   // ops::linear: y = x·wᵀ (+ bias, a [1, y.cols] row; null: none) under `rule`, the accumulator
   // in `product`'s arithmetic. A device backend's products are its hardware's own (cuBLASLt):
   // on an H200 that is what Product::h200_tensor_core models, whichever is asked for.
-  virtual void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, ops::BiasRule rule,
+  virtual void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, psi::BiasRule rule,
                       const MatRef& y, ops::Product product) const = 0;
   // ops::gelu_tanh on x in place.
   virtual void gelu_tanh(const KernelContext& k, const MatRef& x) const = 0;
   // ops::gemm_accumulate: acc (float32) += a·wᵀ in `product`'s arithmetic (as linear).
   virtual void gemm_accumulate(const KernelContext& k, const MatRef& a, const MatRef& w, const MatRef& acc,
                                ops::Product product) const = 0;
-  // ops::finish_linear per row with BiasRule::fused_f32: y = bf(acc + bias) (acc float32).
+  // psi::finish_linear per row with BiasRule::fused_f32: y = bf(acc + bias) (acc float32).
   virtual void finish_linear(const KernelContext& k, const MatRef& acc, const MatRef* bias, const MatRef& y) const = 0;
 
   // ops::rms_norm over full rows in `norm`'s arithmetic; weight a [1, cols] row or null. y may

@@ -4,8 +4,8 @@
 // softmax's running state, the per-head gate and the output projection.
 #include <algorithm>
 
-#include "engine/model/block_catalogue.h"
 #include "engine/exec/operators.h"
+#include "engine/model/block_catalogue.h"
 
 namespace psi::exec {
 
@@ -22,7 +22,7 @@ void apply_gate(Driver& d, const std::string& op, const ArenaMat& z, const Arena
 // The module's Linear `layer` (checkpoint names from the block catalogue), run as op s.op.op.
 LinearSpec layer_spec(const AttentionSpec& s, const char* op, const char* layer) {
   return {s.op + "." + op, s.module + model::weight_of(layer), s.module + model::bias_of(layer),
-          ops::BiasRule::fused_f32, s.product};
+          psi::BiasRule::fused_f32, s.product};
 }
 
 std::uint64_t bf16_bytes(std::int64_t rows, std::int64_t cols) { return std::uint64_t(rows * cols) * 2; }

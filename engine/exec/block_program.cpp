@@ -4,8 +4,8 @@
 #include <numeric>
 
 #include "engine/error.h"
-#include "engine/model/block_catalogue.h"
 #include "engine/exec/operators.h"
+#include "engine/model/block_catalogue.h"
 
 namespace psi::exec {
 

@@ -21,11 +21,11 @@
 // (tile = row tile · hidden tiles + hidden tile). Probes: attn1, attn2, av, ff (and out).
 #include <cstdint>
 
+#include "engine/exec/driver.h"
+#include "engine/exec/schedule.h"
 #include "engine/model/block.h"
 #include "engine/model/config.h"
 #include "engine/model/variant.h"
-#include "engine/exec/driver.h"
-#include "engine/exec/schedule.h"
 #include "engine/runtime/journal.h"
 
 namespace psi::exec {

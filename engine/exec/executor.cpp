@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "engine/error.h"
-#include "engine/measure/sizes.h"
-#include "engine/progress.h"
 #include "engine/exec/block_program.h"
 #include "engine/exec/tiling.h"
+#include "engine/measure/sizes.h"
+#include "engine/progress.h"
 #include "engine/runtime/journal_transport.h"
 #include "engine/runtime/pages.h"
 #include "engine/runtime/resident_weights.h"

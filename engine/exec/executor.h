@@ -26,13 +26,13 @@
 #include <vector>
 
 #include "engine/checkpoint/weight_source.h"
-#include "engine/model/block.h"
-#include "engine/model/config.h"
-#include "engine/model/variant.h"
 #include "engine/exec/arena_settings.h"
 #include "engine/exec/block_program.h"
 #include "engine/exec/driver.h"
 #include "engine/exec/schedule.h"
+#include "engine/model/block.h"
+#include "engine/model/config.h"
+#include "engine/model/variant.h"
 #include "engine/runtime/runtime.h"
 
 namespace psi::exec {

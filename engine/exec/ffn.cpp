@@ -34,7 +34,7 @@ struct Ctx {
     const rt::DeviceRegion page = d.page(p);
     const bool has_bias = !s.up_bias.empty();
     const rt::DeviceRegion bias = up_bias;
-    const ops::BiasRule rule = s.up_rule;
+    const psi::BiasRule rule = s.up_rule;
     const ops::Product product = s.product;
     const ArenaMat X = x;
     rt::Accesses acc = {rt::reads(page), rt::reads(X.region), rt::writes(H.region)};
@@ -62,7 +62,7 @@ struct Ctx {
     d.release(p);
   }
 
-  // y[:, group o] = bf(acc + b2) (ops::finish_linear, the bias added once at the end).
+  // y[:, group o] = bf(acc + b2) (psi::finish_linear, the bias added once at the end).
   void finish(std::int64_t o, const rt::DeviceRegion& acc) const {
     const std::int64_t start = o0(o), n = no(o), M = x.rows, Dout = y.cols;
     const bool has_bias = !s.down_bias.empty();

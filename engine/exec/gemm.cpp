@@ -15,7 +15,7 @@ void linear(Driver& d, const LinearSpec& s, const ArenaMat& x, const ArenaMat& y
   }
   const std::int64_t rows = rows_per_tile(d.page_bytes(), in, out);
   const bool has_bias = !s.bias.empty();
-  const ops::BiasRule rule = s.rule;
+  const psi::BiasRule rule = s.rule;
   const ops::Product product = s.product;
   for (std::int64_t r0 = 0, t = 0; r0 < out; r0 += rows, ++t) {
     const std::int64_t nr = std::min(rows, out - r0);

@@ -15,7 +15,7 @@
 //  * ffn: hidden tiles of min(1024, hidden) channels (ops::linear + ops::gelu_tanh per tile, as
 //    ops::ffn does); the down-projection of an output group accumulates the K slices at the
 //    hidden-tile boundaries (multiples of 1,024) in order with ops::gemm_accumulate into a
-//    float32 accumulator and finishes with ops::finish_linear — gemm.h's K-split identity;
+//    float32 accumulator and finishes with psi::finish_linear — gemm.h's K-split identity;
 //  * attention: k and v are projected per key row tile and journaled in pieces; each query
 //    row tile streams them back a key block at a time through ops::sdpa_online_update with
 //    its running state (max, sum, accumulator) in scratch — the very function ops::sdpa's
@@ -27,13 +27,13 @@
 #include <functional>
 #include <string>
 
+#include "engine/exec/driver.h"
+#include "engine/exec/tiling.h"
+#include "engine/exec/views.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/ffn.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/norm.h"
-#include "engine/exec/driver.h"
-#include "engine/exec/tiling.h"
-#include "engine/exec/views.h"
 
 namespace psi::exec {
 
@@ -61,7 +61,7 @@ struct LinearSpec {
   std::string op;      // names kernels, tiles and allocations: "video.attn1.to_q"
   std::string weight;  // [out, in]
   std::string bias;    // [out]; empty when the layer has none
-  ops::BiasRule rule = ops::BiasRule::fused_f32;
+  psi::BiasRule rule = psi::BiasRule::fused_f32;
   ops::Product product = ops::Product::psi_f32;  // the accumulator's arithmetic (the variant's)
 };
 // y [M, out] = x [M, in] · Wᵀ (+ b).
@@ -145,7 +145,7 @@ struct FfnSpec {
   std::string op;  // "video.ff"
   std::string up_weight, up_bias, down_weight, down_bias;  // biases empty when absent
   std::int64_t hidden = 0;
-  ops::BiasRule up_rule = ops::BiasRule::fused_f32;
+  psi::BiasRule up_rule = psi::BiasRule::fused_f32;
   ops::Product product = ops::Product::psi_f32;  // both projections' arithmetic
   ops::FfnSchedule schedule = ops::FfnSchedule::reuse;  // recompute or reuse
   FfnGeometry geometry;

@@ -1,9 +1,9 @@
 #include "engine/model/attention_module.h"
 
 #include "engine/error.h"
+#include "engine/official/kernel_config.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
-#include "engine/ops/kernel_config.h"
 #include "engine/ops/norm.h"
 
 namespace psi::model {
@@ -15,8 +15,8 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
   const std::int64_t H = w.heads, d = w.head_dim;
   // Each product named for the shape log (kernel_config.h).
   const auto named_linear = [&](const char* site, const Bf16Tensor& in, const LinearWeights& l) {
-    const ops::ProductSite s(site);
-    return ops::linear(in, l.w, l.bias(), ops::BiasRule::fused_f32, product);
+    const official::ProductSite s(site);
+    return ops::linear(in, l.w, l.bias(), psi::BiasRule::fused_f32, product);
   };
   Bf16Tensor v = named_linear("to_v", context, w.to_v);
   Bf16Tensor q = ops::rms_norm(named_linear("to_q", x, w.to_q), &w.q_norm, eps, norm);
@@ -24,12 +24,12 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
   if (q.shape.back() != H * d)
     throw Error("attention: q width " + std::to_string(q.shape.back()) + " for " + std::to_string(H) +
                 " heads of " + std::to_string(d));
-  if (q_rope) ops::apply_split_rope(ops::as_matrix(q), *q_rope);
-  if (k_rope) ops::apply_split_rope(ops::as_matrix(k), *k_rope);
+  if (q_rope) ops::apply_split_rope(psi::as_matrix(q), *q_rope);
+  if (k_rope) ops::apply_split_rope(psi::as_matrix(k), *k_rope);
   Bf16Tensor a(q.shape);
   {
-    const ops::ProductSite s("sdpa");
-    ops::sdpa(ops::as_matrix(q), ops::as_matrix(k), ops::as_matrix(v), H, sdpa, ops::as_matrix(a));
+    const official::ProductSite s("sdpa");
+    ops::sdpa(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), H, sdpa, psi::as_matrix(a));
   }
   if (trace) {
     trace->q = q;
@@ -40,8 +40,8 @@ Bf16Tensor attention_forward(const AttentionWeights& w, const Bf16Tensor& x, con
   if (w.gated()) {
     Bf16Tensor z = named_linear("to_gate_logits", x, w.to_gate_logits);
     ops::sigmoid(z.ptr(), z.ptr(), z.numel());
-    auto A = ops::as_matrix(a);
-    auto Z = ops::as_matrix(z);
+    auto A = psi::as_matrix(a);
+    auto Z = psi::as_matrix(z);
     for (std::int64_t r = 0; r < A.rows; ++r)
       for (std::int64_t h = 0; h < H; ++h) {
         const float g = bf(2.0f * Z.at(r, h).to_float());

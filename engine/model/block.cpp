@@ -2,9 +2,9 @@
 
 #include "engine/error.h"
 #include "engine/model/attention_module.h"
+#include "engine/official/kernel_config.h"
 #include "engine/ops/adaln.h"
 #include "engine/ops/ffn.h"
-#include "engine/ops/kernel_config.h"
 #include "engine/ops/norm.h"
 #include "engine/synthinit.h"
 
@@ -44,10 +44,10 @@ SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, c
   const Bf16Tensor gate_msa = ada_value(table, in.timesteps, ada_row::gate_msa);
   const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps, v.norm);
   {
-    const ops::ProductSite site("attn1");
+    const official::ProductSite site("attn1");
     r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps, v.product, v.norm);
   }
-  const ops::ProductSite site("attn2");
+  const official::ProductSite site("attn2");
   const ops::PostSa ps = ops::post_sa(in.x, forced_attn1 ? *forced_attn1 : r.o_attn1, gate_msa, eps, v.norm);
   if (c.features.cross_attention_adaln) {
     const Bf16Tensor shift_q = ada_value(table, in.timesteps, ada_row::shift_q);
@@ -89,7 +89,7 @@ void check_inputs(const ModelConfig& c, const BlockInputs& in) {
 }  // namespace
 
 BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions,
-                     ops::F32Math math) {
+                     official::F32Math math) {
   return block_rope_with(c, video_positions, audio_positions,
                          [math](const F32Tensor& positions, const std::vector<double>& max_pos, std::int64_t inner,
                                 std::int64_t heads, double theta) {
@@ -136,12 +136,12 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   // Video and audio self-attention and text cross-attention (steps 1–10).
   SelfAndText vs, as;
   {
-    const ops::ProductSite site("video");
+    const official::ProductSite site("video");
     vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table, in.video, v,
                        forced ? &forced->attn1 : nullptr, forced ? &forced->attn2 : nullptr);
   }
   {
-    const ops::ProductSite site("audio");
+    const official::ProductSite site("audio");
     as = self_and_text(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table, w.audio_prompt_scale_shift_table,
                        in.audio, v, forced ? &forced->audio_attn1 : nullptr, forced ? &forced->audio_attn2 : nullptr);
   }
@@ -159,7 +159,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   // A2V (step 11): video queries, audio keys/values. A/V tables list scale before shift.
   Bf16Tensor vx3;
   {
-    const ops::ProductSite site("a2v");
+    const official::ProductSite site("a2v");
     const Bf16Tensor q_in =
         ops::ada_zero(vx_pre, ada_value(tv, vss, av_row::a2v_scale), ada_value(tv, vss, av_row::a2v_shift), eps, v.norm);
     const Bf16Tensor kv_in =
@@ -172,7 +172,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
   Bf16Tensor ax3;
   {
-    const ops::ProductSite site("v2a");
+    const official::ProductSite site("v2a");
     const Bf16Tensor q_in =
         ops::ada_zero(ax_pre, ada_value(ta, ass, av_row::v2a_scale), ada_value(ta, ass, av_row::v2a_shift), eps, v.norm);
     const Bf16Tensor kv_in =
@@ -186,7 +186,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   // Feed-forwards (steps 13–14).
   {
     const Bf16Tensor& t = w.scale_shift_table;
-    const ops::ProductSite site("video.ff");
+    const official::ProductSite site("video.ff");
     const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, ada_row::scale_mlp),
                                        ada_value(t, in.video.timesteps, ada_row::shift_mlp), eps, v.norm);
     p.ff = ffn_forward(w.ff, h, v);
@@ -195,7 +195,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
   }
   {
     const Bf16Tensor& t = w.audio_scale_shift_table;
-    const ops::ProductSite site("audio.ff");
+    const official::ProductSite site("audio.ff");
     const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, ada_row::scale_mlp),
                                        ada_value(t, in.audio.timesteps, ada_row::shift_mlp), eps, v.norm);
     p.audio_ff = ffn_forward(w.audio_ff, h, v);

@@ -41,7 +41,7 @@ struct BlockRopeOf {
 using BlockRope = BlockRopeOf<ops::RopeTables>;
 // `math`: the cos/sin of the tables (ops::rope_tables).
 BlockRope block_rope(const ModelConfig& c, const F32Tensor& video_positions, const F32Tensor& audio_positions,
-                     ops::F32Math math = ops::F32Math::host);
+                     official::F32Math math = official::F32Math::host);
 // The same four tables, each made by make(positions, max_pos, inner, heads, theta): block_rope
 // with ops::rope_tables, the float64 reference model with ops::rope_tables_f64.
 template <class Make>

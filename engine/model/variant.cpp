@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/error.h"
-#include "engine/ops/math_to_flash.h"
+#include "engine/official/math_to_flash.h"
 
 namespace psi::model {
 
@@ -26,7 +26,7 @@ std::vector<NumericsVariant> make_variants() {
   official.product = ops::Product::h200_tensor_core;
   official.core = ops::AttentionCore::h200_math;
   official.norm = ops::NormKernel::h200;
-  official.model_math = ops::F32Math::cuda;
+  official.model_math = official::F32Math::cuda;
   official.claims = "math";
 
   NumericsVariant flash = official;
@@ -45,7 +45,7 @@ std::vector<NumericsVariant> make_variants() {
   baseline.p_bf16_narrow_heads = true;
   baseline.p_bf16_wide_heads = true;
   baseline.ffn_schedule = ops::FfnSchedule::reuse;
-  baseline.ffn_up_bias = ops::BiasRule::after_bf16;
+  baseline.ffn_up_bias = psi::BiasRule::after_bf16;
 
   NumericsVariant modified;
   modified.name = "modified";
@@ -55,7 +55,7 @@ std::vector<NumericsVariant> make_variants() {
   modified.p_bf16_narrow_heads = false;
   modified.p_bf16_wide_heads = true;
   modified.ffn_schedule = ops::FfnSchedule::reuse;
-  modified.ffn_up_bias = ops::BiasRule::fused_f32;
+  modified.ffn_up_bias = psi::BiasRule::fused_f32;
 
   return {dense, official, flash, baseline, modified};
 }
@@ -68,11 +68,11 @@ const std::vector<NumericsVariant>& variants() {
 const std::vector<NumericsVariant>& step_variants() {
   static const std::vector<NumericsVariant> steps = [] {
     std::vector<NumericsVariant> s;
-    for (int k = 1; k < ops::kMathToFlashSteps; ++k) {
+    for (int k = 1; k < official::kMathToFlashSteps; ++k) {
       NumericsVariant v = numerics_variant("official-h200");
       v.name = "math-to-flash-" + std::to_string(k);
       v.summary = "official-h200 with the MATH attention core given FLASH's first " + std::to_string(k) +
-                  " steps (engine/ops/math_to_flash.h), the last: " + ops::math_to_flash_step_name(k);
+                  " steps (engine/official/math_to_flash.h), the last: " + official::math_to_flash_step_name(k);
       v.core = ops::AttentionCore::h200_math_to_flash;
       v.flash_steps = k;
       v.claims.clear();
@@ -113,13 +113,13 @@ const NumericsVariant& numerics_variant(std::string_view name) {
   std::string known;
   for (const auto& v : variants()) known += (known.empty() ? "" : ", ") + v.name;
   throw Error("unknown numerics variant '" + std::string(name) + "' (known: " + known + "; math-to-flash-1 … " +
-              std::to_string(ops::kMathToFlashSteps - 1) + ")");
+              std::to_string(official::kMathToFlashSteps - 1) + ")");
 }
 
 const NumericsVariant& math_to_flash_variant(int steps) {
-  if (steps < 1 || steps >= ops::kMathToFlashSteps)
-    throw Error("math-to-flash: step " + std::to_string(steps) + " (1 to " + std::to_string(ops::kMathToFlashSteps - 1) +
-                "; 0 is official-h200, " + std::to_string(ops::kMathToFlashSteps) + " official-h200-flash)");
+  if (steps < 1 || steps >= official::kMathToFlashSteps)
+    throw Error("math-to-flash: step " + std::to_string(steps) + " (1 to " + std::to_string(official::kMathToFlashSteps - 1) +
+                "; 0 is official-h200, " + std::to_string(official::kMathToFlashSteps) + " official-h200-flash)");
   return step_variants()[std::size_t(steps - 1)];
 }
 

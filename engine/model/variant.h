@@ -6,8 +6,8 @@
 // | variant       | attention                     | P before P·V        | FFN                        | FFN up-projection bias  | projections (every Linear) |
 // |---------------|-------------------------------|---------------------|----------------------------|-------------------------|----------------------------|
 // | dense         | MATH (whole score matrix), psi's reduce.h sums and std::exp | float32, normalized | whole tensors | bf(acc + b)  (official) | psi's float32 order |
-// | official-h200 | MATH, the H200 core (official_attention.h): FMA-chain GEMMs, warp/block softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h); RMS norms and LayerNorm: the H200 kernels (norm.h) |
-// | official-h200-flash | FLASH, the H200 core (official_flash.h): FlashAttention-2's forward, split-KV and combine | BF16, unnormalized | whole tensors | bf(acc + b)  (official) | as official-h200 |
+// | official-h200 | MATH, the H200 core (attention_math.h): FMA-chain GEMMs, warp/block softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h); RMS norms and LayerNorm: the H200 kernels (norm.h) |
+// | official-h200-flash | FLASH, the H200 core (attention_flash.h): FlashAttention-2's forward, split-KV and combine | BF16, unnormalized | whole tensors | bf(acc + b)  (official) | as official-h200 |
 // | baseline      | online softmax, 128-key tiles | BF16 (all heads)    | 1,024-channel tiles, reuse | bf(bf(acc) + b)         | psi's float32 order        |
 // | modified      | online softmax, 128-key tiles | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) | psi's float32 order |
 //
@@ -15,7 +15,7 @@
 // projection computed as the H200's tensor cores computed the recorded official projections
 // and the attention core and the RMS norms as the H200 computed them (bitwise those recordings
 // and every probe of the recorded small blocks; softmax rows of more than 2,048 keys take the
-// modelled cunn_SoftMaxForwardReg, official_attention.h; the output head's LayerNorm is the
+// modelled cunn_SoftMaxForwardReg, attention_math.h; the output head's LayerNorm is the
 // modelled Welford kernel, norm.h; the token positions, RoPE tables and timestep sinusoid take
 // libdevice's cosf/sinf/expf and PyTorch's division by a scalar, nv_trig.h; the elementwise
 // operators are dense's, which are the kernels' formulas, docs/official-kernels.md); baseline
@@ -34,11 +34,11 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/official/nv_trig.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/ffn.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/norm.h"
-#include "engine/ops/nv_trig.h"
 
 namespace psi::model {
 
@@ -52,11 +52,11 @@ struct NumericsVariant {
   bool p_bf16_wide_heads = true;        // online: P rounded to BF16 for wider heads (128)
   ops::FfnSchedule ffn_schedule = ops::FfnSchedule::dense;
   std::int64_t ffn_hidden_tile = ops::kHiddenTile;  // min(this, hidden) for small models
-  ops::BiasRule ffn_up_bias = ops::BiasRule::fused_f32;  // every FFN up-projection that has a bias
+  psi::BiasRule ffn_up_bias = psi::BiasRule::fused_f32;  // every FFN up-projection that has a bias
   ops::Product product = ops::Product::psi_f32;          // every Linear's accumulator arithmetic
   ops::NormKernel norm = ops::NormKernel::psi_f32;       // every RMS norm's arithmetic
   // positions, RoPE tables and timestep sinusoid (model level, outside the blocks' kernels)
-  ops::F32Math model_math = ops::F32Math::host;
+  official::F32Math model_math = official::F32Math::host;
   // The recorded official path this variant reproduces bit for bit ("math", "flash"), or empty.
   // A recording of one path only (the projection probes, "official") is claimed by every
   // variant that claims a path: both official paths compute the projections alike.
@@ -80,7 +80,7 @@ const NumericsVariant& numerics_variant(std::string_view name);
 std::vector<std::string> numerics_variant_names();
 
 // "math-to-flash-K", K = 1 … 6: official-h200 with every attention through the MATH core with
-// FLASH's first K steps (ops::sdpa_math_to_flash); official-h200 is step 0, official-h200-flash
+// FLASH's first K steps (official::sdpa_math_to_flash); official-h200 is step 0, official-h200-flash
 // step 7. What psi run block-controls attributes the FLASH-vs-MATH differences with.
 const NumericsVariant& math_to_flash_variant(int steps);
 

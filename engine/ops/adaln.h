@@ -4,7 +4,7 @@
 // row per token.
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
+#include "engine/matrix.h"
 #include "engine/ops/norm.h"
 #include "engine/tensor.h"
 

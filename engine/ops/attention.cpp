@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/official/attention_flash.h"
+#include "engine/official/attention_math.h"
+#include "engine/official/math_to_flash.h"
 #include "engine/ops/gemm.h"
-#include "engine/ops/math_to_flash.h"
-#include "engine/ops/official_attention.h"
-#include "engine/ops/official_flash.h"
-#include "engine/ops/parallel.h"
 #include "engine/ops/reduce.h"
+#include "engine/parallel.h"
 
 namespace psi::ops {
 
@@ -146,10 +146,6 @@ void check_state(const OnlineState& s, std::int64_t rows, std::int64_t heads, st
 
 }  // namespace
 
-float sdpa_qk_factor(std::int64_t head_dim) {
-  return float(std::sqrt(1.0 / std::sqrt(double(head_dim))));
-}
-
 void math_softmax_row(float* s, std::int64_t n) {
   float m = kNegInf;
   for (std::int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
@@ -175,7 +171,7 @@ void sdpa_online_update(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, 
   const std::int64_t d = head_width(q, k, v, heads);
   if (opt.key_tile <= 0) throw Error("sdpa: key tile " + std::to_string(opt.key_tile) + " must be positive");
   check_state(s, q.rows, heads, q.cols);
-  const float factor = sdpa_qk_factor(d);
+  const float factor = official::sdpa_qk_factor(d);
   const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : k.rows;
   for (std::int64_t h = 0; h < heads; ++h) {
     HeadData hd;
@@ -216,21 +212,21 @@ void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOpti
   }
   const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : Nk;
   if (opt.core == AttentionCore::h200_math) {
-    sdpa_math_h200(q, k, v, heads, opt.mask, mask_ld, ExpModel::ex2_table, out);
+    official::sdpa_math_h200(q, k, v, heads, opt.mask, mask_ld, official::ExpModel::ex2_table, out);
     return;
   }
   if (opt.core == AttentionCore::h200_flash) {
     // PyTorch runs FLASH only without a mask (an attn_mask sends SDPA to another backend).
     if (opt.mask) throw Error("sdpa (h200 FLASH core): an additive mask (SDPA FLASH takes none)");
-    sdpa_flash_h200(q, k, v, heads, out);
+    official::sdpa_flash_h200(q, k, v, heads, out);
     return;
   }
   if (opt.core == AttentionCore::h200_math_to_flash) {
     if (opt.mask) throw Error("sdpa (MATH to FLASH): an additive mask (SDPA FLASH takes none)");
-    sdpa_math_to_flash(q, k, v, heads, opt.flash_steps, out);
+    official::sdpa_math_to_flash(q, k, v, heads, opt.flash_steps, out);
     return;
   }
-  const float factor = sdpa_qk_factor(d);
+  const float factor = official::sdpa_qk_factor(d);
   for (std::int64_t h = 0; h < heads; ++h) {
     HeadData hd;
     widen_head(q, h, d, factor, true, hd.q);

@@ -20,9 +20,9 @@
 // All sums (score dots, softmax sums, P·V in the MATH form) follow reduce.h.
 //
 // MATH with core = h200_math is instead the official MATH core as the H200 computed it
-// (official_attention.h): float32 FMA-chain GEMMs, PyTorch's warp softmax with libdevice expf,
+// (attention_math.h): float32 FMA-chain GEMMs, PyTorch's warp softmax with libdevice expf,
 // bitwise the recorded official attention core; core = h200_flash is the official FLASH core,
-// FlashAttention-2's forward as the H200 computed it (official_flash.h), bitwise the recorded
+// FlashAttention-2's forward as the H200 computed it (attention_flash.h), bitwise the recorded
 // FLASH attention. Both take whole tensors, as MATH does.
 //
 // The online form is also exposed in pieces (sdpa_online_begin / _update / _end) for callers
@@ -32,15 +32,15 @@
 // multiples of key_tile.
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
+#include "engine/matrix.h"
 
 namespace psi::ops {
 
 enum class SoftmaxForm { math, online };
 
 // The whole-tensor form's arithmetic: psi's MATH (reduce.h sums, std::exp), or one of the two
-// official cores as the H200 computes them: SDPA MATH (official_attention.h) or SDPA FLASH
-// (official_flash.h). A field of its own rather than more SoftmaxForms: every one of them runs
+// official cores as the H200 computes them: SDPA MATH (attention_math.h) or SDPA FLASH
+// (attention_flash.h). A field of its own rather than more SoftmaxForms: every one of them runs
 // on whole tensors, which is what a caller asking for the form (math or online) wants to know.
 // h200_math_to_flash: the MATH core with FLASH's first flash_steps steps (math_to_flash.h).
 enum class AttentionCore { psi_f32, h200_math, h200_flash, h200_math_to_flash };
@@ -80,8 +80,6 @@ void sdpa_online_update(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, 
 // out = bf(o / l) per head (0 where every key was masked). out may be q's storage.
 void sdpa_online_end(OnlineState s, Bf16Mat out);
 
-// f32(√(1/√d)), the factor MATH applies to q and to k.
-float sdpa_qk_factor(std::int64_t head_dim);
 
 // psi's MATH softmax of one float32 score row s[0, n) in place: max, std::exp(s − max), the
 // reduce.h sum, s / sum; a row of −∞ gives zeros (safe softmax).

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/official/kernel_config.h"
 #include "engine/ops/activation.h"
-#include "engine/ops/kernel_config.h"
 #include "engine/ops/reduce.h"
 
 namespace psi::ops {
@@ -54,10 +54,10 @@ Bf16Tensor ffn(const Bf16Tensor& x, const FfnWeights& w, const FfnOptions& opt) 
   if (opt.schedule == FfnSchedule::dense) {
     Bf16Tensor h;
     {
-      const ProductSite site("up");
+      const official::ProductSite site("up");
       h = ffn_hidden(x, w, opt.up_bias, opt.product);
     }
-    const ProductSite site("down");
+    const official::ProductSite site("down");
     return linear(h, *w.down_w, w.down_b, BiasRule::fused_f32, opt.product);
   }
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "engine/error.h"
-#include "engine/ops/parallel.h"
+#include "engine/official/tensor_core.h"
 #include "engine/ops/reduce.h"
-#include "engine/ops/tensor_core.h"
+#include "engine/parallel.h"
 
 namespace psi::ops {
 
@@ -136,25 +136,13 @@ void check_linear(CBf16Mat x, CBf16Mat W, std::int64_t y_rows, std::int64_t y_co
 }  // namespace
 
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C, Product product) {
-  if (product == Product::h200_tensor_core) return tc::gemm_accumulate(A, W, C);
+  if (product == Product::h200_tensor_core) return official::tc::gemm_accumulate(A, W, C);
   gemm_accumulate_impl(A, W, C);
 }
 void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
 
-void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out, std::int64_t n) {
-  if (!bias) {
-    for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_rne(acc[j]);
-    return;
-  }
-  if (rule == BiasRule::fused_f32) {
-    for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_rne(acc[j] + bias[j].to_float());
-  } else {
-    for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_rne(bf(acc[j]) + bias[j].to_float());
-  }
-}
-
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, Product product) {
-  if (product == Product::h200_tensor_core) return tc::linear(x, W, bias, rule, y);
+  if (product == Product::h200_tensor_core) return official::tc::linear(x, W, bias, rule, y);
   check_linear(x, W, y.rows, y.cols);
   ordered_product(x, W, zero_block,
                   [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb,

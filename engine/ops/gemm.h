@@ -10,7 +10,8 @@
 // order, into the same float32 accumulator) is therefore bitwise equal to the whole product.
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
+#include "engine/epilogue.h"
+#include "engine/matrix.h"
 #include "engine/tensor.h"
 
 namespace psi::ops {
@@ -28,12 +29,6 @@ enum class Product {
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C, Product product = Product::psi_f32);
 void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C);
 
-// Where the bias enters a BF16 Linear output (PyTorch's fused epilogue is fused_f32).
-enum class BiasRule {
-  fused_f32,   // bf(acc + b): one BF16 write (official cuBLAS epilogue)
-  after_bf16,  // bf(bf(acc) + b): the product is written BF16, then the bias is added
-};
-
 // y = x·Wᵀ + b with BF16 output. bias may be null (then both rules give bf(acc)).
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y,
             Product product = Product::psi_f32);
@@ -43,8 +38,5 @@ void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y);
 // Tensor conveniences: x [..., K], W [N, K], b [N] or null -> [..., N].
 Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
                   BiasRule rule = BiasRule::fused_f32, Product product = Product::psi_f32);
-
-// The output rule alone, for callers that accumulated themselves (tiled down-projections).
-void finish_linear(const float* acc, const Bf16* bias, BiasRule rule, Bf16* out, std::int64_t n);
 
 }  // namespace psi::ops

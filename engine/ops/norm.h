@@ -12,18 +12,18 @@
 // With NormKernel::h200 the RMS norm is PyTorch 2.11's CUDA kernel as the H200 runs it
 // (layer_norm_kernel.cu, vectorized_layer_norm_kernel with rms_norm = true, the path
 // F.rms_norm / nn.RMSNorm take for contiguous BF16 rows of a multiple of 4; see
-// docs/official-kernels.md): ss in the order of h200_sum_of_squares, ms = ss / N (IEEE
-// division), rstd = rsqrt_approx(ms + eps) (MUFU.RSQ, nv_rsqrt.h), y as above.
+// docs/official-kernels.md): ss in the order of official::h200_sum_of_squares, ms = ss / N (IEEE
+// division), rstd = official::rsqrt_approx(ms + eps) (MUFU.RSQ, nv_rsqrt.h), y as above.
 //
 // LayerNorm without affine (the model's output head, spec §5.2), two passes:
 //   mean = Σ x / N, var = Σ (x - mean)² / N (both in the reduce.h order), rstd as above,
 //   y = bf( (x - mean) · rstd ).
 // With NormKernel::h200 it is the same vectorized kernel with rms_norm = false: Welford
-// statistics in the thread and warp order of h200_layer_norm_stats, rstd = rsqrt_approx(var +
-// eps), y = bf( rstd · (x − mean) ).
+// statistics in the thread and warp order of official::h200_layer_norm_stats (norm_stats.h),
+// rstd = official::rsqrt_approx(var + eps), y = bf( rstd · (x − mean) ).
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
+#include "engine/matrix.h"
 
 namespace psi::ops {
 
@@ -32,28 +32,9 @@ inline constexpr float kNormEps = 1e-6f;
 // The RMS norm's arithmetic: psi's (reduce.h order, 1/sqrt) or the official kernel's on the H200.
 enum class NormKernel { psi_f32, h200 };
 
-// Σ x² of one row as the official vectorized kernel sums it: 128 threads (32 lanes × 4 warps),
-// thread t owning the 4-element groups t, t + 128, t + 256, … and adding their squares in
-// element order from +0; each warp's lanes combined by the shuffle-down tree (offsets 16, 8,
-// 4, 2, 1, lane l adding lane l + offset), then the four warp sums as (w0 + w2) + (w1 + w3).
-// n must be a multiple of 4 (the kernel's condition; otherwise psi::Error).
-float h200_sum_of_squares(const Bf16* x, std::int64_t n);
-
 void rms_norm(CBf16Mat x, const Bf16* weight, float eps, Bf16Mat y, NormKernel kernel = NormKernel::psi_f32);
 // The partitioned form: columns in tiles of `tile` (the last may be shorter).
 void rms_norm_tiled(CBf16Mat x, const Bf16* weight, float eps, std::int64_t tile, Bf16Mat y);
-
-// The mean and variance of one row as the official vectorized LayerNorm kernel forms them: the
-// threads and vectors of h200_sum_of_squares; per thread cuWelfordOnlineSum over its elements in
-// order (delta = x − mean, count + 1, mean += delta · (1/count), sigma2 += delta · (x − mean),
-// each mul-add one FMA as nvcc contracts it); cuWelfordCombine(own, partner) along the same
-// shuffle-down tree and warp halving (coef = 1/count, mean = nA·mean_A + nB·mean_B, sigma2 =
-// sigma2_A + sigma2_B + delta²·count_A·nB, A the partner, each final mul-add one FMA); var =
-// sigma2 / N. n must be a multiple of 4.
-struct LayerNormStats {
-  float mean, var;
-};
-LayerNormStats h200_layer_norm_stats(const Bf16* x, std::int64_t n);
 
 void layer_norm(CBf16Mat x, float eps, Bf16Mat y, NormKernel kernel = NormKernel::psi_f32);
 

@@ -27,16 +27,16 @@ std::vector<R> frequencies(std::int64_t inner, std::int64_t axes, double theta) 
 }
 
 // cos and sin in R: float under the chosen arithmetic, double (the reference) always the host's.
-float cos_in(float x, F32Math math) { return cos_f32(x, math); }
-float sin_in(float x, F32Math math) { return sin_f32(x, math); }
-double cos_in(double x, F32Math) { return std::cos(x); }
-double sin_in(double x, F32Math) { return std::sin(x); }
+float cos_in(float x, official::F32Math math) { return official::cos_f32(x, math); }
+float sin_in(float x, official::F32Math math) { return official::sin_f32(x, math); }
+double cos_in(double x, official::F32Math) { return std::cos(x); }
+double sin_in(double x, official::F32Math) { return std::sin(x); }
 
 // The tables in R arithmetic (float: the official one; double: the float64 reference), each
 // entry passed to store(destination index, cos, sin).
 template <class R, class Store>
 void fill_tables(const F32Tensor& positions, const std::vector<double>& max_pos, std::int64_t inner,
-                 std::int64_t heads, double theta, F32Math math, const Store& store) {
+                 std::int64_t heads, double theta, official::F32Math math, const Store& store) {
   if (positions.shape.size() != 4 || positions.dim(0) != 1 || positions.dim(3) != 2)
     throw Error("rope: positions must be [1, P, T, 2], got " + shape_str(positions.shape));
   const std::int64_t P = positions.dim(1), T = positions.dim(2);
@@ -86,7 +86,7 @@ std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, d
 }
 
 RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& max_pos,
-                       std::int64_t inner, std::int64_t heads, double theta, F32Math math) {
+                       std::int64_t inner, std::int64_t heads, double theta, official::F32Math math) {
   const Shape shape = table_shape(positions, inner, heads);
   RopeTables t{Bf16Tensor(shape), Bf16Tensor(shape)};
   fill_tables<float>(positions, max_pos, inner, heads, theta, math, [&](std::int64_t i, float c, float s) {
@@ -100,7 +100,7 @@ RopeTablesF64 rope_tables_f64(const F32Tensor& positions, const std::vector<doub
                               std::int64_t inner, std::int64_t heads, double theta) {
   const Shape shape = table_shape(positions, inner, heads);
   RopeTablesF64 t{F64Tensor(shape), F64Tensor(shape)};
-  fill_tables<double>(positions, max_pos, inner, heads, theta, F32Math::host, [&](std::int64_t i, double c, double s) {
+  fill_tables<double>(positions, max_pos, inner, heads, theta, official::F32Math::host, [&](std::int64_t i, double c, double s) {
     t.cos.data[i] = c;
     t.sin.data[i] = s;
   });

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/ops/matrix.h"
-#include "engine/ops/nv_trig.h"
+#include "engine/matrix.h"
+#include "engine/official/nv_trig.h"
 #include "engine/tensor.h"
 
 namespace psi::ops {
@@ -39,7 +39,7 @@ std::vector<float> rope_frequencies_f64(std::int64_t inner, std::int64_t axes, d
 //   one BF16 rounding.
 RopeTables rope_tables(const F32Tensor& positions, const std::vector<double>& max_pos,
                        std::int64_t inner, std::int64_t heads, double theta,
-                       F32Math math = F32Math::host);
+                       official::F32Math math = official::F32Math::host);
 
 // The same tables in real arithmetic: every step above in double from the same float32
 // positions (the grid not rounded to float32, a = 2·mid·(1/max_pos) − 1, cos/sin in double), and

@@ -8,7 +8,7 @@
 namespace psi::pipeline {
 
 Bf16Tensor Bf16Arith::linear(const Bf16Tensor& x, const Bf16Tensor& w, const Bf16Tensor* bias) const {
-  return ops::linear(x, w, bias, ops::BiasRule::fused_f32, product);
+  return ops::linear(x, w, bias, psi::BiasRule::fused_f32, product);
 }
 
 Bf16Tensor Bf16Arith::silu(const Bf16Tensor& x) const {
@@ -19,7 +19,7 @@ Bf16Tensor Bf16Arith::silu(const Bf16Tensor& x) const {
 
 Bf16Tensor Bf16Arith::layer_norm(const Bf16Tensor& x, float eps) const {
   Bf16Tensor y(x.shape);
-  ops::layer_norm(ops::as_matrix(x), eps, ops::as_matrix(y), norm);
+  ops::layer_norm(psi::as_matrix(x), eps, psi::as_matrix(y), norm);
   return y;
 }
 

@@ -11,8 +11,8 @@
 #include "engine/error.h"
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
+#include "engine/official/kernel_config.h"
 #include "engine/ops/gemm.h"
-#include "engine/ops/kernel_config.h"
 #include "engine/ops/norm.h"
 #include "engine/pipeline/forward.h"
 #include "engine/pipeline/scalar.h"
@@ -30,7 +30,7 @@ struct Bf16Arith {
   using E = Bf16;
   ops::Product product = ops::Product::psi_f32;
   ops::NormKernel norm = ops::NormKernel::psi_f32;  // the output head's LayerNorm
-  ops::F32Math math = ops::F32Math::host;           // the sinusoid's and RoPE tables' exp/cos/sin
+  official::F32Math math = official::F32Math::host;           // the sinusoid's and RoPE tables' exp/cos/sin
   std::vector<float> sinusoid(float tau) const { return timestep_sinusoid(tau, math); }
   Bf16Tensor linear(const Bf16Tensor& x, const Bf16Tensor& w, const Bf16Tensor* bias) const;
   Bf16Tensor silu(const Bf16Tensor& x) const;
@@ -64,8 +64,8 @@ AdaLnOutOf<typename A::E> adaln(const A& a, model::WeightSource& weights, const 
                                 std::int64_t dim, std::int64_t rows, typename Scalar<typename A::E>::Real tau,
                                 std::int64_t tokens) {
   using E = typename A::E;
-  const ops::ProductSite site(prefix);
-  const ops::RowsAsIf as_if(tokens);
+  const official::ProductSite site(prefix);
+  const official::RowsAsIf as_if(tokens);
   const auto l1 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_1", dim, kSinusoidWidth);
   const auto l2 = load_linear(weights, prefix + ".emb.timestep_embedder.linear_2", dim, dim);
   const auto lin = load_linear(weights, prefix + ".linear", rows * dim, dim);
@@ -75,14 +75,14 @@ AdaLnOutOf<typename A::E> adaln(const A& a, model::WeightSource& weights, const 
   Tensor<E> h;
   AdaLnOutOf<E> out;
   {
-    const ops::ProductSite at("linear_1");
+    const official::ProductSite at("linear_1");
     h = a.silu(a.linear(emb, l1.w, l1.bias()));
   }
   {
-    const ops::ProductSite at("linear_2");
+    const official::ProductSite at("linear_2");
     out.embedded = a.linear(h, l2.w, l2.bias());
   }
-  const ops::ProductSite at("linear");
+  const official::ProductSite at("linear");
   out.mod = a.linear(a.silu(out.embedded), lin.w, lin.bias());
   return out;
 }
@@ -112,7 +112,7 @@ PreparedOf<typename A::E> prepare(const A& a, const model::ModelConfig& c, model
   const Bf16Tensor pw = w.load(pre + "patchify_proj.weight", {d, channels});
   const Bf16Tensor pb = w.load(pre + "patchify_proj.bias", {d});
   {
-    const ops::ProductSite site(pre + "patchify_proj");
+    const official::ProductSite site(pre + "patchify_proj");
     p.x = a.linear(in.latent, pw, &pb);
   }
   const std::int64_t tokens = in.latent.dim(1);
@@ -173,7 +173,7 @@ Tensor<typename A::E> output_head(const A& a, const model::ModelConfig& c, model
   const Tensor<E> y = a.modulate(a.layer_norm(x, c.norm_eps), scale, shift);
   const Bf16Tensor ow = w.load(pre + "proj_out.weight", {out_ch, d});
   const Bf16Tensor ob = w.load(pre + "proj_out.bias", {out_ch});
-  const ops::ProductSite site(pre + "proj_out");
+  const official::ProductSite site(pre + "proj_out");
   return a.linear(y, ow, &ob);
 }
 

@@ -12,11 +12,11 @@ constexpr std::int64_t kAudioDownsample = 4;
 constexpr float kHop = 160.0f, kSampleRate = 16000.0f;
 
 // x / d in float32: an IEEE division, or PyTorch's CUDA tensor-by-scalar division.
-float divide(float x, float d, ops::F32Math math) { return math == ops::F32Math::cuda ? x * (1.0f / d) : x / d; }
+float divide(float x, float d, official::F32Math math) { return math == official::F32Math::cuda ? x * (1.0f / d) : x / d; }
 }  // namespace
 
 F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t width, float fps,
-                          ops::F32Math math) {
+                          official::F32Math math) {
   const std::int64_t n = frames * height * width;
   F32Tensor p({1, 3, n, 2});
   auto at = [&](int axis, std::int64_t t, int side) -> float& { return p.data[(axis * n + t) * 2 + side]; };
@@ -35,7 +35,7 @@ F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t
   return p;
 }
 
-F32Tensor audio_positions(std::int64_t tokens, ops::F32Math math) {
+F32Tensor audio_positions(std::int64_t tokens, official::F32Math math) {
   F32Tensor p({1, 1, tokens, 2});
   for (std::int64_t i = 0; i < tokens; ++i) {
     const float start = float(std::max<std::int64_t>(0, kAudioDownsample * i + 1 - kAudioDownsample));

@@ -8,13 +8,13 @@
 // (psi's CPU recipe) differ by one float32 ULP in 462 of 3,696 video and 140 of 252 audio values.
 #include <cstdint>
 
-#include "engine/ops/nv_trig.h"
+#include "engine/official/nv_trig.h"
 #include "engine/tensor.h"
 
 namespace psi::pipeline {
 
 F32Tensor video_positions(std::int64_t frames, std::int64_t height, std::int64_t width, float fps,
-                          ops::F32Math math = ops::F32Math::host);
-F32Tensor audio_positions(std::int64_t tokens, ops::F32Math math = ops::F32Math::host);
+                          official::F32Math math = official::F32Math::host);
+F32Tensor audio_positions(std::int64_t tokens, official::F32Math math = official::F32Math::host);
 
 }  // namespace psi::pipeline

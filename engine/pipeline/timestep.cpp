@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine/ops/nv_expf.h"
+#include "engine/official/nv_expf.h"
 #include "engine/pipeline/forward_structure.h"
 
 namespace psi::pipeline {
@@ -10,16 +10,16 @@ namespace psi::pipeline {
 namespace {
 
 // exp in R: float under the chosen arithmetic, double (the reference) always the host's.
-float exp_in(float x, ops::F32Math math) { return math == ops::F32Math::cuda ? ops::nv_expf(x) : std::exp(x); }
-double exp_in(double x, ops::F32Math) { return std::exp(x); }
-double cos_in(double x, ops::F32Math) { return std::cos(x); }
-double sin_in(double x, ops::F32Math) { return std::sin(x); }
-float cos_in(float x, ops::F32Math math) { return ops::cos_f32(x, math); }
-float sin_in(float x, ops::F32Math math) { return ops::sin_f32(x, math); }
+float exp_in(float x, official::F32Math math) { return math == official::F32Math::cuda ? official::nv_expf(x) : std::exp(x); }
+double exp_in(double x, official::F32Math) { return std::exp(x); }
+double cos_in(double x, official::F32Math) { return std::cos(x); }
+double sin_in(double x, official::F32Math) { return std::sin(x); }
+float cos_in(float x, official::F32Math math) { return official::cos_f32(x, math); }
+float sin_in(float x, official::F32Math math) { return official::sin_f32(x, math); }
 
 // Python's -math.log(10000) rounded to R, times i in R, over half_dim, exp in R.
 template <class R>
-std::vector<R> sinusoid(R tau, ops::F32Math math) {
+std::vector<R> sinusoid(R tau, official::F32Math math) {
   const R neg_log_period = R(-std::log(10000.0));
   std::vector<R> out(kSinusoidWidth);
   for (std::int64_t i = 0; i < kSinusoidHalf; ++i) {
@@ -33,8 +33,8 @@ std::vector<R> sinusoid(R tau, ops::F32Math math) {
 
 }  // namespace
 
-std::vector<float> timestep_sinusoid(float tau, ops::F32Math math) { return sinusoid(tau, math); }
-std::vector<double> timestep_sinusoid(double tau) { return sinusoid(tau, ops::F32Math::host); }
+std::vector<float> timestep_sinusoid(float tau, official::F32Math math) { return sinusoid(tau, math); }
+std::vector<double> timestep_sinusoid(double tau) { return sinusoid(tau, official::F32Math::host); }
 
 AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
                       std::int64_t rows, float tau, ops::Product product, std::int64_t tokens) {

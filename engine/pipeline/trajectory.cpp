@@ -58,7 +58,7 @@ Tensor<E> as(const Bf16Tensor& t) {
 // positions' divisions (positions.h).
 template <class E, class Forward>
 TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCase& tc, const TrajectoryHooks& hooks,
-                                 ops::F32Math math, const Forward& forward) {
+                                 official::F32Math math, const Forward& forward) {
   const TrajectoryShape ts = trajectory_shape(c);
   const std::int64_t ch = c.in_channels, ach = c.audio_in_channels;
   const Shape audio_shape{1, ts.audio_tokens, ach};
@@ -181,7 +181,7 @@ TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource
 TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::WeightSource& weights,
                                        const TrajectoryCase& tc, const TrajectoryHooks& hooks) {
   if (hooks.block_runner) throw Error("run_trajectory_f64: the float64 run has no block runner");
-  return trajectory<double>(c, tc, hooks, ops::F32Math::host,
+  return trajectory<double>(c, tc, hooks, official::F32Math::host,
                             [&](const ModalityInputOf<double>& video, const ModalityInputOf<double>& audio,
                                 const std::function<void(int)>& on_block) {
                               return model_forward_f64(c, weights, video, audio, on_block);

@@ -4,7 +4,7 @@
 #include <span>
 #include <utility>
 
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 
 namespace psi::rt {
 
@@ -29,7 +29,7 @@ void ResidentWeights::load(const std::vector<WeightSlice>& tiles) {
   // Distinct slices go to disjoint bytes and sources read const: the load fans out over the
   // host's threads (SynthInit generation of a full-size block is seconds on one core).
   std::byte* base = buffer_.data;
-  ops::parallel_for(std::int64_t(distinct.size()), [&](std::int64_t i) {
+  psi::parallel_for(std::int64_t(distinct.size()), [&](std::int64_t i) {
     const auto& [w, off] = distinct[std::size_t(i)];
     source_.read(w->tensor, w->slice,
                  std::span<Bf16>(reinterpret_cast<Bf16*>(base + off), std::size_t(w->slice.numel())));

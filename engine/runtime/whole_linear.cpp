@@ -3,15 +3,15 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/error.h"
 #include "engine/backend/op_kernels.h"
-#include "engine/runtime/runtime.h"
+#include "engine/error.h"
 #include "engine/measure/sizes.h"
+#include "engine/runtime/runtime.h"
 
 namespace psi::rt {
 
 WholeLinear whole_linear(const std::string& backend, const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
-                         ops::BiasRule rule, ops::Product product) {
+                         psi::BiasRule rule, ops::Product product) {
   if (W.shape.size() != 2 || x.shape.empty() || x.shape.back() != W.dim(1))
     throw Error("whole linear: weight " + shape_str(W.shape) + " does not fit input " + shape_str(x.shape));
   const std::int64_t K = W.dim(1), N = W.dim(0), M = K == 0 ? 0 : x.numel() / K;

@@ -19,6 +19,6 @@ struct WholeLinear {
 
 // x [..., K], W [N, K], b [N] or null -> y [..., N]. psi::Error on shapes that do not fit.
 WholeLinear whole_linear(const std::string& backend, const Bf16Tensor& x, const Bf16Tensor& W, const Bf16Tensor* b,
-                         ops::BiasRule rule, ops::Product product = ops::Product::psi_f32);
+                         psi::BiasRule rule, ops::Product product = ops::Product::psi_f32);
 
 }  // namespace psi::rt

@@ -7,12 +7,12 @@
 #include <string>
 #include <type_traits>
 
+#include "engine/backend/backend.h"
 #include "engine/error.h"
 #include "engine/ops/activation.h"
 #include "engine/ops/adaln.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/rope.h"
-#include "engine/backend/backend.h"
 
 namespace psi::rt {
 
@@ -26,11 +26,11 @@ void check_fits(const DeviceRegion& r, std::uint64_t bytes, const std::string& w
 }
 
 template <class T>
-ops::Matrix<T> view(const KernelContext& k, const MatRef& m) {
+psi::Matrix<T> view(const KernelContext& k, const MatRef& m) {
   using E = std::remove_const_t<T>;
   check_fits(m.region, m.extent() * sizeof(E),
              "a " + std::to_string(m.rows) + "x" + std::to_string(m.cols) + " view");
-  return ops::Matrix<T>{reinterpret_cast<T*>(k.arena_base + m.region.offset) + m.start, m.rows, m.cols, m.ld};
+  return psi::Matrix<T>{reinterpret_cast<T*>(k.arena_base + m.region.offset) + m.start, m.rows, m.cols, m.ld};
 }
 
 // A kernel-local dense copy of m (for the ops that exist only on whole tensors): host memory of
@@ -76,7 +76,7 @@ class CpuOpKernels final : public OpKernels {
     for (std::int64_t r = 0; r < A.rows; ++r) std::fill_n(A.row(r), A.cols, 0.0f);
   }
 
-  void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, ops::BiasRule rule,
+  void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, psi::BiasRule rule,
               const MatRef& y, ops::Product product) const override {
     ops::linear(view<const Bf16>(k, x), view<const Bf16>(k, w), row_ptr(k, bias), rule, view<Bf16>(k, y), product);
   }
@@ -95,7 +95,7 @@ class CpuOpKernels final : public OpKernels {
     const auto A = view<const float>(k, acc);
     const auto Y = view<Bf16>(k, y);
     const Bf16* b = row_ptr(k, bias);
-    for (std::int64_t r = 0; r < A.rows; ++r) ops::finish_linear(A.row(r), b, ops::BiasRule::fused_f32, Y.row(r), A.cols);
+    for (std::int64_t r = 0; r < A.rows; ++r) psi::finish_linear(A.row(r), b, psi::BiasRule::fused_f32, Y.row(r), A.cols);
   }
 
   void rms_norm(const KernelContext& k, const MatRef& x, const MatRef* weight, float eps,
@@ -110,7 +110,7 @@ class CpuOpKernels final : public OpKernels {
   void modulate(const KernelContext& k, const MatRef& x, const MatRef& scale, const MatRef& shift,
                 const MatRef& y) const override {
     const Bf16Tensor factor = ops::one_plus(load(k, scale));
-    ops::modulate(view<const Bf16>(k, x), ops::as_matrix(factor), view<const Bf16>(k, shift), view<Bf16>(k, y));
+    ops::modulate(view<const Bf16>(k, x), psi::as_matrix(factor), view<const Bf16>(k, shift), view<Bf16>(k, y));
   }
 
   void gated_residual(const KernelContext& k, const MatRef& x, const MatRef& y, const MatRef& g) const override {

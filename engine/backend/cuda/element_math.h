@@ -150,7 +150,7 @@ PSI_HD std::uint16_t gated_residual(std::uint16_t x, std::uint16_t y, std::uint1
 // ops::residual: bf(x + y).
 PSI_HD std::uint16_t residual(std::uint16_t x, std::uint16_t y) { return round_bf16(add(widen(x), widen(y))); }
 
-// ops::finish_linear, BiasRule::fused_f32: bf(acc + bias); bf(acc) without a bias.
+// psi::finish_linear, BiasRule::fused_f32: bf(acc + bias); bf(acc) without a bias.
 PSI_HD std::uint16_t finish_fused(float acc, std::uint16_t bias) { return round_bf16(add(acc, widen(bias))); }
 PSI_HD std::uint16_t finish_plain(float acc) { return round_bf16(acc); }
 
@@ -243,7 +243,7 @@ PSI_HD float score(const float* q, const std::uint16_t* k, float factor, std::in
   return add(0.0f, lane_tree(lane));
 }
 
-// ops::sdpa_qk_factor: f32(√(1/√d)), the factor applied to q and to k (a host function: the
+// official::sdpa_qk_factor: f32(√(1/√d)), the factor applied to q and to k (a host function: the
 // kernels receive it as an argument; here so that the CUDA library needs nothing from psi_engine).
 inline float qk_factor(std::int64_t head_dim) { return float(std::sqrt(1.0 / std::sqrt(double(head_dim)))); }
 

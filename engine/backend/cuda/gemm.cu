@@ -31,7 +31,7 @@ struct FillBias {
 
 }  // namespace
 
-void CudaKernels::linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, ops::BiasRule rule,
+void CudaKernels::linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, psi::BiasRule rule,
                          const MatRef& y, ops::Product) const {
   if (x.cols != w.cols || y.rows != x.rows || y.cols != w.rows)
     fail("linear: x " + dims(x) + ", w " + dims(w) + ", y " + dims(y));
@@ -40,7 +40,7 @@ void CudaKernels::linear(const KernelContext& k, const MatRef& x, const MatRef& 
   const auto Y = mat<u16>(k, y, "linear y");
   const u16* b = bias_row(k, bias, y.cols, "linear");
   GemmCall call{{X.data, X.rows, X.cols, X.ld}, {W.data, W.rows, W.cols, W.ld}, Y.data, Y.ld, false,
-                rule == ops::BiasRule::fused_f32 ? b : nullptr, 0.0f, "linear"};
+                rule == psi::BiasRule::fused_f32 ? b : nullptr, 0.0f, "linear"};
   if (!gemm_.run(k.native_stream, call)) {
     if (!call.bias) fail("linear: cuBLASLt has no algorithm for " + dims(x) + " x " + dims(w) + "^T");
     // PyTorch's unfused path: the bias copied into y, then y = x·wᵀ + 1·y (still one rounding).
@@ -50,7 +50,7 @@ void CudaKernels::linear(const KernelContext& k, const MatRef& x, const MatRef& 
     call.what = "linear unfused";
     if (!gemm_.run(k.native_stream, call)) fail("linear: cuBLASLt has no algorithm for the unfused path either");
   }
-  if (b && rule == ops::BiasRule::after_bf16)
+  if (b && rule == psi::BiasRule::after_bf16)
     launch_each("linear bias after bf16", stream_of(k), Y.rows, Y.cols, BiasAfterBf16{Y, b});
 }
 

@@ -94,7 +94,7 @@ class CudaKernels final : public CudaOpKernels {
             std::uint64_t bytes) const override;
   void zero_f32(const KernelContext& k, const MatRef& a) const override;
   // gemm.cu
-  void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, ops::BiasRule rule,
+  void linear(const KernelContext& k, const MatRef& x, const MatRef& w, const MatRef* bias, psi::BiasRule rule,
               const MatRef& y, ops::Product) const override;
   void gemm_accumulate(const KernelContext& k, const MatRef& a, const MatRef& w, const MatRef& acc,
                        ops::Product) const override;

@@ -1,12 +1,12 @@
-#include "engine/ops/nv_rsqrt.h"
+#include "engine/official/nv_rsqrt.h"
 
 #include <bit>
 #include <cstdint>
 #include <limits>
 
-#include "engine/ops/sfu.h"
+#include "engine/official/sfu.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 namespace {
 
@@ -100,4 +100,4 @@ float rsqrt_approx(float x) {
   return std::bit_cast<float>(std::uint32_t(e) << 23 | (mantissa & kFraction));
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

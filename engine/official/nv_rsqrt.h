@@ -10,11 +10,11 @@
 // rounded once; the exponent halved and negated. Powers of four are exact. Established on the
 // recorded H200 block (every RMS norm of block_small through it reproduces all ten recorded
 // MATH probes bit for bit, docs/official-kernels.md), not on direct hardware vectors.
-namespace psi::ops {
+namespace psi::official {
 
 // 1/√x as MUFU.RSQ computes it, for positive normal x (the norms' x is at least eps). Zero gives
 // +∞ (−0: −∞), negative x and NaN give NaN, +∞ gives +0; subnormal x is taken as zero (the
 // non-FTZ instruction's prescaling of subnormals is not modelled).
 float rsqrt_approx(float x);
 
-}  // namespace psi::ops
+}  // namespace psi::official

@@ -29,10 +29,14 @@
 // split either product's K, each slice a chain from +0 and the partial sums added in order.
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
-#include "engine/ops/nv_expf.h"
+#include "engine/matrix.h"
+#include "engine/official/nv_expf.h"
 
-namespace psi::ops {
+namespace psi::official {
+
+// f32(√(1/√d)), the factor the official MATH path applies to q and to k (psi's own attention
+// scales the same way).
+float sdpa_qk_factor(std::int64_t head_dim);
 
 // The longest row the warp softmax takes: dim_size ≤ 2048 and 4·dim_size ≤ 8192 bytes (raised
 // from 1,024 by PyTorch PR #144679, January 2025, well before 2.11).
@@ -66,4 +70,4 @@ float block_reduce_sum(const float* per_thread, int threads);
 // (every lane updated at once with its partner at offsets width/2, …, 1); lane 0's result.
 float warp_butterfly_sum(const float* lanes, int width);
 
-}  // namespace psi::ops
+}  // namespace psi::official

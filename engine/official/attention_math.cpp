@@ -1,4 +1,4 @@
-#include "engine/ops/official_attention.h"
+#include "engine/official/attention_math.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "engine/ops/attention.h"
-#include "engine/ops/kernel_config.h"
-#include "engine/ops/parallel.h"
-#include "engine/ops/reduce.h"
+#include "engine/isa_clones.h"
+#include "engine/official/kernel_config.h"
+#include "engine/parallel.h"
 
-namespace psi::ops {
+namespace psi::official {
+
+float sdpa_qk_factor(std::int64_t head_dim) {
+  return float(std::sqrt(1.0 / std::sqrt(double(head_dim))));
+}
 
 namespace {
 
@@ -181,4 +184,4 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
   }
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-namespace psi::ops {
+namespace psi::official {
 
 // The chains a product runs: the tensor-core block-FMA chains of a BF16 Linear (tensor_core.h),
-// or the FP32 FMA chains of SDPA MATH's two batched products (official_attention.h): the scores
+// or the FP32 FMA chains of SDPA MATH's two batched products (attention_math.h): the scores
 // q'·k'ᵀ (K = head width) and P·V (K = keys).
 enum class ChainKind { tensor_core, f32_scores, f32_values };
 std::string_view chain_kind_name(ChainKind k);  // "tensor-core", "f32-scores", "f32-values"
@@ -115,4 +115,4 @@ std::vector<ShapeUse> stop_shape_log();  // sorted by key; the log is off afterw
 // Called by the products themselves (no-op while the log is off).
 void log_product(ChainKind kind, const ProductShape& s);
 
-}  // namespace psi::ops
+}  // namespace psi::official

@@ -5,7 +5,7 @@
 // each truncated on its own (⌊offset / 2^(18−i)⌋), summed, then halved with truncation.
 #include <cstdint>
 
-namespace psi::ops {
+namespace psi::official {
 
 inline std::uint32_t sfu_square(std::uint32_t offset) {
   std::uint32_t sum = 0;
@@ -14,4 +14,4 @@ inline std::uint32_t sfu_square(std::uint32_t offset) {
   return sum >> 1;
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

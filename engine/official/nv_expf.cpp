@@ -1,13 +1,13 @@
-#include "engine/ops/nv_expf.h"
+#include "engine/official/nv_expf.h"
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-#include "engine/ops/sfu.h"
+#include "engine/official/sfu.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 namespace {
 
@@ -125,4 +125,4 @@ float nv_expf(float x, ExpModel model) {
   return ex2_approx_ftz(red.r) * scale;
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

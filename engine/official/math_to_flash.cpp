@@ -1,4 +1,4 @@
-#include "engine/ops/math_to_flash.h"
+#include "engine/official/math_to_flash.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,14 +8,13 @@
 
 #include "engine/bf16.h"
 #include "engine/error.h"
-#include "engine/ops/attention.h"
-#include "engine/ops/nv_expf.h"
-#include "engine/ops/official_attention.h"
-#include "engine/ops/official_flash.h"
-#include "engine/ops/parallel.h"
-#include "engine/ops/tensor_core.h"
+#include "engine/official/attention_flash.h"
+#include "engine/official/attention_math.h"
+#include "engine/official/nv_expf.h"
+#include "engine/official/tensor_core.h"
+#include "engine/parallel.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 namespace {
 
@@ -143,4 +142,4 @@ void sdpa_math_to_flash(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, 
   });
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

@@ -9,7 +9,7 @@
 #include "engine/error.h"
 #include "engine/tensor.h"
 
-namespace psi::ops {
+namespace psi {
 
 template <class T>
 struct Matrix {
@@ -58,4 +58,4 @@ std::vector<std::remove_const_t<T>> transposed(Matrix<T> m) {
   return out;
 }
 
-}  // namespace psi::ops
+}  // namespace psi

@@ -36,11 +36,11 @@
 #include <vector>
 
 #include "engine/bf16.h"
-#include "engine/ops/gemm.h"
-#include "engine/ops/matrix.h"
+#include "engine/epilogue.h"
+#include "engine/matrix.h"
 #include "engine/tensor.h"
 
-namespace psi::ops::tc {
+namespace psi::official::tc {
 
 inline constexpr int kBlock = 16;          // products per block FMA
 inline constexpr int kExtraBits = 2;       // alignment bits below the FP32 fraction
@@ -94,4 +94,4 @@ void set_lane_kernel(LaneKernel k);
 // The kernel gemm_accumulate runs for these operands under the kernel set (never `best`).
 LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W);
 
-}  // namespace psi::ops::tc
+}  // namespace psi::official::tc

@@ -1,10 +1,10 @@
-#include "engine/ops/nv_trig.h"
+#include "engine/official/nv_trig.h"
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
-namespace psi::ops {
+namespace psi::official {
 
 namespace {
 
@@ -101,4 +101,4 @@ float nv_cosf(float x) {
 float cos_f32(float x, F32Math math) { return math == F32Math::cuda ? nv_cosf(x) : std::cos(x); }
 float sin_f32(float x, F32Math math) { return math == F32Math::cuda ? nv_sinf(x) : std::sin(x); }
 
-}  // namespace psi::ops
+}  // namespace psi::official

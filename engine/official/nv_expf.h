@@ -23,7 +23,7 @@
 // (../shared/spec/h200-tensor-core-gemm.md), not on direct hardware vectors.
 #include <cstdint>
 
-namespace psi::ops {
+namespace psi::official {
 
 enum class ExpModel {
   ex2_table,          // __nv_expf with the ex2.approx table model (the established model)
@@ -46,4 +46,4 @@ ExpfReduction nv_expf_reduce(float x);
 // expf(x) under the chosen model.
 float nv_expf(float x, ExpModel model = ExpModel::ex2_table);
 
-}  // namespace psi::ops
+}  // namespace psi::official

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace psi::ops {
+namespace psi {
 
 // Threads used by parallel_for: PSI_THREADS if set (>= 1), else the hardware concurrency.
 int thread_count();
@@ -19,4 +19,4 @@ void set_thread_count(int n);
 // (progress_pulse, engine/progress.h), so that a log shows it is alive.
 void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task);
 
-}  // namespace psi::ops
+}  // namespace psi

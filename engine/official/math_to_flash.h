@@ -1,6 +1,6 @@
 #pragma once
-// The official SDPA MATH core (official_attention.h) turned into the official FLASH core
-// (official_flash.h) one step at a time, so that every element where the two official paths
+// The official SDPA MATH core (attention_math.h) turned into the official FLASH core
+// (attention_flash.h) one step at a time, so that every element where the two official paths
 // differ can be put down to the step that makes the difference. Step k replaces MATH's way of
 // doing one thing by FLASH's; sdpa_math_to_flash with the first `steps` of them:
 //
@@ -25,9 +25,9 @@
 // it: to the last step that changes the element.
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
+#include "engine/matrix.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 inline constexpr int kMathToFlashSteps = 7;
 
@@ -37,4 +37,4 @@ const char* math_to_flash_step_name(int step);
 // q [Nq, H·d], k and v [Nk, H·d], out [Nq, H·d]; 0 ≤ steps ≤ 7. No mask (FLASH takes none).
 void sdpa_math_to_flash(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, int steps, Bf16Mat out);
 
-}  // namespace psi::ops
+}  // namespace psi::official

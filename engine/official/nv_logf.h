@@ -1,5 +1,5 @@
 #pragma once
-// The two logarithms of CUDA device code that FlashAttention-2's forward uses (official_flash.h):
+// The two logarithms of CUDA device code that FlashAttention-2's forward uses (attention_flash.h):
 //
 // lg2_approx(x): the SFU instruction lg2.approx.f32 (through __logf = lg2.approx(x) · ln 2 in
 //   the per-split log-sum-exp). The model is envytools' reverse-engineered NVIDIA SFU (nvhw/sfu.c,
@@ -26,9 +26,9 @@
 //     bits(x') ≥ 0x7f800000 (+∞, NaN, negative): r = fma(x', +∞, +∞); x' = 0: r = −∞
 //   It is not correctly rounded (one ulp off for about 8 % of inputs in [1, 5]), which the
 //   recorded split-KV combine shows.
-namespace psi::ops {
+namespace psi::official {
 
 float lg2_approx(float x);
 float nv_logf(float x);
 
-}  // namespace psi::ops
+}  // namespace psi::official

@@ -1,4 +1,4 @@
-#include "engine/ops/nv_logf.h"
+#include "engine/official/nv_logf.h"
 
 #include <bit>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <initializer_list>
 #include <limits>
 
-#include "engine/ops/sfu.h"
+#include "engine/official/sfu.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 namespace {
 
@@ -119,4 +119,4 @@ float nv_logf(float x) {
   return r;
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

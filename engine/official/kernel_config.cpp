@@ -1,4 +1,4 @@
-#include "engine/ops/kernel_config.h"
+#include "engine/official/kernel_config.h"
 
 #include <algorithm>
 #include <mutex>
@@ -6,7 +6,7 @@
 
 #include "engine/error.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 std::string_view chain_kind_name(ChainKind k) {
   switch (k) {
@@ -122,4 +122,4 @@ void log_product(ChainKind kind, const ProductShape& s) {
   ++use.second;
 }
 
-}  // namespace psi::ops
+}  // namespace psi::official

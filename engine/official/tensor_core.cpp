@@ -1,4 +1,4 @@
-#include "engine/ops/tensor_core.h"
+#include "engine/official/tensor_core.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,14 +9,14 @@
 #include <string>
 
 #include "engine/error.h"
-#include "engine/ops/kernel_config.h"
-#include "engine/ops/parallel.h"
+#include "engine/official/kernel_config.h"
+#include "engine/parallel.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-namespace psi::ops::tc {
+namespace psi::official::tc {
 
 namespace {
 
@@ -714,4 +714,4 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) 
   for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
 }
 
-}  // namespace psi::ops::tc
+}  // namespace psi::official::tc

@@ -1,4 +1,4 @@
-#include "engine/ops/parallel.h"
+#include "engine/parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 
-namespace psi::ops {
+namespace psi {
 
 namespace {
 std::atomic<int> g_override{0};
@@ -80,4 +80,4 @@ void parallel_for(std::int64_t n, const std::function<void(std::int64_t)>& task)
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace psi::ops
+}  // namespace psi

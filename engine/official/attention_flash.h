@@ -37,9 +37,9 @@
 //   splits in order from 0; out = bf16(O). expf is libdevice's (nv_expf.h).
 #include <cstdint>
 
-#include "engine/ops/matrix.h"
+#include "engine/matrix.h"
 
-namespace psi::ops {
+namespace psi::official {
 
 // The kernel PyTorch launches for one FLASH call of `heads` heads of width head_dim.
 struct FlashLaunch {
@@ -69,4 +69,4 @@ float flash_row_sum(const float sums[4]);
 // q [Nq, H·d], k and v [Nk, H·d], out [Nq, H·d].
 void sdpa_flash_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, Bf16Mat out);
 
-}  // namespace psi::ops
+}  // namespace psi::official

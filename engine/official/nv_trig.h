@@ -19,7 +19,7 @@
 //   y = fma(y, −1, 0) when q & 2.
 #include <cstdint>
 
-namespace psi::ops {
+namespace psi::official {
 
 // How psi evaluates the float32 scalar arithmetic of the model-level operators that the official
 // code runs as PyTorch ops on CUDA tensors: the token positions, the RoPE tables and the timestep
@@ -44,4 +44,4 @@ float nv_sinf(float x);
 float cos_f32(float x, F32Math math);
 float sin_f32(float x, F32Math math);
 
-}  // namespace psi::ops
+}  // namespace psi::official
