@@ -4,7 +4,6 @@
 // peak against its bound, and bitwise equality of every completed run to the reference
 // setting (the default 80 MiB / 8 MiB arena).
 #include "experiments/experiment.h"
-#include "experiments/records.h"
 #include "experiments/report.h"
 #include "experiments/device_summary.h"
 

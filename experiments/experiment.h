@@ -103,7 +103,7 @@ struct Experiment {
   std::string reproduces;  // "Table IV", "Fig. 2, §IV-A", ...
   std::string summary;     // one line for `psi list`
   std::function<void(const Options&, Report&)> run;
-  // The tables from the cases (the driver's records, experiments/records.h) and the recorded
+  // The tables from the cases (the records of the experiment's file) and the recorded
   // options (Options::to_json).
   std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate;
   bool shardable = false;

@@ -8,7 +8,6 @@
 // cap bounds what the run may hold — the arena and its pinned host buffers — scaled like the
 // arena for smaller configs (ltx2-22b: the pool itself).
 #include "experiments/experiment.h"
-#include "experiments/records.h"
 #include "experiments/report.h"
 
 #include <chrono>

@@ -5,7 +5,6 @@
 // each prompt's projected context is SynthInit named by the prompt; noise is SynthInit with
 // the request seed, shared by every path of a case.
 #include "experiments/experiment.h"
-#include "experiments/records.h"
 #include "experiments/report.h"
 
 #include <array>

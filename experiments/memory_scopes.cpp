@@ -6,7 +6,6 @@
 // only the arena accounting is meaningful, so the host process's own peak resident set (VmHWM,
 // which includes the host journal and every weight generated) is shown beside it, marked as such.
 #include "experiments/experiment.h"
-#include "experiments/records.h"
 #include "experiments/report.h"
 
 #include <chrono>

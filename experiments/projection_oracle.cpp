@@ -2,7 +2,6 @@
 // official recording disagree, explained exactly by the oracle (exact value, conditioning,
 // correctly rounded BF16, which float32 orders give each candidate).
 #include "experiments/experiment.h"
-#include "experiments/records.h"
 #include "experiments/report.h"
 #include "experiments/settle.h"
 

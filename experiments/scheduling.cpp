@@ -3,9 +3,6 @@
 // measured cycles with the order rotated each cycle; wall mean and sample SD; every run's ten
 // probes checked bitwise against the first run and against the host block; bytes moved and
 // blocking synchronizations per schedule.
-#include "experiments/experiment.h"
-#include "experiments/records.h"
-#include "experiments/report.h"
 #include "experiments/scheduling.h"
 
 #include <algorithm>
@@ -27,7 +24,9 @@
 #include "engine/model/weights.h"
 #include "experiments/block_support.h"
 #include "experiments/device_summary.h"
+#include "experiments/experiment.h"
 #include "experiments/gpu_memory_cells.h"
+#include "experiments/report.h"
 #include "report/stats.h"
 
 namespace psi::exp {

@@ -9,7 +9,6 @@
 // (docs/cuda-backend.md): there the first schedule's run is the reference, and its row compares
 // nothing.
 #include "experiments/experiment.h"
-#include "experiments/records.h"
 #include "experiments/report.h"
 
 #include "engine/progress.h"
