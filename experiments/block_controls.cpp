@@ -506,7 +506,8 @@ std::string block_controls_device_summary(const DeviceSummaryInput& in) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration block_controls_registration{6, {.name = "block-controls",
+const Registration block_controls_registration{6, {
+    .name = "block-controls",
     .reproduces = "Table VI",
     .summary = "dense, official-h200, official-h200-flash, baseline and modified PSI vs the recorded official MATH "
                "and FLASH block on identical frozen inputs, and why FLASH and MATH differ, element by element",

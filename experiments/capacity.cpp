@@ -154,7 +154,8 @@ std::string capacity_device_summary(const DeviceSummaryInput& in) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration capacity_registration{5, {.name = "capacity",
+const Registration capacity_registration{5, {
+    .name = "capacity",
     .reproduces = "Table V",
     .summary = "first block at six arena/page settings: outcome, wall, peak vs bound, bitwise equality to the "
                "reference setting",

@@ -1,10 +1,10 @@
 #pragma once
 // Named experiments, one per table of the PSI study, each one file of experiments/ (its unit):
-// its case record, its own options, its settle rule, its driver, its tables and its
-// registration. Each driver runs its cases and records one typed record per case in its
-// Report; the tables are a pure function of those cases (`tabulate`), so `psi report`
-// re-renders them from a file and `psi merge` re-tabulates the union of shard reports
-// (docs/experiments.md).
+// its case record, its own options, its settle rule, its driver, its tables, its section of the
+// device check's summary and its registration. Each driver runs its cases and records one typed
+// record per case in its Report; the tables are a pure function of those cases (`tabulate`), so
+// `psi report` re-renders them from a file and `psi merge` re-tabulates the union of shard
+// reports (docs/experiments.md).
 #include <cstdint>
 #include <filesystem>
 #include <functional>

@@ -158,7 +158,8 @@ std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, con
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration fixed_budget_registration{7, {.name = "fixed-budget",
+const Registration fixed_budget_registration{7, {
+    .name = "fixed-budget",
     .reproduces = "Table VII",
     .summary = "a complete 8+3 run under a fixed memory cap: success, wall, peak, states bitwise equal to the "
                "uncapped run",

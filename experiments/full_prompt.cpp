@@ -173,7 +173,8 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration full_prompt_registration{2, {.name = "full-prompt",
+const Registration full_prompt_registration{2, {
+    .name = "full-prompt",
     .reproduces = "Table II, Fig. 3",
     .summary = "nine-case cohort (3 prompts x 3 request seeds, 1,024-row contexts): dense, official-h200, baseline and "
                "modified PSI; invocation wall and endpoint relative L2 with Δ = modified − baseline",

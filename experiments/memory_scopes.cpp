@@ -171,7 +171,8 @@ std::vector<Figure> figures_memory_scopes(const nlohmann::json& case_records) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration memory_scopes_registration{1, {.name = "memory-scopes",
+const Registration memory_scopes_registration{1, {
+    .name = "memory-scopes",
     .reproduces = "Fig. 2, §IV-A",
     .summary = "managed arena, pages, scratch and workspace high-water, managed peak vs bound and process peak per stage",
     .run = run_memory_scopes,

@@ -310,7 +310,8 @@ void settle_one_token(Options& o) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration one_token_registration{3, {.name = "one-token",
+const Registration one_token_registration{3, {
+    .name = "one-token",
     .reproduces = "Table III",
     .summary = "one-token 8+3 replay: invocation wall and per-state relative L2 of dense, official-h200, baseline and "
                "modified PSI to the recorded official trajectory, and every path's distance to the float64 trajectory",

@@ -117,7 +117,8 @@ std::string probes_device_summary(const DeviceSummaryInput& in) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration probes_registration{9, {.name = "probes",
+const Registration probes_registration{9, {
+    .name = "probes",
     .reproduces = "§IV-B",
     .summary = "operator probes (audio FFN up bias, 64-dim attention, Q projection) of each variant against the "
                "recordings",

@@ -127,7 +127,8 @@ void settle_projection_oracle(Options& o) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration projection_oracle_registration{10, {.name = "projection-oracle",
+const Registration projection_oracle_registration{10, {
+    .name = "projection-oracle",
     .reproduces = "eq. (6)",
     .summary = "first element where baseline PSI and the official video Q projection disagree, explained exactly",
     .run = run_projection_oracle,

@@ -424,7 +424,8 @@ std::string scheduling_device_summary(const DeviceSummaryInput& in) {
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration scheduling_registration{4, {.name = "scheduling",
+const Registration scheduling_registration{4, {
+    .name = "scheduling",
     .reproduces = "Table IV",
     .summary = "four PSI schedules on the first block: wall mean ± SD over rotated cycles, bitwise check of the ten "
                "probes in every run, bytes moved and blocking synchronizations",

@@ -182,7 +182,8 @@ std::vector<Table> tabulate_transport_control(const nlohmann::json& case_records
 // -Wmissing-field-initializers would flag.
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
-const Registration transport_control_registration{8, {.name = "transport-control",
+const Registration transport_control_registration{8, {
+    .name = "transport-control",
     .reproduces = "§IV-C",
     .summary = "the 8+3 run under the four PSI schedules (recompute, FFN reuse, reuse + async journal, reuse + "
                "prefetch): all saved states bitwise equal to the same run on the host block (CPU backend)",
