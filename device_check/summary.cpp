@@ -3,30 +3,23 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <set>
+#include <optional>
 #include <sstream>
 
 #include "engine/error.h"
-#include "engine/model/weights.h"
-#include "experiments/gpu_memory_cells.h"
-#include "report/stats.h"
+#include "experiments/device_summary.h"
+#include "experiments/experiment.h"
 #include "report/table.h"
 
 namespace psi::device_check {
 
-// The report layer's tables, formats and statistics, so the summary reads like the reports.
-using report::Format;
+// The report layer's tables and formats, and the experiments' sections' Markdown table, so the
+// summary reads like the reports.
+using exp::md_table;
 using report::Table;
 using report::fmt_count;
 using report::fmt_fixed;
 using report::fmt_mib;
-using report::fmt_sci;
-using exp::gpu_device_peak_cell;
-using exp::gpu_memory_note;
-using exp::gpu_process_peak_cell;
-using report::mean;
-using report::render;
-using report::sample_sd;
 
 namespace {
 
@@ -66,27 +59,21 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-double num(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : std::nan("");
-}
-
-std::string ms(double seconds, int decimals = 2) { return fmt_fixed(seconds * 1e3, decimals); }
-
-// Bytes as MiB, or "-" when the report lacks the number.
-std::string amount(double bytes) { return std::isfinite(bytes) ? fmt_mib(bytes) : "-"; }
-
-// A table without the "### title" line that render() writes even for an empty title.
-std::string md_table(const Table& t) {
-  std::string s = render({t}, Format::markdown);
-  const std::string untitled = "### \n\n";
-  if (t.title.empty() && s.rfind(untitled, 0) == 0) s.erase(0, untitled.size());
-  return s;
-}
-
-// The experiment reports a check folder may hold, in the order the summary shows them.
-const std::vector<std::string>& report_names() {
-  static const std::vector<std::string> names{"scheduling", "scheduling-fit", "capacity", "block-controls", "probes"};
-  return names;
+// The experiment reports a check folder may hold, in the order the summary shows them: the file's
+// stem, the experiment that wrote it (whose Experiment::device_summary renders its section) and
+// the section's title.
+struct Section {
+  std::string report, experiment, title;
+};
+const std::vector<Section>& sections() {
+  static const std::vector<Section> all{
+      {"scheduling", "scheduling", "First block, four schedules (`psi run scheduling`)"},
+      {"scheduling-fit", "scheduling",
+       "The same at the largest row tile that fits the arena (`psi run scheduling --row-tile fit`)"},
+      {"capacity", "capacity", "Arena and page settings (`psi run capacity`)"},
+      {"block-controls", "block-controls", "Relative L2 to the recorded official MATH block (`psi run block-controls`)"},
+      {"probes", "probes", "Operator probes (`psi run probes`)"}};
+  return all;
 }
 
 std::string step_result(const Step& s) {
@@ -151,182 +138,27 @@ void render_ceilings(const CheckFolder& f, std::ostringstream& o) {
   if (!g.rows.empty()) o << md_table(g) << "\n";
 }
 
-std::string bytes_pair(const nlohmann::json& run, const char* a, const char* b) {
-  return amount(num(run, a)) + " / " + amount(num(run, b));
-}
-
-// `name`: the report (scheduling, or scheduling-fit: the same at the row tile that fits).
-void render_scheduling(const CheckFolder& f, std::ostringstream& o, const std::string& name, const std::string& title) {
-  o << "## " << title << "\n\n";
-  auto it = f.reports.find(name);
+// A report's section, rendered by the experiment that wrote it from its records.
+void render_section(const CheckFolder& f, std::ostringstream& o, const Section& sec) {
+  o << "## " << sec.title << "\n\n";
+  auto it = f.reports.find(sec.report);
   if (it == f.reports.end()) {
-    o << missing_report(f, name) << "\n\n";
+    o << missing_report(f, sec.report) << "\n\n";
     return;
   }
   const Report& r = it->second;
-  const SchedulingSummary s = summarize_scheduling(r.cases);
-  const std::string model = r.options.value("model", std::string()), profile = r.options.value("profile", std::string("ltx25"));
-  std::optional<double> weights;
-  std::string weights_why;
+  exp::DeviceSummaryInput in{r.cases, r.options, r.info.backend, r.info.device_name,
+                             [&](double page_bytes) -> std::optional<exp::DeviceSummaryInput::Copy> {
+                               const CopyRate* c = f.ceilings ? copy_for_page(*f.ceilings, page_bytes) : nullptr;
+                               if (!c) return std::nullopt;
+                               return exp::DeviceSummaryInput::Copy{c->mib, c->h2d_gbps};
+                             }};
   try {
-    weights = double(block_weight_bytes(model::model_config(model, profile)));
-  } catch (const Error& e) {
-    weights_why = e.what();
+    o << exp::find_experiment(sec.experiment).device_summary(in);
+  } catch (const std::exception& e) {
+    // A report whose cases its experiment's records do not read (another build's, damaged).
+    o << "unavailable: " << sec.report << ".h5: " << one_line(e.what()) << "\n\n";
   }
-  double page = 0;
-  for (const auto& row : s.schedules)
-    if (!row.run.is_null()) page = num(row.run, "page_bytes");
-  const CopyRate* copy = f.ceilings ? copy_for_page(*f.ceilings, page) : nullptr;
-
-  Table t;
-  t.columns = {"schedule", "block (ms, mean ± SD, n)", "transfer floor (ms)", "block / floor", "whole run (ms)",
-               "weights streamed", "floor of the bytes streamed (ms)", "block / that floor", "managed peak / bound",
-               "scratch / workspace high water", "process peak (NVML)", "device used peak (NVML)",
-               "probes = first run's (fewest)", "probes = CPU block (fewest)"};
-  bool any_resident = false, any_block_time = false;
-  for (const ScheduleRow& row : s.schedules) {
-    if (row.run.is_null()) {
-      t.add_row({row.name, row.outcome, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
-      continue;
-    }
-    any_resident = any_resident || row.resident;
-    any_block_time = any_block_time || !row.blocks_s.empty();
-    const auto& times = row.block_times();
-    const double block = mean(times);
-    const double streamed = row.run.contains("h2d_bytes") ? num(row.run["h2d_bytes"], "weights") : std::nan("");
-    std::string floor = "unavailable", ratio = "unavailable", sfloor = "unavailable", sratio = "unavailable";
-    if (copy && weights) {
-      const double fl = transfer_seconds(*weights, copy->h2d_gbps);
-      floor = ms(fl);
-      if (!times.empty()) ratio = fmt_fixed(block / fl, 2);
-    }
-    if (copy && std::isfinite(streamed)) {
-      const double fl = transfer_seconds(streamed, copy->h2d_gbps);
-      sfloor = ms(fl);
-      if (!times.empty()) sratio = fmt_fixed(block / fl, 2);
-    }
-    const auto fewest = [](int n, const char* absent) { return n < 0 ? std::string(absent) : std::to_string(n) + " / 10"; };
-    t.add_row({row.name,
-               times.empty() ? "no measured run"
-                             : ms(block) + " ± " + ms(sample_sd(times)) + " (" + std::to_string(times.size()) + ")",
-               floor, ratio,
-               row.walls_s.empty() ? "-" : ms(mean(row.walls_s)) + " ± " + ms(sample_sd(row.walls_s)),
-               amount(streamed), sfloor, sratio, bytes_pair(row.run, "managed_peak_bytes", "bound_bytes"),
-               bytes_pair(row.run, "scratch_high_water_bytes", "workspace_high_water_bytes"),
-               gpu_process_peak_cell(row.run), gpu_device_peak_cell(row.run),
-               fewest(row.probes_equal_first_min, "not recorded"), fewest(row.probes_equal_host_min, "not checked")});
-  }
-  o << md_table(t) << "\n";
-  o << "- ten probes bitwise equal across the schedules: **" << s.probes_equal_across << " of " << s.probe_names
-    << "** probes have one SHA-256 in all " << s.completed_runs << " completed runs\n";
-  if (any_block_time)
-    o << "- block time: the block's own (`block_s`: from journaling its inputs to its probes collected; runtime "
-         "set-up, planning and preloading outside it), "
-      << (any_resident ? "its weights made host-resident before it" : "its weights produced by the weight source inside it")
-      << ", over the measured cycles (warm-up excluded); whole run: the same runs' wall time\n";
-  else
-    o << "- block time: the whole run's wall time (the report records no separate block time)\n";
-  o << "- probes = CPU block: the CPU backend's host block (`block_forward`), SHA-256; \"not checked\" where the "
-       "scheduling report does not compare with it (on CUDA the products are cuBLASLt's: docs/cuda-backend.md)\n";
-  if (!s.schedules.empty() && !s.schedules.front().run.is_null()) {
-    const auto& run = s.schedules.front().run;
-    o << "- " << gpu_memory_note(run) << "\n";
-    o << "- arena " << amount(num(run, "arena_bytes")) << ": pages " << amount(num(run, "page_bytes"))
-      << ", workspace " << amount(num(run, "workspace_bytes")) << ", scratch " << amount(num(run, "scratch_bytes"))
-      << " (" << s.arena << "); backend " << run.value("backend", std::string("?")) << "\n";
-  }
-  if (weights && copy)
-    o << "- transfer floor = one block's BF16 weights, " << fmt_count((long long)*weights) << " bytes, over the pinned "
-      << "H2D rate at the copy size nearest the page (" << fmt_mib(copy->mib * 1048576.0) << ": "
-      << fmt_fixed(copy->h2d_gbps, 2) << " GB/s, measured by this check); the second floor puts the weight bytes "
-      << "the schedule actually streamed over the same rate\n";
-  else
-    o << "- transfer floor unavailable: "
-      << (!weights ? "block weights unknown (" + weights_why + ")" : std::string("no measured H2D copy rate")) << "\n";
-  std::string row_tile = "the config's default";
-  for (const auto& c : r.cases)
-    if (c.contains("row_tile")) row_tile = std::to_string(c["row_tile"].get<long long>()) + " rows";
-  o << "- inputs: " << s.inputs << "; model " << model << " (" << profile << "); row tile " << row_tile << "\n\n";
-}
-
-void render_capacity(const CheckFolder& f, std::ostringstream& o) {
-  o << "## Arena and page settings (`psi run capacity`)\n\n";
-  auto it = f.reports.find("capacity");
-  if (it == f.reports.end()) {
-    o << missing_report(f, "capacity") << "\n\n";
-    return;
-  }
-  Table t;
-  t.columns = {"arena / page", "outcome", "wall (ms)", "managed peak / bound", "scratch high water",
-               "bitwise equal to the reference setting"};
-  std::string ref;
-  for (const auto& c : it->second.cases) {
-    ref = c.value("reference", std::string());
-    if (c.value("outcome", std::string()) == "complete" && c.contains("run")) {
-      t.add_row({c.value("setting", std::string()), "complete", ms(num(c, "wall_s"), 1),
-                 bytes_pair(c["run"], "managed_peak_bytes", "bound_bytes"),
-                 amount(num(c["run"], "scratch_high_water_bytes")),
-                 c.value("bitwise_equal_to_reference", false) ? "yes" : "NO"});
-    } else {
-      t.add_row({c.value("setting", std::string()), c.value("outcome", std::string("?")), "-", "-", "-", "-"});
-    }
-  }
-  o << md_table(t) << "\n- reference setting: " << ref << "\n\n";
-}
-
-void render_block_controls(const CheckFolder& f, std::ostringstream& o) {
-  o << "## Relative L2 to the recorded official MATH block (`psi run block-controls`)\n\n";
-  auto it = f.reports.find("block-controls");
-  if (it == f.reports.end()) {
-    o << missing_report(f, "block-controls") << "\n\n";
-    return;
-  }
-  const Report& r = it->second;
-  std::vector<std::string> tensors;
-  std::map<std::string, std::map<std::string, std::string>> cell;  // tensor -> column -> text
-  std::string case_name;
-  for (const auto& c : r.cases) {
-    case_name = c.value("case", std::string());
-    for (const auto& row : c.value("rows", nlohmann::json::array())) {
-      if (!row.contains("rel_l2") || row.value("backend", std::string()) != "math") continue;
-      const std::string tensor = row.value("tensor", std::string());
-      if (std::find(tensors.begin(), tensors.end(), tensor) == tensors.end()) tensors.push_back(tensor);
-      cell[tensor][row.value("variant", std::string())] =
-          fmt_sci(num(row, "rel_l2")) + " (" + fmt_count((long long)num(row, "differing")) + " / " +
-          fmt_count((long long)num(row, "total")) + ")";
-    }
-    for (const auto& row : c.value("official_flash_vs_math", nlohmann::json::array()))
-      cell[row.value("tensor", std::string())]["flash"] = fmt_sci(num(row, "rel_l2"));
-  }
-  Table t;
-  t.columns = {"probe", "psi dense", "psi baseline", "psi modified", "official FLASH (recorded)"};
-  for (const auto& tensor : tensors) {
-    auto& c = cell[tensor];
-    auto get = [&](const char* k) { return c.count(k) ? c[k] : std::string("-"); };
-    t.add_row({tensor, get("dense"), get("baseline"), get("modified"), get("flash")});
-  }
-  o << md_table(t) << "\n- case " << case_name << "; relative L2 (differing / total BF16 elements) against the recorded "
-    << "MATH tensors (video probes: the recorded rows); report backend attribute: " << r.info.backend
-    << ", device: " << r.info.device_name << "\n\n";
-}
-
-void render_probes(const CheckFolder& f, std::ostringstream& o) {
-  o << "## Operator probes (`psi run probes`)\n\n";
-  auto it = f.reports.find("probes");
-  if (it == f.reports.end()) {
-    o << missing_report(f, "probes") << "\n\n";
-    return;
-  }
-  Table t;
-  t.columns = {"case", "tensor", "variant", "vs", "differing / total", "rel L2"};
-  for (const auto& c : it->second.cases)
-    for (const auto& row : c.value("rows", nlohmann::json::array()))
-      if (row.contains("rel_l2") && row.value("backend", std::string()) != "flash")
-        t.add_row({c.value("case", std::string()), row.value("tensor", std::string()),
-                   row.value("variant", std::string()), row.value("backend", std::string()),
-                   fmt_count((long long)num(row, "differing")) + " / " + fmt_count((long long)num(row, "total")),
-                   fmt_sci(num(row, "rel_l2"))});
-  o << md_table(t) << "\n";
 }
 
 void render_torch_linear(const CheckFolder& f, std::ostringstream& o) {
@@ -416,61 +248,6 @@ const CopyRate* copy_for_page(const Ceilings& c, double page_bytes) {
   return best;
 }
 
-std::uint64_t block_weight_bytes(const model::ModelConfig& c) {
-  std::uint64_t n = 0;
-  for (const auto& w : model::block_weight_specs(c, 0)) n += std::uint64_t(numel(w.shape));
-  return n * 2;
-}
-
-SchedulingSummary summarize_scheduling(const nlohmann::json& cases) {
-  SchedulingSummary s;
-  std::map<std::string, std::size_t> index;
-  std::map<std::string, std::set<std::string>> hashes;  // probe -> distinct SHA-256 over runs
-  for (const auto& c : cases) {
-    const std::string name = c.value("schedule", std::string());
-    if (!index.count(name)) {
-      index[name] = s.schedules.size();
-      s.schedules.push_back({});
-      s.schedules.back().name = name;
-    }
-    ScheduleRow& row = s.schedules[index[name]];
-    s.arena = c.value("arena", s.arena);
-    s.inputs = c.value("inputs", s.inputs);
-    const std::string outcome = c.value("outcome", std::string());
-    if (outcome != "complete") {
-      if (row.outcome == "complete") row.outcome = outcome;
-      continue;
-    }
-    ++row.runs;
-    ++s.completed_runs;
-    if (!c.value("warmup", false)) {
-      if (c.contains("wall_s")) row.walls_s.push_back(num(c, "wall_s"));
-      if (c.contains("block_s")) row.blocks_s.push_back(num(c, "block_s"));
-    }
-    row.resident = row.resident || c.value("weights", std::string()) == "host-resident";
-    const auto fewest = [&](const char* key, int& into) {
-      if (!c.contains(key) || !c[key].is_number()) return;
-      const int e = c[key].get<int>();
-      into = into < 0 ? e : std::min(into, e);
-    };
-    fewest("probes_equal_first", row.probes_equal_first_min);
-    fewest("probes_equal_host", row.probes_equal_host_min);
-    if (c.contains("probe_sha256"))
-      for (const auto& [probe, sha] : c["probe_sha256"].items()) hashes[probe].insert(sha.get<std::string>());
-    if (c.contains("run")) row.run = c["run"];
-  }
-  // A probe counts as equal across runs only if every completed run hashed it once, alike.
-  for (const auto& [probe, set] : hashes) {
-    ++s.probe_names;
-    int seen = 0;
-    for (const auto& c : cases)
-      if (c.value("outcome", std::string()) == "complete" && c.contains("probe_sha256") && c["probe_sha256"].contains(probe))
-        ++seen;
-    if (set.size() == 1 && seen == s.completed_runs) ++s.probes_equal_across;
-  }
-  return s;
-}
-
 std::string CheckFolder::context_value(const std::string& key) const {
   for (const auto& [k, v] : context)
     if (k == key) return v;
@@ -527,7 +304,8 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
       f.steps.push_back(s);
     }
   if (auto p = dir / "ceilings.jsonl"; std::filesystem::exists(p)) f.ceilings = parse_ceilings(read_file(p), p.string());
-  for (const std::string& name : report_names()) {
+  for (const Section& sec : sections()) {
+    const std::string& name = sec.report;
     const auto p = dir / (name + ".h5");
     if (!std::filesystem::exists(p)) continue;
     try {
@@ -561,7 +339,7 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
 std::vector<std::filesystem::path> check_folder_inputs(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> in{dir / "context.tsv", dir / "steps.tsv", dir / "ceilings.jsonl",
                                         dir / "torch-linear.json"};
-  for (const std::string& name : report_names()) in.push_back(dir / (name + ".h5"));
+  for (const Section& sec : sections()) in.push_back(dir / (sec.report + ".h5"));
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir / "tests", ec))
     if (e.path().extension() == ".json") in.push_back(e.path());
@@ -579,12 +357,7 @@ std::string render_markdown(const CheckFolder& f) {
   render_context(f, o);
   render_steps(f, o);
   render_ceilings(f, o);
-  render_scheduling(f, o, "scheduling", "First block, four schedules (`psi run scheduling`)");
-  render_scheduling(f, o, "scheduling-fit",
-                    "The same at the largest row tile that fits the arena (`psi run scheduling --row-tile fit`)");
-  render_capacity(f, o);
-  render_block_controls(f, o);
-  render_probes(f, o);
+  for (const Section& sec : sections()) render_section(f, o, sec);
   render_torch_linear(f, o);
   render_tests(f, o);
   for (const auto& [file, why] : f.unreadable) o << "- " << file << " could not be read: " << why << "\n";

@@ -6,7 +6,11 @@
 // float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs; a third puts
 // every element where the recorded FLASH and MATH blocks differ down to a step of
 // engine/official/math_to_flash.h.
-#include "experiments/drivers.h"
+#include "experiments/device_summary.h"
+#include "experiments/experiment.h"
+#include "experiments/records.h"
+#include "experiments/report.h"
+#include "experiments/settle.h"
 
 #include <algorithm>
 #include <optional>
@@ -22,6 +26,96 @@
 #include "report/diff_figures.h"
 
 namespace psi::exp {
+
+// A difference map's numbers, flat in the figure record that draws it (probes/ keeps no JSON).
+template <>
+struct FieldsOf<probes::DiffMap> {
+  static auto list() {
+    using R = probes::DiffMap;
+    return std::tuple{field("first_row", &R::first_row), field("rows", &R::rows),
+                      field("cols", &R::cols),           field("row_step", &R::row_step),
+                      field("col_step", &R::col_step),   field("cells", &R::cells),
+                      field("histogram", &R::histogram)};
+  }
+};
+
+// The recorded block through every path.
+struct BlockControlsCase {
+  struct Distance {  // "official_flash_vs_math": FLASH against MATH of the recordings
+    std::string tensor;
+    double rel_l2 = 0;
+    std::int64_t differing = 0, total = 0;
+    static auto fields() {
+      return std::tuple{field("tensor", &Distance::tensor), field("rel_l2", &Distance::rel_l2),
+                        field("differing", &Distance::differing), field("total", &Distance::total)};
+    }
+  };
+  struct Float64Row {  // "float64_rows": a path's distance to the float64 block
+    std::string path, tensor, rows;
+    double rel_l2 = 0;
+    std::int64_t differing = 0, total = 0;
+    static auto fields() {
+      using R = Float64Row;
+      return std::tuple{field("path", &R::path),           field("tensor", &R::tensor),
+                        field("rows", &R::rows),           field("rel_l2", &R::rel_l2),
+                        field("differing", &R::differing), field("total", &R::total)};
+    }
+  };
+  // "flash_causes": one probe's elements where the recorded FLASH and MATH blocks differ, each
+  // put down to the last step of engine/official/math_to_flash.h that changes it.
+  struct FlashCause {
+    std::string tensor, rows;
+    std::int64_t total = 0, differing = 0;
+    std::vector<std::int64_t> by_step;  // steps 1 … 7
+    std::int64_t not_reproduced = 0;    // official-h200 or official-h200-flash not the recording there
+    static auto fields() {
+      using R = FlashCause;
+      return std::tuple{field("tensor", &R::tensor),       field("rows", &R::rows),
+                        field("total", &R::total),         field("differing", &R::differing),
+                        field("by_step", &R::by_step),     field("not_reproduced", &R::not_reproduced)};
+    }
+  };
+  // "ulp_figures": a differing cell of the main table (a path's video_out or audio_out against the
+  // MATH recording) with the numbers its two figures draw (report/diff_figures.h).
+  struct UlpFigure {
+    std::string path, tensor;  // the table's row and column ("psi dense", "video_out")
+    std::string figure;        // the figures' name stem: "dense.video_out.math"
+    probes::DiffMap map;       // flat in the record
+    static auto fields() {
+      using R = UlpFigure;
+      return std::tuple{field("path", &R::path), field("tensor", &R::tensor), field("figure", &R::figure),
+                        fields_flat(&R::map)};
+    }
+    void check() const {
+      if (map.histogram.size() != std::size_t(probes::kUlpClasses))
+        throw Error("block-controls: ulp_figures " + figure + ": " + std::to_string(map.histogram.size()) +
+                    " histogram classes, not " + std::to_string(probes::kUlpClasses));
+    }
+  };
+  std::string case_name;
+  std::string file;
+  std::uint64_t seed = 0;
+  std::vector<ProbeRow> rows;
+  std::vector<Distance> official_flash_vs_math;
+  std::optional<std::vector<Float64Row>> float64_rows;  // absent in reports before the float64 block
+  std::optional<std::vector<FlashCause>> flash_causes;  // absent in reports before the FLASH core
+  nlohmann::json official_timing_and_memory;            // the recording machine's, as recorded
+  std::vector<std::string> notes;
+  std::optional<std::vector<UlpFigure>> ulp_figures;  // absent in reports before the figures
+  static auto fields() {
+    using R = BlockControlsCase;
+    return std::tuple{field("case", &R::case_name),
+                      field("file", &R::file),
+                      field_if_present("seed", &R::seed),
+                      field("rows", &R::rows),
+                      field("official_flash_vs_math", &R::official_flash_vs_math),
+                      field_optional("float64_rows", &R::float64_rows),
+                      field_optional("flash_causes", &R::flash_causes),
+                      field("official_timing_and_memory", &R::official_timing_and_memory),
+                      field_if_present("notes", &R::notes),
+                      field_optional("ulp_figures", &R::ulp_figures)};
+  }
+};
 
 namespace {
 // The recorded block that stands for a config: the small block for tiny and small, the
@@ -168,81 +262,6 @@ std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeRepor
   return rows;
 }
 }  // namespace
-
-void to_json(nlohmann::json& j, const BlockControlsCase::Distance& r) {
-  j = {{"tensor", r.tensor}, {"rel_l2", r.rel_l2}, {"differing", r.differing}, {"total", r.total}};
-}
-
-void from_json(const nlohmann::json& j, BlockControlsCase::Distance& r) {
-  j.at("tensor").get_to(r.tensor);
-  j.at("rel_l2").get_to(r.rel_l2);
-  j.at("differing").get_to(r.differing);
-  j.at("total").get_to(r.total);
-}
-
-void to_json(nlohmann::json& j, const BlockControlsCase::Float64Row& r) {
-  j = {{"path", r.path}, {"tensor", r.tensor}, {"rows", r.rows}, {"rel_l2", r.rel_l2},
-       {"differing", r.differing}, {"total", r.total}};
-}
-
-void from_json(const nlohmann::json& j, BlockControlsCase::Float64Row& r) {
-  j.at("path").get_to(r.path);
-  j.at("tensor").get_to(r.tensor);
-  j.at("rows").get_to(r.rows);
-  j.at("rel_l2").get_to(r.rel_l2);
-  j.at("differing").get_to(r.differing);
-  j.at("total").get_to(r.total);
-}
-
-void to_json(nlohmann::json& j, const BlockControlsCase::UlpFigure& r) {
-  const probes::DiffMap& m = r.map;
-  j = {{"path", r.path},         {"tensor", r.tensor},     {"figure", r.figure},     {"first_row", m.first_row},
-       {"rows", m.rows},         {"cols", m.cols},         {"row_step", m.row_step}, {"col_step", m.col_step},
-       {"cells", m.cells},       {"histogram", m.histogram}};
-}
-
-void from_json(const nlohmann::json& j, BlockControlsCase::UlpFigure& r) {
-  probes::DiffMap& m = r.map;
-  j.at("path").get_to(r.path);
-  j.at("tensor").get_to(r.tensor);
-  j.at("figure").get_to(r.figure);
-  j.at("first_row").get_to(m.first_row);
-  j.at("rows").get_to(m.rows);
-  j.at("cols").get_to(m.cols);
-  j.at("row_step").get_to(m.row_step);
-  j.at("col_step").get_to(m.col_step);
-  j.at("cells").get_to(m.cells);
-  j.at("histogram").get_to(m.histogram);
-  if (m.histogram.size() != std::size_t(probes::kUlpClasses))
-    throw Error("block-controls: ulp_figures " + r.figure + ": " + std::to_string(m.histogram.size()) +
-                " histogram classes, not " + std::to_string(probes::kUlpClasses));
-}
-
-void to_json(nlohmann::json& j, const BlockControlsCase& r) {
-  j = {{"case", r.case_name},
-       {"file", r.file},
-       {"seed", r.seed},
-       {"rows", r.rows},
-       {"official_flash_vs_math", r.official_flash_vs_math},
-       {"official_timing_and_memory", r.official_timing_and_memory},
-       {"notes", r.notes}};
-  if (r.float64_rows) j["float64_rows"] = *r.float64_rows;
-  if (r.flash_causes) j["flash_causes"] = *r.flash_causes;
-  if (r.ulp_figures) j["ulp_figures"] = *r.ulp_figures;
-}
-
-void from_json(const nlohmann::json& j, BlockControlsCase& r) {
-  j.at("case").get_to(r.case_name);
-  j.at("file").get_to(r.file);
-  j.at("rows").get_to(r.rows);
-  j.at("official_flash_vs_math").get_to(r.official_flash_vs_math);
-  r.official_timing_and_memory = j.at("official_timing_and_memory");
-  read_if_present(j, "seed", r.seed);
-  read_if_present(j, "notes", r.notes);
-  read_optional(j, "float64_rows", r.float64_rows);
-  read_optional(j, "flash_causes", r.flash_causes);
-  read_optional(j, "ulp_figures", r.ulp_figures);
-}
 
 void run_block_controls(const Options& o, Report& report) {
   const std::string name = block_case(o);
@@ -432,5 +451,71 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
   if (Table f = flash_cause_table(cases); !f.rows.empty()) tables.push_back(std::move(f));
   return tables;
 }
+
+void settle_block_controls(Options& o) {
+  // The recorded blocks: block_small (profile ltx25), block_small_alt (ltx2), the full-size first
+  // block (ltx25). Without --model the small block runs.
+  const std::string model = o.model_given ? o.model : "small";
+  if (model == "ltx2-22b" && o.profile == "ltx25") {
+    settle_on_recordings(o, "block-controls", model, o.profile,
+                         {recording_of("block-full"), recording_of("block-full", true)});
+  } else if (model == "small") {
+    settle_on_recordings(o, "block-controls", model, o.profile,
+                         {recording_of(o.profile == "ltx2" ? "block-small-alt" : "block-small")});
+  } else {
+    throw Error("--model " + o.model + " --profile " + o.profile +
+                ": block-controls has no recorded block of that config (recorded: small with ltx25 or ltx2, "
+                "ltx2-22b with ltx25)");
+  }
+}
+
+namespace {
+
+// The device check's section: each path's relative L2 to the recorded MATH block, probe by probe,
+// beside the recorded FLASH block's.
+std::string block_controls_device_summary(const DeviceSummaryInput& in) {
+  std::vector<std::string> tensors;
+  std::map<std::string, std::map<std::string, std::string>> cell;  // tensor -> column -> text
+  std::string case_name;
+  for (const BlockControlsCase& c : in.cases.get<std::vector<BlockControlsCase>>()) {
+    case_name = c.case_name;
+    for (const ProbeRow& row : c.rows) {
+      if (!row.distance || row.backend != "math") continue;
+      if (std::find(tensors.begin(), tensors.end(), row.tensor) == tensors.end()) tensors.push_back(row.tensor);
+      const ProbeRow::Distance& d = *row.distance;
+      cell[row.tensor][row.variant] = fmt_sci(d.rel_l2) + " (" + fmt_count((long long)d.differing) + " / " +
+                                      fmt_count((long long)d.total) + ")";
+    }
+    for (const BlockControlsCase::Distance& d : c.official_flash_vs_math) cell[d.tensor]["flash"] = fmt_sci(d.rel_l2);
+  }
+  Table t;
+  t.columns = {"probe", "psi dense", "psi baseline", "psi modified", "official FLASH (recorded)"};
+  for (const auto& tensor : tensors) {
+    auto& c = cell[tensor];
+    auto get = [&](const char* k) { return c.count(k) ? c[k] : std::string("-"); };
+    t.add_row({tensor, get("dense"), get("baseline"), get("modified"), get("flash")});
+  }
+  return md_table(t) + "\n- case " + case_name + "; relative L2 (differing / total BF16 elements) against the recorded " +
+         "MATH tensors (video probes: the recorded rows); report backend attribute: " + in.backend +
+         ", device: " + in.device_name + "\n\n";
+}
+
+}  // namespace
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration block_controls_registration{6, {
+    .name = "block-controls",
+    .reproduces = "Table VI",
+    .summary = "dense, official-h200, official-h200-flash, baseline and modified PSI vs the recorded official MATH "
+               "and FLASH block on identical frozen inputs, and why FLASH and MATH differ, element by element",
+    .run = run_block_controls,
+    .tabulate = tabulate_block_controls,
+    .figures = figures_block_controls,
+    .settle = settle_block_controls,
+    .reread = reread_as<BlockControlsCase>,
+    .device_summary = block_controls_device_summary}};
 
 }  // namespace psi::exp

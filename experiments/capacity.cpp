@@ -3,7 +3,9 @@
 // the outcome (complete / scratch exhausted / weight tile exceeds page), the wall, the managed
 // peak against its bound, and bitwise equality of every completed run to the reference
 // setting (the default 80 MiB / 8 MiB arena).
-#include "experiments/drivers.h"
+#include "experiments/device_summary.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
 
 #include "engine/exec/executor.h"
 #include "engine/interrupt.h"
@@ -15,47 +17,37 @@
 
 namespace psi::exp {
 
-void to_json(nlohmann::json& j, const CapacityCase& r) {
-  j = {{"setting", r.setting},
-       {"arena_bytes", r.arena_bytes},
-       {"page_bytes", r.page_bytes},
-       {"workspace_bytes", r.workspace_bytes},
-       {"outcome", r.outcome},
-       {"failure", r.failure},
-       {"wall_s", r.wall_s},
-       {"block_s", r.block_s},
-       {"weights", r.weights},
-       {"schedule", r.schedule},
-       {"inputs", r.inputs},
-       {"reference", r.reference}};
-  if (r.run) j["run"] = *r.run;
-  if (r.bitwise_equal_to_reference) j["bitwise_equal_to_reference"] = *r.bitwise_equal_to_reference;
-}
-
-void from_json(const nlohmann::json& j, CapacityCase& r) {
-  j.at("setting").get_to(r.setting);
-  j.at("outcome").get_to(r.outcome);
-  j.at("inputs").get_to(r.inputs);
-  j.at("reference").get_to(r.reference);
-  read_if_present(j, "arena_bytes", r.arena_bytes);
-  read_if_present(j, "page_bytes", r.page_bytes);
-  read_if_present(j, "workspace_bytes", r.workspace_bytes);
-  read_if_present(j, "block_s", r.block_s);
-  read_if_present(j, "weights", r.weights);
-  read_if_present(j, "schedule", r.schedule);
-  read_if_present(j, "wall_s", r.wall_s);
-  read_if_present(j, "failure", r.failure);
-  read_optional(j, "run", r.run);
-  read_optional(j, "bitwise_equal_to_reference", r.bitwise_equal_to_reference);
+// The first block at one arena / page setting.
+struct CapacityCase {
+  std::string setting;
+  std::int64_t arena_bytes = 0, page_bytes = 0, workspace_bytes = 0;
+  std::string outcome, failure;
+  double wall_s = 0, block_s = 0;
+  std::string weights, schedule, inputs, reference;
+  // A complete run's report and its probes' equality to the reference setting's.
+  std::optional<nlohmann::json> run;
+  std::optional<bool> bitwise_equal_to_reference;
   // The table shows a complete run's wall, run and verdict, and another's failure.
-  if (r.outcome == "complete") {
-    j.at("wall_s").get_to(r.wall_s);
-    r.run = j.at("run");
-    r.bitwise_equal_to_reference = j.at("bitwise_equal_to_reference").get<bool>();
-  } else {
-    j.at("failure").get_to(r.failure);
+  static bool complete(const CapacityCase& r) { return r.outcome == "complete"; }
+  static bool failed(const CapacityCase& r) { return !complete(r); }
+  static auto fields() {
+    using R = CapacityCase;
+    return std::tuple{field("setting", &R::setting),
+                      field_if_present("arena_bytes", &R::arena_bytes),
+                      field_if_present("page_bytes", &R::page_bytes),
+                      field_if_present("workspace_bytes", &R::workspace_bytes),
+                      field("outcome", &R::outcome),
+                      field_if_present("failure", &R::failure).when(failed),
+                      field_if_present("wall_s", &R::wall_s).when(complete),
+                      field_if_present("block_s", &R::block_s),
+                      field_if_present("weights", &R::weights),
+                      field_if_present("schedule", &R::schedule),
+                      field("inputs", &R::inputs),
+                      field("reference", &R::reference),
+                      field_optional("run", &R::run).when(complete),
+                      field_optional("bitwise_equal_to_reference", &R::bitwise_equal_to_reference).when(complete)};
   }
-}
+};
 
 void run_capacity(const Options& o, Report& report) {
   const FirstBlock fb = first_block(o);
@@ -135,5 +127,42 @@ std::vector<Table> tabulate_capacity(const nlohmann::json& case_records, const n
                                       ", schedule reuse+prefetch.");
   return {t};
 }
+
+namespace {
+
+// The device check's section: each setting's outcome, wall, managed peak and bitwise verdict.
+std::string capacity_device_summary(const DeviceSummaryInput& in) {
+  Table t;
+  t.columns = {"arena / page", "outcome", "wall (ms)", "managed peak / bound", "scratch high water",
+               "bitwise equal to the reference setting"};
+  std::string ref;
+  for (const CapacityCase& c : in.cases.get<std::vector<CapacityCase>>()) {
+    ref = c.reference;
+    if (c.outcome == "complete" && c.run)
+      t.add_row({c.setting, "complete", ms(c.wall_s, 1), bytes_pair(*c.run, "managed_peak_bytes", "bound_bytes"),
+                 amount(num(*c.run, "scratch_high_water_bytes")),
+                 c.bitwise_equal_to_reference.value_or(false) ? "yes" : "NO"});
+    else
+      t.add_row({c.setting, c.outcome, "-", "-", "-", "-"});
+  }
+  return md_table(t) + "\n- reference setting: " + ref + "\n\n";
+}
+
+}  // namespace
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration capacity_registration{5, {
+    .name = "capacity",
+    .reproduces = "Table V",
+    .summary = "first block at six arena/page settings: outcome, wall, peak vs bound, bitwise equality to the "
+               "reference setting",
+    .run = run_capacity,
+    .tabulate = tabulate_capacity,
+    .shardable = true,
+    .reread = reread_as<CapacityCase>,
+    .device_summary = capacity_device_summary}};
 
 }  // namespace psi::exp

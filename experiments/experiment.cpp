@@ -4,9 +4,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "engine/backend/backend_factory.h"
 #include "engine/error.h"
 #include "engine/model/config.h"
-#include "engine/backend/backend_factory.h"
 #include "probes/probe_cases.h"
 
 namespace psi::exp {
@@ -20,10 +20,9 @@ nlohmann::json Options::to_json() const {
                       {"shard_index", shard_index},
                       {"shard_count", shard_count},
                       {"quick", quick},
-                      {"chaos_seed", chaos_seed},
-                      {"zero_mask", full_prompt.zero_mask},
-                      {"pool_bytes", fixed_budget.pool_bytes},
-                      {"row_tile", scheduling.row_tile}};
+                      {"chaos_seed", chaos_seed}};
+  for (const Experiment& e : experiments())
+    for (const auto& [key, value] : e.own_defaults.items()) j[key] = own.value(key, value);
   // Only when given, so that the reports of runs without one stay as they were.
   if (!kernel_config.empty()) j["kernel_config"] = kernel_config;
   return j;
@@ -40,9 +39,9 @@ Options Options::from_json(const nlohmann::json& j) {
   o.shard_count = j.value("shard_count", 1);
   o.quick = j.at("quick").get<bool>();
   o.chaos_seed = j.at("chaos_seed").get<std::uint64_t>();
-  o.full_prompt.zero_mask = j.value("zero_mask", false);
-  o.fixed_budget.pool_bytes = j.value("pool_bytes", rt::kDefaultPoolBytes);
-  o.scheduling.row_tile = j.value("row_tile", std::int64_t(0));
+  for (const Experiment& e : experiments())
+    for (const auto& [key, value] : e.own_defaults.items())
+      if (const auto it = j.find(key); it != j.end()) o.own[key] = *it;
   o.kernel_config = j.value("kernel_config", nlohmann::json::array());
   return o;
 }

@@ -1,18 +1,21 @@
 #pragma once
-// Named experiments, one per table of the PSI study. Each driver runs its cases and records
-// one typed record per case (experiments/records.h) in its Report; the tables are a pure
-// function of those cases (`tabulate`), so `psi report` re-renders them from a file and
-// `psi merge` re-tabulates the union of shard reports (docs/experiments.md).
+// Named experiments, one per table of the PSI study, each one file of experiments/ (its unit):
+// its case record, its own options, its settle rule, its driver, its tables, its section of the
+// device check's summary and its registration. Each driver runs its cases and records one typed
+// record per case in its Report; the tables are a pure function of those cases (`tabulate`), so
+// `psi report` re-renders them from a file and `psi merge` re-tabulates the union of shard
+// reports (docs/experiments.md).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "engine/measure/budget.h"
+#include "experiments/record_fields.h"
 #include "report/figures.h"
 #include "report/table.h"
 
@@ -23,23 +26,6 @@ namespace psi::exp {
 using namespace psi::report;
 
 class Report;
-
-// The options that belong to one experiment alone, each in its experiment's own struct. `psi
-// run` offers them all (Experiment::options declares which experiment takes which) and refuses
-// one given to another experiment, which would ignore it.
-struct FullPromptOptions {
-  bool zero_mask = false;  // an explicit all-zero context mask, checked and elided
-};
-struct FixedBudgetOptions {
-  // The free device pool a reservation leaves on CUDA; on the CPU backend the cap on arena +
-  // pinned host buffers, scaled like the arena for smaller configs.
-  std::uint64_t pool_bytes = rt::kDefaultPoolBytes;
-};
-struct SchedulingOptions {
-  // Token rows per row tile; 0: the config's default; -1: the largest that fits the arena under
-  // every schedule (exec::fitting_row_tile).
-  std::int64_t row_tile = 0;
-};
 
 struct Options {
   std::string model = "tiny";
@@ -59,10 +45,9 @@ struct Options {
   std::filesystem::path kernel_config_file;
   nlohmann::json kernel_config = nlohmann::json::array();
 
-  // One experiment's own options; the others leave theirs at the defaults.
-  FullPromptOptions full_prompt;
-  FixedBudgetOptions fixed_budget;
-  SchedulingOptions scheduling;
+  // The experiments' own options that were set (own_options), flat by their recorded keys; the
+  // others are at their defaults (Experiment::own_defaults).
+  nlohmann::json own = nlohmann::json::object();
 
   // Whether case `i` of this experiment belongs to this shard (i mod n == index).
   bool in_shard(std::int64_t i) const { return i % shard_count == shard_index; }
@@ -74,6 +59,19 @@ struct Options {
   // the *_given flags and kernel_config_file are not recorded.
   static Options from_json(const nlohmann::json& j);
 };
+
+// One experiment's own options, a record (experiments/record_fields.h) of its file whose fields
+// are all field_if_present: those set in `o`, the others at their defaults.
+template <Record T>
+T own_options(const Options& o) {
+  T v;
+  read_fields(o.own, v);
+  return v;
+}
+template <Record T>
+void set_own_options(Options& o, const T& v) {
+  write_fields(o.own, v);
+}
 
 // The config a report's recorded options name, for the tables' titles ("?" when there is none).
 std::string recorded_model(const nlohmann::json& options);
@@ -88,12 +86,24 @@ struct ExperimentOption {
   std::function<void(const std::string& value, Options& o)> apply;
 };
 
+// What the device check's summary (device_check/summary.cpp) gives an experiment's section: its
+// report and the copy rates measured on the machine.
+struct DeviceSummaryInput {
+  nlohmann::json cases, options;
+  std::string backend, device_name;  // the report's attributes
+  struct Copy {
+    double mib = 0, h2d_gbps = 0;  // a pinned copy's size and host-to-device rate
+  };
+  // The measured copy whose size is nearest `page_bytes`; nullopt when none was measured.
+  std::function<std::optional<Copy>(double page_bytes)> copy_for_page;
+};
+
 struct Experiment {
   std::string name;
   std::string reproduces;  // "Table IV", "Fig. 2, §IV-A", ...
   std::string summary;     // one line for `psi list`
   std::function<void(const Options&, Report&)> run;
-  // The tables from the cases (the driver's records, experiments/records.h) and the recorded
+  // The tables from the cases (the records of the experiment's file) and the recorded
   // options (Options::to_json).
   std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate;
   bool shardable = false;
@@ -103,10 +113,25 @@ struct Experiment {
   // --checkpoint the experiment cannot honour and sets the options to the config and seed it
   // will compute with, which the report then records. Empty: every config and seed apply.
   std::function<void(Options&)> settle;
-  // The options of this experiment alone.
+  // The options of this experiment alone: the flags, and their record at its defaults
+  // (nlohmann::json(TheOptions{}), recorded flat in /report/options; null: none).
   std::vector<ExperimentOption> options;
+  nlohmann::json own_defaults;
+  // A recorded case read through the experiment's record and written again (reread_as): the
+  // record's field list applied to a report's case.
+  std::function<nlohmann::json(const nlohmann::json& recorded)> reread;
+  // Its section of the device check's summary (`psi device summary`) from its report, in
+  // Markdown; empty: the summary shows none.
+  std::function<std::string(const DeviceSummaryInput&)> device_summary;
 };
 
+// Registers an experiment at static initialisation, one in each experiment's file; `order` is its
+// place in `psi list`, the study's table order (experiments/registry.cpp).
+struct Registration {
+  Registration(int order, Experiment e);
+};
+
+// In the order of the study's tables; the names are the user interface.
 const std::vector<Experiment>& experiments();
 // An unknown name is a psi::Error listing the valid ones.
 const Experiment& find_experiment(std::string_view name);

@@ -4,7 +4,8 @@
 // PSI path to the dense path, and Δ = modified − baseline. Text encoders are not available, so
 // each prompt's projected context is SynthInit named by the prompt; noise is SynthInit with
 // the request seed, shared by every path of a case.
-#include "experiments/drivers.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
 
 #include <array>
 
@@ -30,50 +31,54 @@ constexpr std::int64_t kContextLen = 1024;
 
 }  // namespace
 
-const FullPromptPath& FullPromptCase::path(const std::string& name) const {
-  const auto it = paths.find(name);
-  if (it == paths.end()) throw Error("full-prompt case " + prompt + " #" + std::to_string(run) + ": no " + name + " path");
-  return it->second;
-}
+// The options of full-prompt alone.
+struct FullPromptOptions {
+  bool zero_mask = false;  // an explicit all-zero context mask, checked and elided
+  static auto fields() { return std::tuple{field_if_present("zero_mask", &FullPromptOptions::zero_mask)}; }
+};
 
-void to_json(nlohmann::json& j, const FullPromptPath& r) {
-  j = {{"wall_mean_s", r.wall_mean_s},
-       {"wall_sd_s", r.wall_sd_s},
-       {"per_invocation", r.per_invocation},
-       {"run", r.run},
-       {"endpoint_video_rel_l2", r.endpoint_video_rel_l2},
-       {"endpoint_audio_rel_l2", r.endpoint_audio_rel_l2},
-       {"all_finite", r.all_finite}};
-}
+// One path of a case: its endpoint against the dense path's.
+struct FullPromptPath {
+  double wall_mean_s = 0, wall_sd_s = 0;
+  nlohmann::json per_invocation, run;  // run: null for the dense path
+  double endpoint_video_rel_l2 = 0, endpoint_audio_rel_l2 = 0;
+  bool all_finite = true;
+  static auto fields() {
+    using R = FullPromptPath;
+    return std::tuple{field("wall_mean_s", &R::wall_mean_s),
+                      field("wall_sd_s", &R::wall_sd_s),
+                      field_if_present("per_invocation", &R::per_invocation),
+                      field("run", &R::run),
+                      field("endpoint_video_rel_l2", &R::endpoint_video_rel_l2),
+                      field("endpoint_audio_rel_l2", &R::endpoint_audio_rel_l2),
+                      field_if_present("all_finite", &R::all_finite)};
+  }
+};
 
-void from_json(const nlohmann::json& j, FullPromptPath& r) {
-  j.at("wall_mean_s").get_to(r.wall_mean_s);
-  j.at("wall_sd_s").get_to(r.wall_sd_s);
-  r.run = j.at("run");
-  j.at("endpoint_video_rel_l2").get_to(r.endpoint_video_rel_l2);
-  j.at("endpoint_audio_rel_l2").get_to(r.endpoint_audio_rel_l2);
-  read_if_present(j, "per_invocation", r.per_invocation);
-  read_if_present(j, "all_finite", r.all_finite);
-}
-
-void to_json(nlohmann::json& j, const FullPromptCase& r) {
-  j = {{"prompt", r.prompt},
-       {"context_mask", r.context_mask ? nlohmann::json(*r.context_mask) : nlohmann::json(nullptr)},
-       {"valid_tokens", r.valid_tokens},
-       {"run", r.run},
-       {"request_seed", r.request_seed},
-       {"paths", r.paths}};
-}
-
-void from_json(const nlohmann::json& j, FullPromptCase& r) {
-  j.at("prompt").get_to(r.prompt);
-  r.context_mask.reset();
-  if (const auto& m = j.at("context_mask"); !m.is_null()) r.context_mask = m.get<std::string>();
-  j.at("run").get_to(r.run);
-  j.at("paths").get_to(r.paths);
-  read_if_present(j, "valid_tokens", r.valid_tokens);
-  read_if_present(j, "request_seed", r.request_seed);
-}
+// One (prompt, request seed) case, every path's endpoint against the dense path.
+struct FullPromptCase {
+  std::string prompt;
+  std::optional<std::string> context_mask;  // --zero-mask: the elision check's verdict; else null
+  int valid_tokens = 0;
+  int run = 0;                              // request seed #1-#3
+  std::string request_seed;                 // decimal: the seeds exceed a JSON double's integers
+  std::map<std::string, FullPromptPath> paths;
+  static auto fields() {
+    using R = FullPromptCase;
+    return std::tuple{field("prompt", &R::prompt),
+                      field_nullable("context_mask", &R::context_mask),
+                      field_if_present("valid_tokens", &R::valid_tokens),
+                      field("run", &R::run),
+                      field_if_present("request_seed", &R::request_seed),
+                      field("paths", &R::paths)};
+  }
+  // The path's record; a psi::Error naming it when the case has none (a report of other paths).
+  const FullPromptPath& path(const std::string& name) const {
+    const auto it = paths.find(name);
+    if (it == paths.end()) throw Error("full-prompt case " + prompt + " #" + std::to_string(run) + ": no " + name + " path");
+    return it->second;
+  }
+};
 
 void run_full_prompt(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
@@ -90,7 +95,7 @@ void run_full_prompt(const Options& o, Report& report) {
                                   kRequestSeeds[s], o.seed};
       FullPromptCase rec{kPrompts[p].name, std::nullopt, kPrompts[p].valid_tokens, int(s + 1),
                          std::to_string(kRequestSeeds[s]), {}};
-      if (o.full_prompt.zero_mask) {
+      if (own_options<FullPromptOptions>(o).zero_mask) {
         // The distilled pipeline passes no mask; with --zero-mask an explicit all-zero additive
         // mask over the 1,024 rows goes through the FLASH elision check before being dropped.
         const pipeline::MaskCheck mc = pipeline::check_zero_mask(F32Tensor({1, 1, kContextLen}));
@@ -163,5 +168,25 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   }
   return {{"endpoint_error", render_svg(fig)}, {"endpoint_delta", render_svg(delta)}};
 }
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration full_prompt_registration{2, {
+    .name = "full-prompt",
+    .reproduces = "Table II, Fig. 3",
+    .summary = "nine-case cohort (3 prompts x 3 request seeds, 1,024-row contexts): dense, official-h200, baseline and "
+               "modified PSI; invocation wall and endpoint relative L2 with Δ = modified − baseline",
+    .run = run_full_prompt,
+    .tabulate = tabulate_full_prompt,
+    .shardable = true,
+    .figures = figures_full_prompt,
+    .options = {{.flag = "--zero-mask",
+                 .help = "full-prompt: pass an explicit all-zero context mask through the FLASH mask-elision check",
+                 .takes_value = false,
+                 .apply = [](const std::string&, Options& o) { set_own_options(o, FullPromptOptions{true}); }}},
+    .own_defaults = FullPromptOptions{},
+    .reread = reread_as<FullPromptCase>}};
 
 }  // namespace psi::exp

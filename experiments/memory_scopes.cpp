@@ -5,7 +5,8 @@
 // for the psi process, sampled through the stage (RunReport::gpu_memory); on the CPU backend
 // only the arena accounting is meaningful, so the host process's own peak resident set (VmHWM,
 // which includes the host journal and every weight generated) is shown beside it, marked as such.
-#include "experiments/drivers.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
 
 #include <chrono>
 #include <fstream>
@@ -31,40 +32,39 @@ std::uint64_t host_peak_rss_bytes() {
 }
 }  // namespace
 
-void to_json(nlohmann::json& j, const MemoryScopesCase& r) {
-  nlohmann::json result{{"outcome", r.outcome}};
-  if (r.failure) result["failure"] = *r.failure;
-  j = {{"stage", r.stage},
-       {"result", result},
-       {"video_tokens", r.video_tokens},
-       {"audio_tokens", r.audio_tokens},
-       {"blocks", r.blocks},
-       {"arena", r.arena},
-       {"backend", r.backend},
-       {"wall_s", r.wall_s},
-       {"run", r.run},
-       {"process_peak_kind", r.process_peak_kind},
-       {"process_peak_bytes", r.process_peak_bytes ? nlohmann::json(*r.process_peak_bytes) : nlohmann::json(nullptr)}};
-}
-
-void from_json(const nlohmann::json& j, MemoryScopesCase& r) {
-  j.at("stage").get_to(r.stage);
-  const nlohmann::json& result = j.at("result");
-  result.at("outcome").get_to(r.outcome);
-  r.failure.reset();
-  if (r.outcome != "complete") r.failure = result.at("failure").get<std::string>();  // the table notes it
-  else read_optional(result, "failure", r.failure);
-  j.at("video_tokens").get_to(r.video_tokens);
-  j.at("audio_tokens").get_to(r.audio_tokens);
-  j.at("wall_s").get_to(r.wall_s);
-  r.run = j.at("run");
-  j.at("process_peak_kind").get_to(r.process_peak_kind);
-  r.process_peak_bytes.reset();
-  if (const auto& p = j.at("process_peak_bytes"); !p.is_null()) r.process_peak_bytes = p.get<std::uint64_t>();
-  read_if_present(j, "blocks", r.blocks);
-  read_if_present(j, "arena", r.arena);
-  read_if_present(j, "backend", r.backend);
-}
+// One stage through every block.
+struct MemoryScopesCase {
+  int stage = 0;
+  struct Result {
+    std::string outcome;
+    std::optional<std::string> failure;  // the table notes a failed stage's
+    static auto fields() {
+      using R = Result;
+      return std::tuple{field("outcome", &R::outcome),
+                        field_optional("failure", &R::failure).when(+[](const R& r) { return r.outcome != "complete"; })};
+    }
+  } result;
+  std::int64_t video_tokens = 0, audio_tokens = 0, blocks = 0;
+  std::string arena, backend;
+  double wall_s = 0;
+  nlohmann::json run;
+  std::string process_peak_kind;
+  std::optional<std::uint64_t> process_peak_bytes;  // null: NVML did not list the process
+  static auto fields() {
+    using R = MemoryScopesCase;
+    return std::tuple{field("stage", &R::stage),
+                      field("result", &R::result),
+                      field("video_tokens", &R::video_tokens),
+                      field("audio_tokens", &R::audio_tokens),
+                      field_if_present("blocks", &R::blocks),
+                      field_if_present("arena", &R::arena),
+                      field_if_present("backend", &R::backend),
+                      field("wall_s", &R::wall_s),
+                      field("run", &R::run),
+                      field("process_peak_kind", &R::process_peak_kind),
+                      field_nullable("process_peak_bytes", &R::process_peak_bytes)};
+  }
+};
 
 void run_memory_scopes(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
@@ -82,7 +82,7 @@ void run_memory_scopes(const Options& o, Report& report) {
     exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
     const auto t0 = std::chrono::steady_clock::now();
     MemoryScopesCase rec;
-    rec.outcome = "complete";
+    rec.result.outcome = "complete";
     rt::RunReport r;
     try {
       for (int b = 0; b < int(c.layers); ++b) {
@@ -95,8 +95,8 @@ void run_memory_scopes(const Options& o, Report& report) {
       r = ex.finish();
     } catch (const rt::RunFailure& f) {
       // A stage that does not fit the arena is a result of this table, not a crash.
-      rec.outcome = rt::outcome_name(f.outcome());
-      rec.failure = f.what();
+      rec.result.outcome = rt::outcome_name(f.outcome());
+      rec.result.failure = f.what();
       if (ex.has_runtime()) r = ex.report();
     }
     const bool on_gpu = r.gpu_memory.applicable;
@@ -125,8 +125,8 @@ std::vector<Table> tabulate_memory_scopes(const nlohmann::json& case_records, co
                "managed peak", "declared bound", "process peak", "wall (s)"};
   for (const MemoryScopesCase& c : cases) {
     const auto& r = c.run;
-    if (c.outcome != "complete") t.notes.push_back("stage " + std::to_string(c.stage) + ": " + *c.failure);
-    t.add_row({std::to_string(c.stage), c.outcome,
+    if (c.result.outcome != "complete") t.notes.push_back("stage " + std::to_string(c.stage) + ": " + *c.result.failure);
+    t.add_row({std::to_string(c.stage), c.result.outcome,
                std::to_string(c.video_tokens) + " / " + std::to_string(c.audio_tokens),
                fmt_mib(r["arena_bytes"]), fmt_mib(2.0 * r["page_bytes"].get<double>()),
                fmt_mib(r["workspace_high_water_bytes"]), fmt_mib(r["scratch_high_water_bytes"]),
@@ -166,5 +166,18 @@ std::vector<Figure> figures_memory_scopes(const nlohmann::json& case_records) {
   }
   return {{"memory_scopes", render_svg(b)}};
 }
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration memory_scopes_registration{1, {
+    .name = "memory-scopes",
+    .reproduces = "Fig. 2, §IV-A",
+    .summary = "managed arena, pages, scratch and workspace high-water, managed peak vs bound and process peak per stage",
+    .run = run_memory_scopes,
+    .tabulate = tabulate_memory_scopes,
+    .figures = figures_memory_scopes,
+    .reread = reread_as<MemoryScopesCase>}};
 
 }  // namespace psi::exp

@@ -2,8 +2,12 @@
 // audio self-attention, the video Q projection — through each numerics variant against the
 // recorded official MATH (and FLASH) tensors.
 #include "engine/interrupt.h"
-#include "experiments/drivers.h"
+#include "experiments/device_summary.h"
+#include "experiments/experiment.h"
 #include "experiments/probe_results.h"
+#include "experiments/records.h"
+#include "experiments/report.h"
+#include "experiments/settle.h"
 
 namespace psi::exp {
 
@@ -14,19 +18,21 @@ const std::vector<std::string>& probe_case_names() {
 }
 }  // namespace
 
-void to_json(nlohmann::json& j, const ProbesCase& r) {
-  j = {{"case", r.case_name}, {"file", r.file}, {"seed", r.seed}, {"seconds", r.seconds}, {"notes", r.notes},
-       {"rows", r.rows}};
-}
-
-void from_json(const nlohmann::json& j, ProbesCase& r) {
-  j.at("case").get_to(r.case_name);
-  j.at("rows").get_to(r.rows);
-  read_if_present(j, "file", r.file);
-  read_if_present(j, "seed", r.seed);
-  read_if_present(j, "seconds", r.seconds);
-  read_if_present(j, "notes", r.notes);
-}
+// One operator probe case.
+struct ProbesCase {
+  std::string case_name;
+  std::string file;
+  std::uint64_t seed = 0;
+  double seconds = 0;
+  std::vector<std::string> notes;
+  std::vector<ProbeRow> rows;
+  static auto fields() {
+    using R = ProbesCase;
+    return std::tuple{field("case", &R::case_name),        field_if_present("file", &R::file),
+                      field_if_present("seed", &R::seed),  field_if_present("seconds", &R::seconds),
+                      field_if_present("notes", &R::notes), field("rows", &R::rows)};
+  }
+};
 
 void run_probes(const Options& o, Report& report) {
   std::int64_t index = 0;
@@ -85,5 +91,42 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
                     "on the SynthInit recordings and are not tuned toward those numbers.");
   return {t, d};
 }
+
+void settle_probes(Options& o) {
+  settle_on_recordings(o, "probes", "ltx2-22b", "ltx25", {recording_of("audio-ff-up"), recording_of("audio-self-attn")});
+}
+
+namespace {
+
+// The device check's section: every probe's distance to its recording, the FLASH rows left out.
+std::string probes_device_summary(const DeviceSummaryInput& in) {
+  Table t;
+  t.columns = {"case", "tensor", "variant", "vs", "differing / total", "rel L2"};
+  for (const ProbesCase& c : in.cases.get<std::vector<ProbesCase>>())
+    for (const ProbeRow& row : c.rows)
+      if (row.distance && row.backend != "flash")
+        t.add_row({c.case_name, row.tensor, row.variant, row.backend,
+                   fmt_count((long long)row.distance->differing) + " / " + fmt_count((long long)row.distance->total),
+                   fmt_sci(row.distance->rel_l2)});
+  return md_table(t) + "\n";
+}
+
+}  // namespace
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration probes_registration{9, {
+    .name = "probes",
+    .reproduces = "§IV-B",
+    .summary = "operator probes (audio FFN up bias, 64-dim attention, Q projection) of each variant against the "
+               "recordings",
+    .run = run_probes,
+    .tabulate = tabulate_probes,
+    .shardable = true,
+    .settle = settle_probes,
+    .reread = reread_as<ProbesCase>,
+    .device_summary = probes_device_summary}};
 
 }  // namespace psi::exp

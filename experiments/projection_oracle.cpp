@@ -1,7 +1,9 @@
 // projection-oracle (eq. 6): the first element where baseline PSI's video Q projection and the
 // official recording disagree, explained exactly by the oracle (exact value, conditioning,
 // correctly rounded BF16, which float32 orders give each candidate).
-#include "experiments/drivers.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
+#include "experiments/settle.h"
 
 #include "engine/ops/gemm.h"
 #include "hdf5/h5.h"
@@ -12,31 +14,33 @@
 
 namespace psi::exp {
 
-void to_json(nlohmann::json& j, const ProjectionOracleCase& r) {
-  j = {{"file", r.file}, {"probe", r.probe}, {"output", r.output}, {"elements", r.elements}, {"differing", r.differing}};
-  if (r.seed) j["seed"] = *r.seed;
-  if (r.first) {
-    j["row"] = r.first->row;
-    j["col"] = r.first->col;
-    j["explanation"] = r.first->explanation;
-    j["explanation_text"] = r.first->explanation_text;
+// The first disagreement, explained when there is one.
+struct ProjectionOracleCase {
+  std::string file, probe, output;
+  std::optional<std::uint64_t> seed;  // the recording's SynthInit seed; absent in earlier reports
+  std::int64_t elements = 0, differing = 0;
+  struct First {
+    nlohmann::json explanation;  // oracle::to_json; first: its presence marks a disagreement
+    std::int64_t row = 0, col = 0;
+    std::string explanation_text;
+    static auto fields() {
+      return std::tuple{field("explanation", &First::explanation), field("row", &First::row),
+                        field("col", &First::col), field("explanation_text", &First::explanation_text)};
+    }
+  };
+  std::optional<First> first;  // flat in the case
+  static auto fields() {
+    using R = ProjectionOracleCase;
+    return std::tuple{field_if_present("file", &R::file),
+                      field_if_present("probe", &R::probe),
+                      field_if_present("output", &R::output),
+                      field_optional("seed", &R::seed),
+                      field("elements", &R::elements),
+                      // The table shows a disagreement's count and where it is.
+                      field_if_present("differing", &R::differing).when(+[](const R& r) { return r.first.has_value(); }),
+                      fields_flat(&R::first)};
   }
-}
-
-void from_json(const nlohmann::json& j, ProjectionOracleCase& r) {
-  j.at("elements").get_to(r.elements);
-  read_if_present(j, "differing", r.differing);
-  read_if_present(j, "file", r.file);
-  read_if_present(j, "probe", r.probe);
-  read_if_present(j, "output", r.output);
-  read_optional(j, "seed", r.seed);
-  r.first.reset();
-  if (j.contains("explanation")) {  // the table shows a disagreement's count and where it is
-    j.at("differing").get_to(r.differing);
-    r.first = ProjectionOracleCase::First{j.at("row").get<std::int64_t>(), j.at("col").get<std::int64_t>(),
-                                          j.at("explanation"), j.at("explanation_text").get<std::string>()};
-  }
-}
+};
 
 void run_projection_oracle(const Options& o, Report& report) {
   const probes::ProbeCase& recorded = probes::probe_case("video-q-proj");
@@ -67,7 +71,7 @@ void run_projection_oracle(const Options& o, Report& report) {
     const std::int64_t row = first / p.N, col = first % p.N;
     const oracle::Explanation e = oracle::explain(
         p, row, col, {{"psi-baseline", ours.data[first]}, {"official", official.data[first]}});
-    rec.first = ProjectionOracleCase::First{row, col, oracle::to_json(e), oracle::to_text(e)};
+    rec.first = ProjectionOracleCase::First{oracle::to_json(e), row, col, oracle::to_text(e)};
   }
   report.writer().write("/projection/psi_baseline_q", ours,
                         hdf5::TensorMeta{"baseline", "[256, 4096] video Q projection, psi CPU", "", {}});
@@ -114,5 +118,22 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& case_records
   }
   return {t};
 }
+
+void settle_projection_oracle(Options& o) {
+  settle_on_recordings(o, "projection-oracle", "ltx2-22b", "ltx25", {recording_of("video-q-proj")});
+}
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration projection_oracle_registration{10, {
+    .name = "projection-oracle",
+    .reproduces = "eq. (6)",
+    .summary = "first element where baseline PSI and the official video Q projection disagree, explained exactly",
+    .run = run_projection_oracle,
+    .tabulate = tabulate_projection_oracle,
+    .settle = settle_projection_oracle,
+    .reread = reread_as<ProjectionOracleCase>}};
 
 }  // namespace psi::exp

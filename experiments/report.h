@@ -22,7 +22,7 @@ class Report {
 
   hdf5::StateWriter& writer() { return writer_; }
   const Options& options() const { return options_; }
-  // One case's results (the driver's record, experiments/records.h); `index` orders cases
+  // One case's results (the record of the experiment's file); `index` orders cases
   // across shards and is added to the record (case_index).
   void add_case(std::int64_t index, nlohmann::json record);
   const nlohmann::json& cases() const { return cases_; }

@@ -3,11 +3,14 @@
 // measured cycles with the order rotated each cycle; wall mean and sample SD; every run's ten
 // probes checked bitwise against the first run and against the host block; bytes moved and
 // blocking synchronizations per schedule.
-#include "experiments/drivers.h"
+#include "experiments/scheduling.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <sstream>
 
 #include "engine/error.h"
 #include "engine/exec/executor.h"
@@ -15,11 +18,15 @@
 #include "engine/interrupt.h"
 #include "engine/model/block_catalogue.h"
 #include "engine/model/variant.h"
+#include "engine/model/weights.h"
 #include "engine/progress.h"
 #include "engine/runtime/run_report.h"
 #include "engine/whole_number.h"
 #include "experiments/block_support.h"
+#include "experiments/device_summary.h"
+#include "experiments/experiment.h"
 #include "experiments/gpu_memory_cells.h"
+#include "experiments/report.h"
 #include "report/stats.h"
 
 namespace psi::exp {
@@ -28,52 +35,59 @@ namespace {
 constexpr int kProbes = int(model::kProbeCount);  // the probe hashes each run is compared on
 }  // namespace
 
-void to_json(nlohmann::json& j, const SchedulingCase& r) {
-  j = {{"schedule", r.schedule},
-       {"cycle", r.cycle},
-       {"warmup", r.warmup},
-       {"arena", r.arena},
-       {"outcome", r.outcome},
-       {"failure", r.failure},
-       {"wall_s", r.wall_s},
-       {"preload_s", r.preload_s},
-       {"weight_bytes_streamed", r.weight_bytes_streamed},
-       {"run", r.run},
-       {"inputs", r.inputs}};
-  if (r.row_tile) j["row_tile"] = *r.row_tile;
-  if (r.block_s) j["block_s"] = *r.block_s;
-  if (r.weights) j["weights"] = *r.weights;
-  if (r.probe_sha256) j["probe_sha256"] = *r.probe_sha256;
-  if (r.probes_equal_first) j["probes_equal_first"] = *r.probes_equal_first;
-  if (r.probes_equal_host) j["probes_equal_host"] = *r.probes_equal_host;
-}
+// The options of scheduling alone.
+struct SchedulingOptions {
+  // Token rows per row tile; 0: the config's default; -1: the largest that fits the arena under
+  // every schedule (exec::fitting_row_tile).
+  std::int64_t row_tile = 0;
+  static auto fields() { return std::tuple{field_if_present("row_tile", &SchedulingOptions::row_tile)}; }
+};
 
-void from_json(const nlohmann::json& j, SchedulingCase& r) {
-  j.at("schedule").get_to(r.schedule);
-  j.at("warmup").get_to(r.warmup);
-  j.at("arena").get_to(r.arena);
-  j.at("outcome").get_to(r.outcome);
-  j.at("wall_s").get_to(r.wall_s);
-  r.run = j.at("run");
-  j.at("inputs").get_to(r.inputs);
-  read_if_present(j, "cycle", r.cycle);
-  read_if_present(j, "failure", r.failure);
-  read_if_present(j, "preload_s", r.preload_s);
-  read_if_present(j, "weight_bytes_streamed", r.weight_bytes_streamed);
-  read_optional(j, "row_tile", r.row_tile);
-  read_optional(j, "block_s", r.block_s);
-  read_optional(j, "weights", r.weights);
-  if (r.outcome == "complete")  // the tables compare every complete run's probes
-    r.probe_sha256 = j.at("probe_sha256").get<std::map<std::string, std::string>>();
-  else
-    read_optional(j, "probe_sha256", r.probe_sha256);
-  read_optional(j, "probes_equal_first", r.probes_equal_first);
-  read_optional(j, "probes_equal_host", r.probes_equal_host);
-}
+// One run of one schedule in one cycle (cycle 0: the warm-up).
+struct SchedulingCase {
+  std::string schedule;
+  int cycle = 0;
+  bool warmup = false;
+  std::string arena;
+  std::optional<std::int64_t> row_tile;  // absent in reports before --row-tile
+  std::string outcome, failure;
+  double wall_s = 0, preload_s = 0;
+  std::optional<double> block_s;         // absent in reports before host-resident weights
+  std::optional<std::string> weights;    // "host-resident" | "staged"; absent likewise
+  std::uint64_t weight_bytes_streamed = 0;
+  nlohmann::json run;
+  std::string inputs;
+  // A complete run's probes: their SHA-256 (the tables compare every complete run's), and how
+  // many equal the first run's and (CPU backend) the host block's.
+  std::optional<std::map<std::string, std::string>> probe_sha256;
+  std::optional<int> probes_equal_first, probes_equal_host;
+  static auto fields() {
+    using R = SchedulingCase;
+    return std::tuple{field("schedule", &R::schedule),
+                      field_if_present("cycle", &R::cycle),
+                      field("warmup", &R::warmup),
+                      field("arena", &R::arena),
+                      field_optional("row_tile", &R::row_tile),
+                      field("outcome", &R::outcome),
+                      field_if_present("failure", &R::failure),
+                      field("wall_s", &R::wall_s),
+                      field_if_present("preload_s", &R::preload_s),
+                      field_optional("block_s", &R::block_s),
+                      field_optional("weights", &R::weights),
+                      field_if_present("weight_bytes_streamed", &R::weight_bytes_streamed),
+                      field("run", &R::run),
+                      field("inputs", &R::inputs),
+                      field_optional("probe_sha256", &R::probe_sha256)
+                          .when(+[](const R& r) { return r.outcome == "complete"; }),
+                      field_optional("probes_equal_first", &R::probes_equal_first),
+                      field_optional("probes_equal_host", &R::probes_equal_host)};
+  }
+};
 
+// --row-tile: a positive number of rows, or "fit".
 void set_row_tile(const std::string& value, Options& o) {
   if (value == "fit") {
-    o.scheduling.row_tile = -1;
+    set_own_options(o, SchedulingOptions{-1});
     return;
   }
   const auto v = parse_whole(value, 1, std::uint64_t(std::numeric_limits<std::int64_t>::max()));
@@ -81,7 +95,7 @@ void set_row_tile(const std::string& value, Options& o) {
   if (*v % exec::kRowTileGranule != 0)
     throw Error("--row-tile " + value + ": not a multiple of " + std::to_string(exec::kRowTileGranule) +
                 " rows (the row-tile granule; e.g. " + std::to_string(std::max<std::uint64_t>(1, *v / exec::kRowTileGranule) * exec::kRowTileGranule) + ")");
-  o.scheduling.row_tile = std::int64_t(*v);
+  set_own_options(o, SchedulingOptions{std::int64_t(*v)});
 }
 
 void run_scheduling(const Options& o, Report& report) {
@@ -106,7 +120,7 @@ void run_scheduling(const Options& o, Report& report) {
   // On a GPU the block's time is what the transfer floor bounds: weights host-resident, so the
   // weight source (SynthInit generation, file reads) is outside it.
   eo.resident_weights = o.backend == "cuda";
-  const std::int64_t requested_tile = o.scheduling.row_tile;
+  const std::int64_t requested_tile = own_options<SchedulingOptions>(o).row_tile;
   eo.row_tile = requested_tile == -1
                     ? exec::fitting_row_tile(fb.config, variant, exec::schedules(), arena,
                                              exec::block_shapes(fb.config, fb.inputs))
@@ -260,5 +274,170 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& case_records, const
                       "the whole run with runtime set-up and the weight load.");
   return {t};
 }
+
+std::uint64_t block_weight_bytes(const model::ModelConfig& c) {
+  std::uint64_t n = 0;
+  for (const auto& w : model::block_weight_specs(c, 0)) n += std::uint64_t(numel(w.shape));
+  return n * 2;
+}
+
+SchedulingSummary summarize_scheduling(const nlohmann::json& case_records) {
+  const auto cases = case_records.get<std::vector<SchedulingCase>>();
+  SchedulingSummary s;
+  std::map<std::string, std::size_t> index;
+  std::map<std::string, std::set<std::string>> hashes;  // probe -> distinct SHA-256 over runs
+  for (const SchedulingCase& c : cases) {
+    if (!index.count(c.schedule)) {
+      index[c.schedule] = s.schedules.size();
+      s.schedules.push_back({});
+      s.schedules.back().name = c.schedule;
+    }
+    ScheduleRow& row = s.schedules[index[c.schedule]];
+    s.arena = c.arena;
+    s.inputs = c.inputs;
+    if (c.outcome != "complete") {
+      if (row.outcome == "complete") row.outcome = c.outcome;
+      continue;
+    }
+    ++row.runs;
+    ++s.completed_runs;
+    if (!c.warmup) {
+      row.walls_s.push_back(c.wall_s);
+      if (c.block_s) row.blocks_s.push_back(*c.block_s);
+    }
+    row.resident = row.resident || c.weights == "host-resident";
+    const auto fewest = [](const std::optional<int>& equal, int& into) {
+      if (equal) into = into < 0 ? *equal : std::min(into, *equal);
+    };
+    fewest(c.probes_equal_first, row.probes_equal_first_min);
+    fewest(c.probes_equal_host, row.probes_equal_host_min);
+    for (const auto& [probe, sha] : *c.probe_sha256) hashes[probe].insert(sha);
+    row.run = c.run;
+  }
+  // A probe counts as equal across runs only if every completed run hashed it once, alike.
+  for (const auto& [probe, set] : hashes) {
+    ++s.probe_names;
+    int seen = 0;
+    for (const SchedulingCase& c : cases)
+      if (c.outcome == "complete" && c.probe_sha256->count(probe)) ++seen;
+    if (set.size() == 1 && seen == s.completed_runs) ++s.probes_equal_across;
+  }
+  return s;
+}
+
+namespace {
+
+// The device check's section: each schedule's block time against the transfer floor of one
+// block's weights at the measured H2D rate.
+std::string scheduling_device_summary(const DeviceSummaryInput& in) {
+  std::ostringstream o;
+  const SchedulingSummary s = summarize_scheduling(in.cases);
+  const std::string model = in.options.value("model", std::string()),
+                    profile = in.options.value("profile", std::string("ltx25"));
+  std::optional<double> weights;
+  std::string weights_why;
+  try {
+    weights = double(block_weight_bytes(model::model_config(model, profile)));
+  } catch (const Error& e) {
+    weights_why = e.what();
+  }
+  double page = 0;
+  for (const auto& row : s.schedules)
+    if (!row.run.is_null()) page = num(row.run, "page_bytes");
+  const std::optional<DeviceSummaryInput::Copy> copy = in.copy_for_page(page);
+
+  Table t;
+  t.columns = {"schedule", "block (ms, mean ± SD, n)", "transfer floor (ms)", "block / floor", "whole run (ms)",
+               "weights streamed", "floor of the bytes streamed (ms)", "block / that floor", "managed peak / bound",
+               "scratch / workspace high water", "process peak (NVML)", "device used peak (NVML)",
+               "probes = first run's (fewest)", "probes = CPU block (fewest)"};
+  bool any_resident = false, any_block_time = false;
+  for (const ScheduleRow& row : s.schedules) {
+    if (row.run.is_null()) {
+      t.add_row({row.name, row.outcome, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
+      continue;
+    }
+    any_resident = any_resident || row.resident;
+    any_block_time = any_block_time || !row.blocks_s.empty();
+    const auto& times = row.block_times();
+    const double block = mean(times);
+    const double streamed = row.run.contains("h2d_bytes") ? num(row.run["h2d_bytes"], "weights") : std::nan("");
+    std::string floor = "unavailable", ratio = "unavailable", sfloor = "unavailable", sratio = "unavailable";
+    if (copy && weights) {
+      const double fl = transfer_seconds(*weights, copy->h2d_gbps);
+      floor = ms(fl);
+      if (!times.empty()) ratio = fmt_fixed(block / fl, 2);
+    }
+    if (copy && std::isfinite(streamed)) {
+      const double fl = transfer_seconds(streamed, copy->h2d_gbps);
+      sfloor = ms(fl);
+      if (!times.empty()) sratio = fmt_fixed(block / fl, 2);
+    }
+    const auto fewest = [](int n, const char* absent) { return n < 0 ? std::string(absent) : std::to_string(n) + " / 10"; };
+    t.add_row({row.name,
+               times.empty() ? "no measured run"
+                             : ms(block) + " ± " + ms(sample_sd(times)) + " (" + std::to_string(times.size()) + ")",
+               floor, ratio,
+               row.walls_s.empty() ? "-" : ms(mean(row.walls_s)) + " ± " + ms(sample_sd(row.walls_s)),
+               amount(streamed), sfloor, sratio, bytes_pair(row.run, "managed_peak_bytes", "bound_bytes"),
+               bytes_pair(row.run, "scratch_high_water_bytes", "workspace_high_water_bytes"),
+               gpu_process_peak_cell(row.run), gpu_device_peak_cell(row.run),
+               fewest(row.probes_equal_first_min, "not recorded"), fewest(row.probes_equal_host_min, "not checked")});
+  }
+  o << md_table(t) << "\n";
+  o << "- ten probes bitwise equal across the schedules: **" << s.probes_equal_across << " of " << s.probe_names
+    << "** probes have one SHA-256 in all " << s.completed_runs << " completed runs\n";
+  if (any_block_time)
+    o << "- block time: the block's own (`block_s`: from journaling its inputs to its probes collected; runtime "
+         "set-up, planning and preloading outside it), "
+      << (any_resident ? "its weights made host-resident before it" : "its weights produced by the weight source inside it")
+      << ", over the measured cycles (warm-up excluded); whole run: the same runs' wall time\n";
+  else
+    o << "- block time: the whole run's wall time (the report records no separate block time)\n";
+  o << "- probes = CPU block: the CPU backend's host block (`block_forward`), SHA-256; \"not checked\" where the "
+       "scheduling report does not compare with it (on CUDA the products are cuBLASLt's: docs/cuda-backend.md)\n";
+  if (!s.schedules.empty() && !s.schedules.front().run.is_null()) {
+    const auto& run = s.schedules.front().run;
+    o << "- " << gpu_memory_note(run) << "\n";
+    o << "- arena " << amount(num(run, "arena_bytes")) << ": pages " << amount(num(run, "page_bytes"))
+      << ", workspace " << amount(num(run, "workspace_bytes")) << ", scratch " << amount(num(run, "scratch_bytes"))
+      << " (" << s.arena << "); backend " << run.value("backend", std::string("?")) << "\n";
+  }
+  if (weights && copy)
+    o << "- transfer floor = one block's BF16 weights, " << fmt_count((long long)*weights) << " bytes, over the pinned "
+      << "H2D rate at the copy size nearest the page (" << fmt_mib(copy->mib * 1048576.0) << ": "
+      << fmt_fixed(copy->h2d_gbps, 2) << " GB/s, measured by this check); the second floor puts the weight bytes "
+      << "the schedule actually streamed over the same rate\n";
+  else
+    o << "- transfer floor unavailable: "
+      << (!weights ? "block weights unknown (" + weights_why + ")" : std::string("no measured H2D copy rate")) << "\n";
+  std::string row_tile = "the config's default";
+  for (const SchedulingCase& c : in.cases.get<std::vector<SchedulingCase>>())
+    if (c.row_tile) row_tile = std::to_string(*c.row_tile) + " rows";
+  o << "- inputs: " << s.inputs << "; model " << model << " (" << profile << "); row tile " << row_tile << "\n\n";
+  return o.str();
+}
+
+}  // namespace
+
+// The entry names the fields it has; the others keep their defaults, which is what
+// -Wmissing-field-initializers would flag.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+const Registration scheduling_registration{4, {
+    .name = "scheduling",
+    .reproduces = "Table IV",
+    .summary = "four PSI schedules on the first block: wall mean ± SD over rotated cycles, bitwise check of the ten "
+               "probes in every run, bytes moved and blocking synchronizations",
+    .run = run_scheduling,
+    .tabulate = tabulate_scheduling,
+    .options = {{.flag = "--row-tile",
+                 .help = "scheduling: token rows per row tile (a multiple of the 128-key tile), or 'fit': the "
+                         "largest whose live set fits the arena under every schedule (fewer weight passes); "
+                         "default: the config's",
+                 .apply = set_row_tile}},
+    .own_defaults = SchedulingOptions{},
+    .reread = reread_as<SchedulingCase>,
+    .device_summary = scheduling_device_summary}};
 
 }  // namespace psi::exp

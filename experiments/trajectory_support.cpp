@@ -17,28 +17,6 @@
 
 namespace psi::exp {
 
-void to_json(nlohmann::json& j, const StateDistance& r) {
-  j = {{"state", r.state},
-       {"video_rel_l2", r.video_rel_l2},
-       {"audio_rel_l2", r.audio_rel_l2},
-       {"video_differing", r.video_differing},
-       {"audio_differing", r.audio_differing},
-       {"video_total", r.video_total},
-       {"audio_total", r.audio_total},
-       {"finite", r.finite}};
-}
-
-void from_json(const nlohmann::json& j, StateDistance& r) {
-  j.at("state").get_to(r.state);
-  j.at("video_rel_l2").get_to(r.video_rel_l2);
-  j.at("audio_rel_l2").get_to(r.audio_rel_l2);
-  j.at("video_differing").get_to(r.video_differing);
-  j.at("audio_differing").get_to(r.audio_differing);
-  j.at("video_total").get_to(r.video_total);
-  j.at("audio_total").get_to(r.audio_total);
-  j.at("finite").get_to(r.finite);
-}
-
 RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group) {
   auto f = h5::File::open_read(file);
   const std::string g = "/" + group;

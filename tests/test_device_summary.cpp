@@ -19,6 +19,7 @@
 #include "device_check/summary.h"
 #include "engine/error.h"
 #include "engine/model/config.h"
+#include "experiments/scheduling.h"
 #include "report/stats.h"
 #include "report/table.h"
 
@@ -70,7 +71,7 @@ nlohmann::json sched_case(const std::string& schedule, int cycle, const std::str
                           const std::string& sha_of_probe3 = "c") {
   nlohmann::json c{{"schedule", schedule}, {"cycle", cycle},       {"warmup", cycle == 0},
                    {"arena", "80 MiB / 8 MiB"}, {"outcome", outcome}, {"wall_s", wall},
-                   {"inputs", "block 0"}};
+                   {"inputs", "block 0"},       {"run", nullptr}};  // a record as the driver writes it
   if (outcome == "complete") {
     nlohmann::json h;
     for (int i = 0; i < 10; ++i) h["p" + std::to_string(i)] = i == 3 ? sha_of_probe3 : "h" + std::to_string(i);
@@ -119,12 +120,12 @@ TEST(DeviceSummary, FloorUsesTheCopyNearestThePageSize) {
   EXPECT_EQ(dev::copy_for_page(c, 0), nullptr);
   EXPECT_EQ(dev::copy_for_page(dev::Ceilings{}, 8 << 20), nullptr);
   // 773,349,760 bytes at 52.2 GB/s: the reference README's ≈14.8 ms.
-  EXPECT_NEAR(dev::transfer_seconds(773349760.0, 52.2) * 1e3, 14.815, 0.001);
+  EXPECT_NEAR(psi::exp::transfer_seconds(773349760.0, 52.2) * 1e3, 14.815, 0.001);
 }
 
 TEST(DeviceSummary, FullSizeBlockWeightsMatchTheRecordedParameterCount) {
   // block_full_math.h5 records n_params = 386,674,880 for the official block (BF16: 2 bytes each).
-  EXPECT_EQ(dev::block_weight_bytes(psi::model::model_config("ltx2-22b")), 2ull * 386674880ull);
+  EXPECT_EQ(psi::exp::block_weight_bytes(psi::model::model_config("ltx2-22b")), 2ull * 386674880ull);
 }
 
 TEST(DeviceSummary, SchedulingCountsProbesEqualInEveryCompletedRun) {
@@ -133,7 +134,7 @@ TEST(DeviceSummary, SchedulingCountsProbesEqualInEveryCompletedRun) {
     cases.push_back(sched_case("baseline", cycle, "complete", 0.010 * (cycle + 1)));
     cases.push_back(sched_case("reuse+prefetch", cycle, "complete", 0.020));
   }
-  dev::SchedulingSummary s = dev::summarize_scheduling(cases);
+  psi::exp::SchedulingSummary s = psi::exp::summarize_scheduling(cases);
   ASSERT_EQ(s.schedules.size(), 2u);
   EXPECT_EQ(s.schedules[0].name, "baseline");
   EXPECT_EQ(s.schedules[0].runs, 3);
@@ -148,14 +149,14 @@ TEST(DeviceSummary, SchedulingCountsProbesEqualInEveryCompletedRun) {
   // One run of one schedule with another probe 3: nine of ten equal across runs, and that
   // schedule's fewest-equal-to-host drops to nine.
   cases.push_back(sched_case("reuse+prefetch", 3, "complete", 0.020, "other"));
-  s = dev::summarize_scheduling(cases);
+  s = psi::exp::summarize_scheduling(cases);
   EXPECT_EQ(s.probes_equal_across, 9);
   EXPECT_EQ(s.schedules[1].probes_equal_host_min, 9);
   EXPECT_EQ(s.schedules[0].probes_equal_host_min, 10);
 
   // A run that did not complete is named, and not counted as a completed run.
   cases.push_back(sched_case("baseline", 4, "scratch_exhausted", 0));
-  s = dev::summarize_scheduling(cases);
+  s = psi::exp::summarize_scheduling(cases);
   EXPECT_EQ(s.schedules[0].outcome, "scratch_exhausted");
   EXPECT_EQ(s.completed_runs, 7);
 }
@@ -170,9 +171,9 @@ TEST(DeviceSummary, BlockTimeIsTheRecordedBlockSecondsWhenPresent) {
     c.erase("probes_equal_host");  // the CUDA report does not compare with the CPU block
     cases.push_back(c);
   }
-  const dev::SchedulingSummary s = dev::summarize_scheduling(cases);
+  const psi::exp::SchedulingSummary s = psi::exp::summarize_scheduling(cases);
   ASSERT_EQ(s.schedules.size(), 1u);
-  const dev::ScheduleRow& r = s.schedules[0];
+  const psi::exp::ScheduleRow& r = s.schedules[0];
   EXPECT_TRUE(r.resident);
   ASSERT_EQ(r.block_times().size(), 2u);
   EXPECT_DOUBLE_EQ(psi::report::mean(r.block_times()), 0.035);
@@ -226,7 +227,7 @@ TEST(DeviceSummary, CommandSummarizesACpuCheckFolder) {
   EXPECT_EQ(md, out);
   EXPECT_NE(md.find("# psi device check — test CPU (CPU backend) — 2026-11-30"), std::string::npos) << md;
   EXPECT_NE(md.find("**10 of 10** probes have one SHA-256 in all 12 completed runs"), std::string::npos) << md;
-  const double weights = double(dev::block_weight_bytes(psi::model::model_config("tiny")));
+  const double weights = double(psi::exp::block_weight_bytes(psi::model::model_config("tiny")));
   const std::string floor = psi::report::fmt_fixed(weights / 0.25e9 * 1e3, 2);
   for (const char* schedule : {"baseline", "ffn-reuse", "reuse+async-journal", "reuse+prefetch"}) {
     const auto cells = row_cells(md, schedule);

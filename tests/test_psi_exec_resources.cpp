@@ -119,7 +119,7 @@ TEST(PsiExecSettings, BackendNamesAndCudaWithoutADevice) {
     exec::PsiExecutor ex(bc.config, *bc.weights, v, exec::schedule("baseline"), exec::default_arena(bc.config),
                          {.backend = backend});
   };
-  EXPECT_EQ(error_of([&] { make("gpu"); }), "unknown backend 'gpu' for the PSI executor (known: cpu, cuda, auto)");
+  EXPECT_EQ(error_of([&] { make("gpu"); }), "backend \"gpu\" is not one of auto, cpu, cuda");
   std::string why;
   const bool device = rt::cuda_devices(&why) > 0;
   const exec::BlockRun a = run(bc, "baseline", exec::default_arena(bc.config), {.backend = "auto"});

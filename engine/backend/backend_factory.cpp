@@ -108,10 +108,27 @@ int cuda_devices(std::string* why) {
 #endif
 }
 
-BackendKind choose_backend(std::string_view requested, int device_count, bool cuda_loaded,
-                           std::string_view why_none, bool chaos, std::string* note) {
+std::string_view backend_name(BackendKind k) { return k == BackendKind::cuda ? "cuda" : "cpu"; }
+
+BackendKind parse_backend_kind(std::string_view name) {
+  if (name == "cpu") return BackendKind::cpu;
+  if (name == "cuda") return BackendKind::cuda;
+  throw Error("backend \"" + std::string(name) + "\" is not one of cpu, cuda");
+}
+
+void check_backend_request(std::string_view requested) {
   if (requested != "auto" && requested != "cpu" && requested != "cuda")
     throw Error("backend \"" + std::string(requested) + "\" is not one of auto, cpu, cuda");
+}
+
+BackendTraits backend_traits(BackendKind k) {
+  if (k == BackendKind::cuda) return {.host_bits = false, .resident_weights = true, .device_pool = true};
+  return {};
+}
+
+BackendKind choose_backend(std::string_view requested, int device_count, bool cuda_loaded,
+                           std::string_view why_none, bool chaos, std::string* note) {
+  check_backend_request(requested);
   if (requested == "cpu") return BackendKind::cpu;
   if (requested == "cuda") {
     if (!cuda_loaded)

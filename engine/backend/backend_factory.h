@@ -16,6 +16,28 @@ namespace psi::rt {
 
 enum class BackendKind { cpu, cuda };
 
+// The name a kind is recorded and printed by: "cpu", "cuda".
+std::string_view backend_name(BackendKind k);
+// "cpu" or "cuda" back to its kind (psi::Error naming the text otherwise).
+BackendKind parse_backend_kind(std::string_view name);
+// A request is "auto", "cpu" or "cuda" (psi::Error otherwise): the one rule for every caller that
+// takes a request before the factory resolves it (the PSI executor checks it at construction).
+void check_backend_request(std::string_view requested);
+
+// What a backend implies for the experiments, asked instead of comparing its name.
+struct BackendTraits {
+  // Its operators are the host's (engine/ops, bit for bit), so a run on it is checked bitwise
+  // against the host block; CUDA's products are cuBLAS's, checked against a run of its own.
+  bool host_bits = true;
+  // The block's weights are kept resident on the device, so a block's time leaves out the
+  // weight source (CUDA); the CPU backend's weights are in host memory already.
+  bool resident_weights = false;
+  // Its memory comes from a device pool that a reservation can shrink (CUDA); else a fixed
+  // budget caps the arena and pinned host buffers.
+  bool device_pool = false;
+};
+BackendTraits backend_traits(BackendKind k);
+
 // True when this build has the CUDA backend (its module was built); loads nothing.
 bool cuda_backend_built();
 // True when the CUDA backend's module is loaded (loading it on the first call); otherwise false,

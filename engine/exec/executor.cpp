@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "engine/backend/backend_factory.h"
 #include "engine/error.h"
 #include "engine/exec/block_program.h"
 #include "engine/exec/tiling.h"
@@ -19,11 +20,6 @@ namespace {
 
 // The journal ring: slots as large as the largest committed tensor, so a commit is one copy.
 constexpr std::size_t kRingSlots = 8;
-
-void check_backend(const std::string& b) {
-  if (b != "cpu" && b != "auto" && b != "cuda")
-    throw Error("unknown backend '" + b + "' for the PSI executor (known: cpu, cuda, auto)");
-}
 
 std::int64_t row_tile_of(const model::ModelConfig& c, std::int64_t requested) {
   if (requested < 0) throw Error("PSI executor: row tile " + std::to_string(requested) + " must be positive (0: the default)");
@@ -104,7 +100,7 @@ struct PsiExecutor::State {
 PsiExecutor::PsiExecutor(const model::ModelConfig& c, const ckpt::WeightSource& weights,
                          const model::NumericsVariant& v, const Schedule& s, const ArenaSettings& a,
                          const ExecOptions& o) {
-  check_backend(o.backend);
+  rt::check_backend_request(o.backend);  // before any work; the runtime resolves it at the first block
   if (s.ffn != ops::FfnSchedule::recompute && s.ffn != ops::FfnSchedule::reuse)
     throw Error("PSI schedule " + s.name + ": the FFN schedule must be recompute or reuse");
   st_ = std::make_unique<State>(c, weights, v, s, a, o);

@@ -38,7 +38,7 @@
 namespace psi::exec {
 
 struct ExecOptions {
-  std::string backend = "cpu";  // cpu | cuda | auto (cuda when built with it and a device is present)
+  std::string backend = "cpu";  // a request: cpu | cuda | auto (rt::check_backend_request; the runtime resolves it)
   bool validate = false;
   std::optional<std::uint64_t> chaos_seed = std::nullopt;
   rt::Fault fault = rt::Fault::none;  // test-only: drop one dependency

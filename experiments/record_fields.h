@@ -1,0 +1,169 @@
+#pragma once
+// One field list per record: a case record (or a part of one) names each key once, with how it is
+// written and read back, in a static `fields()`, and the to_json / from_json below are its JSON.
+// Adding a field to a record is one line beside the member. nlohmann's
+// NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE macros cannot say "absent in earlier reports", "not written
+// when unset" or "written flat into the parent record", which the recorded reports need: every
+// report written before a key was added must still read (`psi report`, `psi merge`), and the
+// reports written now must stay byte for byte what they were.
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+namespace psi::exp {
+
+// How one field is recorded and read back.
+enum class Rule {
+  required,    // always written; a record without it is malformed
+  if_present,  // always written; absent in earlier reports: keeps the member's default
+  when_set,    // a number, bool or string: written unless it has the type's default value;
+               // absent: keeps the default
+  optional,    // a std::optional: written when set; absent: std::nullopt
+  nullable,    // a std::optional: written as null when unset; the key is required
+  flat,        // a sub-record (or std::optional of one) whose keys are written into this record; an
+               // optional one is present when its first key is
+};
+
+template <class R, class T>
+struct Field {
+  const char* key;  // null for a flat sub-record
+  T R::*member;
+  Rule rule;
+  // A record that must have the key when this holds (read after every field): a complete run's
+  // measurements, a failed run's reason.
+  bool (*required_if)(const R&) = nullptr;
+  constexpr Field when(bool (*predicate)(const R&)) const { return {key, member, rule, predicate}; }
+};
+
+template <class R, class T>
+constexpr Field<R, T> field(const char* key, T R::*m) { return {key, m, Rule::required}; }
+template <class R, class T>
+constexpr Field<R, T> field_if_present(const char* key, T R::*m) { return {key, m, Rule::if_present}; }
+template <class R, class T>
+constexpr Field<R, T> field_when_set(const char* key, T R::*m) { return {key, m, Rule::when_set}; }
+template <class R, class T>
+constexpr Field<R, std::optional<T>> field_optional(const char* key, std::optional<T> R::*m) {
+  return {key, m, Rule::optional};
+}
+template <class R, class T>
+constexpr Field<R, std::optional<T>> field_nullable(const char* key, std::optional<T> R::*m) {
+  return {key, m, Rule::nullable};
+}
+template <class R, class T>
+constexpr Field<R, T> fields_flat(T R::*m) { return {nullptr, m, Rule::flat}; }
+
+// The field list of `R`: its static fields(), or a specialisation for a type of another layer.
+template <class R>
+struct FieldsOf;
+template <class R>
+  requires requires { R::fields(); }
+struct FieldsOf<R> {
+  static auto list() { return R::fields(); }
+};
+
+template <class R>
+concept Record = requires { FieldsOf<R>::list(); };
+
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+template <Record R>
+void write_fields(nlohmann::json& j, const R& r);
+template <Record R>
+void read_fields(const nlohmann::json& j, R& r);
+
+// The first key of a flat sub-record: its presence marks the sub-record present.
+template <Record R>
+const char* first_key() {
+  return std::get<0>(FieldsOf<R>::list()).key;
+}
+
+// Each rule applies to the member types it names; a field list that pairs a rule with another
+// type writes and reads nothing for it.
+template <class R, class T>
+void write_field(nlohmann::json& j, const R& r, const Field<R, T>& f) {
+  const T& v = r.*f.member;
+  if constexpr (is_optional<T>::value) {
+    if (f.rule == Rule::flat) {
+      if constexpr (Record<typename T::value_type>)
+        if (v) write_fields(j, *v);
+    } else if (v) {
+      j[f.key] = *v;
+    } else if (f.rule == Rule::nullable) {
+      j[f.key] = nullptr;
+    }
+  } else if (f.rule == Rule::flat) {
+    if constexpr (Record<T>) write_fields(j, v);
+  } else if constexpr (std::is_constructible_v<nlohmann::json, const T&>) {
+    if (f.rule != Rule::when_set) {
+      j[f.key] = v;
+    } else if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::string>) {
+      if (v != T{}) j[f.key] = v;
+    }
+  }
+}
+
+template <class R, class T>
+void read_field(const nlohmann::json& j, R& r, const Field<R, T>& f) {
+  T& v = r.*f.member;
+  if constexpr (is_optional<T>::value) {
+    using V = typename T::value_type;
+    v.reset();
+    if (f.rule == Rule::flat) {
+      if constexpr (Record<V>)
+        if (j.contains(first_key<V>())) read_fields(j, v.emplace());
+    } else if (f.rule == Rule::nullable) {
+      if (const nlohmann::json& value = j.at(f.key); !value.is_null()) v = value.template get<V>();
+    } else if (const auto it = j.find(f.key); it != j.end()) {
+      v = it->template get<V>();
+    }
+  } else if (f.rule == Rule::flat) {
+    if constexpr (Record<T>) read_fields(j, v);
+  } else if constexpr (requires { j.get_to(v); }) {
+    if (f.rule == Rule::required) {
+      j.at(f.key).get_to(v);
+    } else if (const auto it = j.find(f.key); it != j.end()) {
+      it->get_to(v);
+    }
+  }
+}
+
+template <Record R>
+void write_fields(nlohmann::json& j, const R& r) {
+  if (!j.is_object()) j = nlohmann::json::object();
+  std::apply([&](const auto&... f) { (write_field(j, r, f), ...); }, FieldsOf<R>::list());
+}
+
+template <Record R>
+void read_fields(const nlohmann::json& j, R& r) {
+  const auto fields = FieldsOf<R>::list();
+  std::apply([&](const auto&... f) { (read_field(j, r, f), ...); }, fields);
+  std::apply([&](const auto&... f) { ((f.required_if && f.required_if(r) ? (void)j.at(f.key) : void()), ...); },
+             fields);
+  if constexpr (requires { r.check(); }) r.check();
+}
+
+// nlohmann's (de)serialisation of every record of namespace psi::exp (found by ADL).
+template <Record R>
+void to_json(nlohmann::json& j, const R& r) {
+  j = nlohmann::json::object();
+  write_fields(j, r);
+}
+template <Record R>
+void from_json(const nlohmann::json& j, R& r) {
+  read_fields(j, r);
+}
+
+// A recorded case read through the record `R` and written again: what the report would hold had
+// this build written it (Experiment::reread).
+template <Record R>
+nlohmann::json reread_as(const nlohmann::json& recorded) {
+  return recorded.get<R>();
+}
+
+}  // namespace psi::exp
