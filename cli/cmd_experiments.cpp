@@ -47,6 +47,7 @@ struct OwnOption {
 struct RunOpts {
   std::string name;
   exp::Options o;
+  std::string backend = "cpu";  // the request; Options::backend is what it resolves to
   std::string shard;
   std::string out;
   std::string reference;
@@ -73,7 +74,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                                "model config: tiny (default), small, ltx2-22b; the experiments on recordings "
                                "(block-controls, probes, projection-oracle) run at the recorded config and refuse another");
   sub.add_option("--profile", r->o.profile, "feature profile: ltx25 (default), ltx2");
-  sub.add_option("--backend", r->o.backend, "cpu (default), cuda, auto");
+  sub.add_option("--backend", r->backend, "cpu (default), cuda, auto");
   auto* seed = sub.add_option("--seed", r->o.seed,
                               "SynthInit global seed (default: the recording's, else 0); the experiments on "
                               "recordings refuse a seed other than the recording's")
@@ -131,7 +132,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
       throw Error("experiment '" + e.name + "' cannot be sharded (its cases depend on each other)");
     // The config and seed the run computes with, decided before the report records them.
     exp::settle_options(e, r->o);
-    r->o.backend = exp::resolve_backend(r->o.backend, r->o.chaos_seed != 0);
+    r->o.backend = exp::resolve_backend(r->backend, r->o.chaos_seed != 0);
     // The report, and where an interrupt would leave its cases, obey the output rule before the run.
     exp::Report report(e, r->o, exp::device_name(r->o.backend), exp::run_inputs(r->o));
     const std::filesystem::path partial = report.partial_path();

@@ -226,7 +226,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       write_probe_figures(r, figs, dir);
     }
     if (!o->out.empty()) {
-      psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(o->backend == "cuda" ? "cuda" : "cpu"));
+      psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(o->backend == "cuda" ? psi::rt::BackendKind::cuda : psi::rt::BackendKind::cpu));
       std::printf("outputs written to %s\n", o->out.c_str());
     }
     if (!o->require_bitwise) return int(psi::Exit::ok);

@@ -270,7 +270,7 @@ void run_block_controls(const Options& o, Report& report) {
   po.reference = reference_dir(o) / pc.default_file;
   if (!pc.flash_default_file.empty()) po.flash_reference = reference_dir(o) / pc.flash_default_file;
   // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
-  po.backend = o.backend == "cuda" ? "cuda" : "host";
+  po.backend = rt::backend_traits(o.backend).host_bits ? "host" : std::string(rt::backend_name(o.backend));
   po.variants = model::numerics_variant_names();
   po.variants.emplace_back(probes::kFloat64Variant);
   probes::ProbeReport r = probes::run_probe(name, po);

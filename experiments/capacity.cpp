@@ -54,9 +54,9 @@ void run_capacity(const Options& o, Report& report) {
   const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
   const exec::Schedule& sched = exec::schedule("reuse+prefetch");
   exec::ExecOptions eo;
-  eo.backend = o.backend;
+  eo.backend = rt::backend_name(o.backend);
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
-  eo.resident_weights = o.backend == "cuda";  // as in scheduling: the block's time without the weight source
+  eo.resident_weights = rt::backend_traits(o.backend).resident_weights;  // as in scheduling: the block's time without the weight source
   const exec::BlockRun ref = exec::run_block(fb.config, *fb.weights, 0, fb.inputs, variant, sched,
                                              exec::default_arena(fb.config), eo);
   if (ref.outcome != rt::Outcome::complete)

@@ -14,7 +14,7 @@ namespace psi::exp {
 nlohmann::json Options::to_json() const {
   nlohmann::json j = {{"model", model},
                       {"profile", profile},
-                      {"backend", backend},
+                      {"backend", rt::backend_name(backend)},
                       {"seed", seed},
                       {"checkpoint", checkpoint},
                       {"shard_index", shard_index},
@@ -32,7 +32,7 @@ Options Options::from_json(const nlohmann::json& j) {
   Options o;
   o.model = j.at("model").get<std::string>();
   o.profile = j.at("profile").get<std::string>();
-  o.backend = j.at("backend").get<std::string>();
+  o.backend = rt::parse_backend_kind(j.at("backend").get<std::string>());
   o.seed = j.at("seed").get<std::uint64_t>();
   o.checkpoint = j.at("checkpoint").get<std::string>();
   o.shard_index = j.value("shard_index", 0);
@@ -61,15 +61,15 @@ void settle_options(const Experiment& e, Options& o) {
   if (e.settle) e.settle(o);
 }
 
-std::string resolve_backend(const std::string& requested, bool chaos) {
+rt::BackendKind resolve_backend(const std::string& requested, bool chaos) {
   std::string note;
   const rt::BackendKind k = rt::resolve_backend(requested, chaos, &note);
   if (!note.empty()) std::cerr << note << "\n";
-  return k == rt::BackendKind::cuda ? "cuda" : "cpu";
+  return k;
 }
 
-std::string device_name(const std::string& backend) {
-  if (backend == "cuda") return "CUDA device 0";
+std::string device_name(rt::BackendKind backend) {
+  if (backend == rt::BackendKind::cuda) return "CUDA device 0";
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/backend/backend_factory.h"
 #include "experiments/record_fields.h"
 #include "report/figures.h"
 #include "report/table.h"
@@ -30,7 +31,7 @@ class Report;
 struct Options {
   std::string model = "tiny";
   std::string profile = "ltx25";
-  std::string backend = "cpu";
+  rt::BackendKind backend = rt::BackendKind::cpu;  // resolved: `psi run --backend auto` is cpu or cuda here
   std::uint64_t seed = 0;
   bool seed_given = false;        // --seed was passed (else a recording's seed may be used)
   bool model_given = false;       // --model was passed (else an experiment on recordings uses theirs)
@@ -142,9 +143,9 @@ void settle_options(const Experiment& e, Options& o);
 // "cpu" or "cuda" for a requested "cpu" | "cuda" | "auto" (auto: CUDA only with a device,
 // else the CPU with a one-line note on stderr); an unknown name or "cuda" without a device is a
 // psi::Error.
-std::string resolve_backend(const std::string& requested, bool chaos);
+rt::BackendKind resolve_backend(const std::string& requested, bool chaos);
 // The device a report names: the CPU model, or the CUDA device.
-std::string device_name(const std::string& backend);
+std::string device_name(rt::BackendKind backend);
 
 // The recordings: --reference, else <shared>/reference (probes::shared_dir: PSI_SHARED, else the
 // build-time default).

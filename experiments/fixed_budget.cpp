@@ -76,7 +76,7 @@ void run_fixed_budget(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
   const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
-  const bool on_device = o.backend == "cuda";
+  const bool on_device = rt::backend_traits(o.backend).device_pool;
   const std::uint64_t pool = own_options<FixedBudgetOptions>(o).pool_bytes;
   const std::int64_t cap = on_device ? std::int64_t(pool) : exec::scale_bytes(c, std::int64_t(pool));
   auto weights = block_weight_source(o, c, o.seed);
@@ -87,9 +87,9 @@ void run_fixed_budget(const Options& o, Report& report) {
   Progress::expect_parts(2);  // the uncapped and the capped run
   const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");
   // Before the executor, whose first block allocates the arena; held until this function returns.
-  const rt::FixedBudget budget(o.backend, pool);
+  const rt::FixedBudget budget(rt::backend_name(o.backend), pool);
   exec::ExecOptions eo;
-  eo.backend = o.backend;
+  eo.backend = rt::backend_name(o.backend);
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
   exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
   pipeline::TrajectoryHooks hooks;

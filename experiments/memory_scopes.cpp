@@ -73,7 +73,7 @@ void run_memory_scopes(const Options& o, Report& report) {
   auto weights = block_weight_source(o, c, o.seed);
   model::SynthInitSource host(o.seed);
   exec::ExecOptions eo;
-  eo.backend = o.backend;
+  eo.backend = rt::backend_name(o.backend);
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
   pipeline::TrajectoryCase tc{"first_block", "first_block", 1, o.seed, o.seed};
   Progress progress("memory-scopes", long(2 * c.layers));
@@ -105,7 +105,7 @@ void run_memory_scopes(const Options& o, Report& report) {
     rec.audio_tokens = in.audio.x.dim(1);
     rec.blocks = c.layers;
     rec.arena = arena.label;
-    rec.backend = o.backend;
+    rec.backend = rt::backend_name(o.backend);
     rec.wall_s = seconds_since(t0);
     rec.run = rt::to_json(r);
     rec.process_peak_kind = on_gpu ? "GPU, NVML" : "host VmHWM (CPU backend)";

@@ -44,7 +44,7 @@ void run_probes(const Options& o, Report& report) {
     const probes::ProbeCase& pc = probes::probe_case(name);
     po.reference = reference_dir(o) / pc.default_file;
     // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
-    po.backend = o.backend == "cuda" ? "cuda" : "host";
+    po.backend = rt::backend_traits(o.backend).host_bits ? "host" : std::string(rt::backend_name(o.backend));
     probes::ProbeReport r = probes::run_probe(name, po);
     save_probe_outputs(report, r);
     report.add_case(i, ProbesCase{name, r.file.string(), r.seed, r.seconds, r.notes, probe_rows(r)});

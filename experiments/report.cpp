@@ -29,7 +29,7 @@ hdf5::RunInfo run_info(const Experiment& e, const Options& o, const std::string&
   hdf5::RunInfo r;
   r.experiment = e.name;
   r.model_config = o.model + "/" + o.profile;
-  r.backend = o.backend;
+  r.backend = rt::backend_name(o.backend);
   r.device_name = device;
   r.seed = o.seed;
   return r;

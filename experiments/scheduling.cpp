@@ -105,7 +105,7 @@ void run_scheduling(const Options& o, Report& report) {
   // On the CPU backend the executor's arithmetic is the host block's, so every run is checked
   // against it too. On CUDA the products are cuBLASLt's (docs/cuda-backend.md): the transport
   // claim is that every schedule and cycle gives the first run's bits.
-  const bool host_check = o.backend != "cuda";
+  const bool host_check = rt::backend_traits(o.backend).host_bits;
   std::map<std::string, std::string> reference;
   if (host_check) {
     model::SynthInitSource host_weights(o.seed);
@@ -115,11 +115,11 @@ void run_scheduling(const Options& o, Report& report) {
   std::map<std::string, std::string> first;
 
   exec::ExecOptions eo;
-  eo.backend = o.backend;
+  eo.backend = rt::backend_name(o.backend);
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
   // On a GPU the block's time is what the transfer floor bounds: weights host-resident, so the
   // weight source (SynthInit generation, file reads) is outside it.
-  eo.resident_weights = o.backend == "cuda";
+  eo.resident_weights = rt::backend_traits(o.backend).resident_weights;
   const std::int64_t requested_tile = own_options<SchedulingOptions>(o).row_tile;
   eo.row_tile = requested_tile == -1
                     ? exec::fitting_row_tile(fb.config, variant, exec::schedules(), arena,

@@ -164,7 +164,7 @@ PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSou
   if (!v.whole_tensors()) {
     blocks = block_weight_source(o, c, tc.context_seed);
     exec::ExecOptions eo;
-    eo.backend = o.backend;
+    eo.backend = rt::backend_name(o.backend);
     if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
     ex = std::make_unique<exec::PsiExecutor>(c, *blocks, v,
                                              exec::schedule("reuse+prefetch"), exec::default_arena(c), eo);

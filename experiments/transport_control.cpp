@@ -61,7 +61,7 @@ void write_states(const Options& o, Report& report, const std::filesystem::path&
   hdf5::RunInfo info;
   info.experiment = experiment;
   info.model_config = o.model + "/" + o.profile;
-  info.backend = o.backend;
+  info.backend = rt::backend_name(o.backend);
   info.device_name = device_name(o.backend);
   info.seed = o.seed;
   hdf5::StateWriter w(file, info);
@@ -83,7 +83,7 @@ void run_transport_control(const Options& o, Report& report) {
     // --quick: the synchronous journal against the asynchronous journal with prefetch.
     if (!o.quick || s.name == "ffn-reuse" || s.name == "reuse+prefetch")
       runs.emplace_back(&s, report.side_file("." + s.name + ".h5"));
-  const bool host_reference = o.backend != "cuda";
+  const bool host_reference = rt::backend_traits(o.backend).host_bits;
   const std::filesystem::path reference_file = host_reference ? report.side_file(".host.h5") : runs.front().second;
   const std::string reference = host_reference
                                     ? "the same run on the host block (the pipeline's block runner, no executor)"
@@ -96,7 +96,7 @@ void run_transport_control(const Options& o, Report& report) {
   auto weights = block_weight_source(o, c, o.seed);
   auto host = make_weights(o, o.seed);
   exec::ExecOptions eo;
-  eo.backend = o.backend;
+  eo.backend = rt::backend_name(o.backend);
   if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
   const std::string& inputs = probes::trajectory_recording(1).group;  // the recorded trajectory's input names
   pipeline::TrajectoryCase tc{inputs, inputs, 1, o.seed, o.seed};
