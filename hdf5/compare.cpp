@@ -15,6 +15,7 @@
 
 #include "engine/bf16.h"
 #include "engine/error.h"
+#include "engine/sign_flip.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
 
@@ -203,6 +204,7 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
   const std::int64_t inner = hi[rank - 1] - lo[rank - 1];
   double sq_diff = 0, sq_ref = 0;
   std::uint64_t max_ulp = 0;
+  std::int64_t sign_flips = 0;
   Shape idx = lo;
   while (true) {
     std::int64_t off_a = 0, off_b = 0;
@@ -223,7 +225,10 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
       if constexpr (E::floating) {
         double d = E::value(x) - E::value(y);
         sq_diff += d * d;
-        max_ulp = std::max(max_ulp, E::ulp(x, y));
+        if (is_sign_flip(E::value(x), E::value(y)))
+          ++sign_flips;
+        else
+          max_ulp = std::max(max_ulp, E::ulp(x, y));
       }
       if (!out.first) {
         FirstDifference fd;
@@ -251,6 +256,7 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
   }
   if constexpr (E::floating) {
     out.max_ulp = max_ulp;
+    out.sign_flips = sign_flips;
     // Differences involving a non-finite value make sq_diff Inf or NaN, and so the ratio; a
     // difference between two NaN payloads alone leaves it NaN. It is 0 only when nothing differs.
     if (out.differing == 0)
@@ -626,13 +632,14 @@ std::string format_table(const CompareReport& r) {
   std::size_t width = 7;
   for (const auto& d : r.datasets) width = std::max(width, one_line(dataset_label(d)).size());
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-14s %21s %8s %10s  %-*s  %s\n", "status", "differing/total", "max_ulp",
-                "rel_l2", int(width), "dataset", "first difference / note");
+  std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  %-*s  %s\n", "status", "differing/total", "sign_flips",
+                "max_ulp", "rel_l2", int(width), "dataset", "first difference / note");
   out += buf;
   for (const auto& d : r.datasets) {
-    std::string counts = "-", ulp = "-", rel = "-";
+    std::string counts = "-", flips = "-", ulp = "-", rel = "-";
     if (d.status == CompareStatus::equal || d.status == CompareStatus::differs) {
       counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
+      if (d.sign_flips) flips = std::to_string(*d.sign_flips);
       if (d.max_ulp) ulp = *d.max_ulp == kUlpNaN ? "nan" : std::to_string(*d.max_ulp);
       if (d.rel_l2) {
         std::snprintf(buf, sizeof buf, "%.3e", *d.rel_l2);
@@ -644,8 +651,8 @@ std::string format_table(const CompareReport& r) {
       detail = "@" + std::to_string(d.first->flat_index) + " " + index_str(d.first->index) +
                ": A=" + d.first->a_value + " B=" + d.first->b_value;
     if (!d.note.empty()) detail += (detail.empty() ? "" : "; ") + d.note;
-    std::snprintf(buf, sizeof buf, "%-14s %21s %8s %10s  ", std::string(status_name(d.status)).c_str(),
-                  counts.c_str(), ulp.c_str(), rel.c_str());
+    std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  ", std::string(status_name(d.status)).c_str(),
+                  counts.c_str(), flips.c_str(), ulp.c_str(), rel.c_str());
     std::string label = one_line(dataset_label(d));
     label.resize(std::max(label.size(), width), ' ');
     out += buf + label + "  " + one_line(detail);
@@ -691,6 +698,7 @@ std::string format_json(const CompareReport& r) {
     e["full_shape"] = d.full_shape;
     e["compared"] = d.compared;
     e["differing"] = d.differing;
+    e["sign_flips"] = d.sign_flips ? json(*d.sign_flips) : json(nullptr);
     e["max_ulp"] = !d.max_ulp ? json(nullptr) : *d.max_ulp == kUlpNaN ? json("nan") : json(*d.max_ulp);
     // JSON has no NaN or Inf: a non-finite relative error is written as a string.
     e["rel_l2"] = !d.rel_l2                     ? json(nullptr)

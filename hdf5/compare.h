@@ -79,7 +79,10 @@ struct DatasetComparison {
   Shape full_shape;
   std::int64_t compared = 0;  // elements compared
   std::int64_t differing = 0;  // elements whose bits differ
-  std::optional<std::uint64_t> max_ulp;  // floating types; kUlpNaN when a NaN is involved
+  // Floating types: differing elements whose sign differs (engine/sign_flip.h), and the largest
+  // ULP distance over the other differing elements (kUlpNaN when a NaN is involved).
+  std::optional<std::int64_t> sign_flips;
+  std::optional<std::uint64_t> max_ulp;
   std::optional<double> rel_l2;          // ||a-b|| / ||b|| in float64 (B is the reference)
   std::optional<FirstDifference> first;
   std::string note;  // which rows were compared, why nothing was, or the bad-input reason

@@ -6,16 +6,11 @@
 
 #include "engine/error.h"
 #include "engine/model/block_f64.h"
+#include "engine/sign_flip.h"
 
 namespace psi::probes {
 
-namespace {
-
-int sign_of(Bf16 v) { return v.is_zero() ? 0 : (v.sign() ? -1 : 1); }
-
-}  // namespace
-
-bool is_sign_flip(Bf16 ours, Bf16 ref) { return !ours.is_nan() && !ref.is_nan() && sign_of(ours) != sign_of(ref); }
+bool is_sign_flip(Bf16 ours, Bf16 ref) { return psi::is_sign_flip(ours.to_float(), ref.to_float()); }
 
 namespace {
 
