@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -112,15 +113,25 @@ template <class R, class T>
 void read_field(const nlohmann::json& j, R& r, const Field<R, T>& f) {
   T& v = r.*f.member;
   if constexpr (is_optional<T>::value) {
+    // Read into a local and moved in: clang caches a nested record's default-constructibility as
+    // false while its enclosing record is being defined, which rules out v.emplace() and get<V>().
     using V = typename T::value_type;
     v.reset();
+    V read{};
     if (f.rule == Rule::flat) {
       if constexpr (Record<V>)
-        if (j.contains(first_key<V>())) read_fields(j, v.emplace());
+        if (j.contains(first_key<V>())) {
+          read_fields(j, read);
+          v = std::move(read);
+        }
     } else if (f.rule == Rule::nullable) {
-      if (const nlohmann::json& value = j.at(f.key); !value.is_null()) v = value.template get<V>();
+      if (const nlohmann::json& value = j.at(f.key); !value.is_null()) {
+        value.get_to(read);
+        v = std::move(read);
+      }
     } else if (const auto it = j.find(f.key); it != j.end()) {
-      v = it->template get<V>();
+      it->get_to(read);
+      v = std::move(read);
     }
   } else if (f.rule == Rule::flat) {
     if constexpr (Record<T>) read_fields(j, v);

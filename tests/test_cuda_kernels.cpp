@@ -34,12 +34,12 @@
 #include "engine/backend/op_kernels.h"
 #include "engine/bf16.h"
 #include "engine/error.h"
+#include "engine/official/attention_math.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/norm.h"
 #include "tests/cuda_attention_replay.h"
 #ifdef PSI_HAVE_CUDA
 #include "engine/backend/cuda/cuda_backend.h"
-#include "engine/official/attention_math.h"
 #endif
 
 namespace psi {
