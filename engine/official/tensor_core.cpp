@@ -179,6 +179,8 @@ namespace {
 constexpr int kLanes = 16;
 constexpr std::int64_t kTaskRows = 128;
 constexpr std::int64_t kTaskCols = 128;
+// Rows of A the FP32-product kernel runs at once against one panel.
+constexpr int kFpRows = 4;
 
 // The operands as a kernel reads them: exponents always; signed significands for the integer
 // kernels (A's pre-shifted by 11), the values as FP32 for the FP32-product kernel (`fp`).
@@ -352,21 +354,23 @@ __attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, con
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// The accumulator's fields at a block's start (field 0 is a zero or a subnormal: a = −126, no
-// implicit bit).
+// The accumulator's fields at a block's start, as decode_acc() gives them: field 0 (a zero or a
+// subnormal) counts as field 1 without the implicit bit, so a = max(field, 1) − 127 and
+// A = |bits| − ((max(field, 1) − 1) << 23) whatever the field.
 struct AccLanes {
-  __m512i bits, field, mag, exp;
+  __m512i bits, mag, exp;
+  __mmask16 nonzero, finite;
 };
 
 __attribute__((target("avx512f"))) inline AccLanes acc_lanes(__m512 A) {
-  const __m512i zero = _mm512_setzero_si512(), frac_mask = _mm512_set1_epi32(0x7fffff);
   AccLanes a;
   a.bits = _mm512_castps_si512(A);
-  a.field = _mm512_and_si512(_mm512_srli_epi32(a.bits, 23), _mm512_set1_epi32(0xff));
-  const __mmask16 normal = _mm512_cmpneq_epi32_mask(a.field, zero);
-  a.mag = _mm512_mask_or_epi32(_mm512_and_si512(a.bits, frac_mask), normal, _mm512_and_si512(a.bits, frac_mask),
-                               _mm512_set1_epi32(0x800000));
-  a.exp = _mm512_mask_sub_epi32(_mm512_set1_epi32(-126), normal, a.field, _mm512_set1_epi32(127));
+  const __m512i abs_bits = _mm512_and_si512(a.bits, _mm512_set1_epi32(0x7fffffff));
+  const __m512i field1 = _mm512_max_epi32(_mm512_srli_epi32(abs_bits, 23), _mm512_set1_epi32(1));
+  a.exp = _mm512_sub_epi32(field1, _mm512_set1_epi32(127));
+  a.mag = _mm512_sub_epi32(abs_bits, _mm512_slli_epi32(_mm512_sub_epi32(field1, _mm512_set1_epi32(1)), 23));
+  a.nonzero = _mm512_test_epi32_mask(abs_bits, abs_bits);
+  a.finite = _mm512_cmplt_epu32_mask(abs_bits, _mm512_set1_epi32(0x7f800000));
   return a;
 }
 
@@ -383,55 +387,37 @@ __attribute__((target("avx512f"))) inline __m512i max_exponents(__m512i E, const
 }
 
 // A block's E in the lanes: the accumulator's exponent where it is non-zero, the products'
-// e_x + e_w over k0..k1, at least kMinAlignExp.
+// e_x + e_w over k0..k1, at least kMinAlignExp (the accumulator's exponent is −126 or more).
 __attribute__((target("avx512f"))) inline __m512i block_exponent(const AccLanes& a, const std::int32_t* xe,
                                                                   const std::int32_t* we, std::int64_t k0,
                                                                   std::int64_t k1) {
-  const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(a.mag, _mm512_setzero_si512());
-  __m512i E = _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a.exp);
-  E = k1 - k0 == kBlock ? max_exponents<kBlock>(E, xe + k0, we + k0 * kLanes, kBlock)
-                        : max_exponents<0>(E, xe + k0, we + k0 * kLanes, int(k1 - k0));
-  return _mm512_max_epi32(E, _mm512_set1_epi32(kMinAlignExp));
+  const __m512i E = _mm512_mask_mov_epi32(_mm512_set1_epi32(kMinAlignExp), a.nonzero, a.exp);
+  return k1 - k0 == kBlock ? max_exponents<kBlock>(E, xe + k0, we + k0 * kLanes, kBlock)
+                           : max_exponents<0>(E, xe + k0, we + k0 * kLanes, int(k1 - k0));
 }
 
 // The block's end in the lanes. With the accumulator's term A·4 >> (E − a) (an int32: A < 2^24),
-// T = S + term, and for T ≠ 0 the result is sign(T) · trunc24(|T|) · 2^(E−25): |T| converted to
-// FP32 rounding toward zero (exactly the truncation to a 24-bit significand), then multiplied by
-// the power of two rounding toward zero (exact while the result is normal). Embedded rounding,
-// not the MXCSR, so nothing else changes. A block where any lane's T overflows int32, leaves
-// [2^−126, 2^127), needs a power of two outside the normal range or enters with an infinite
-// accumulator goes to finish_lane lane by lane (the subnormal grid, ±Inf and the model's -0
-// rules live there).
+// T = S + term, and for T ≠ 0 the result is sign(T) · trunc24(|T|) · 2^(E−25): T converted to
+// FP32 rounding toward zero (exactly the sign and the truncation of |T| to a 24-bit
+// significand), then multiplied by the power of two. That product is exact and normal when
+// −126 ≤ E − 25 ≤ 96: 1 ≤ |trunc24(T)| ≤ 2^31 puts it in [2^−126, 2^127]. Embedded rounding, not
+// the MXCSR, so nothing else changes. A block where any lane's T ≠ 0 overflows int32 or has E
+// outside that range, or that enters with an infinite accumulator, goes to finish_lane lane by
+// lane (the subnormal grid, ±Inf and the model's -0 rules live there).
 __attribute__((target("avx512f"))) inline __m512 finish_block(__m512 A, const AccLanes& a, __m512i S, __m512i E) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i term_mag = _mm512_srlv_epi32(_mm512_slli_epi32(a.mag, kExtraBits), _mm512_sub_epi32(E, a.exp));
-  const __mmask16 acc_neg = _mm512_cmplt_epi32_mask(a.bits, zero);
-  const __m512i term = _mm512_mask_sub_epi32(term_mag, acc_neg, zero, term_mag);
+  const __m512i term = _mm512_mask_sub_epi32(term_mag, _mm512_cmplt_epi32_mask(a.bits, zero), zero, term_mag);
   const __m512i T = _mm512_add_epi32(S, term);
-  // Signed overflow: S and term of one sign, T of the other.
-  const __mmask16 overflow =
-      _mm512_cmplt_epi32_mask(_mm512_and_si512(_mm512_xor_si512(S, T), _mm512_xor_si512(term, T)), zero);
-  const __mmask16 t_zero = _mm512_cmpeq_epi32_mask(T, zero);
-  // 2^(E−25) as a normal float needs −126 ≤ E − 25 ≤ 127.
-  const __m512i unit = _mm512_sub_epi32(E, _mm512_set1_epi32(kUnitExp));
-  const __mmask16 unit_ok = _mm512_cmpge_epi32_mask(unit, _mm512_set1_epi32(-126)) &
-                            _mm512_cmple_epi32_mask(unit, _mm512_set1_epi32(127));
-  const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(unit, _mm512_set1_epi32(127)), 23));
-  const __m512 f = _mm512_cvt_roundepu32_ps(_mm512_abs_epi32(T), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_mul_round_ps(f, scale, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512i rb = _mm512_castps_si512(r);
-  const __m512i r_field = _mm512_srli_epi32(rb, 23);
-  const __mmask16 in_range =
-      _mm512_cmpneq_epi32_mask(r_field, zero) & _mm512_cmplt_epi32_mask(r_field, _mm512_set1_epi32(254));
-  // An accumulator that overflowed to ±Inf in an earlier block stays there (finish_lane).
-  const __mmask16 acc_finite = _mm512_cmpneq_epi32_mask(a.field, _mm512_set1_epi32(0xff));
-  const __mmask16 ok = acc_finite & (~overflow) & (t_zero | (unit_ok & in_range));
-  if (ok == 0xffff) {
-    const __mmask16 t_neg = _mm512_cmplt_epi32_mask(T, zero);
-    // T = 0 gives +0; otherwise the magnitude with T's sign.
-    return _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_maskz_mov_epi32(~t_zero, rb), t_neg, rb,
-                                                    _mm512_set1_epi32(std::int32_t(0x80000000u))));
-  }
+  // Signed overflow: S and term of one sign, T of the other, i.e. the sign bit of (S^T) & (term^T).
+  const __mmask16 overflow = _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(S, term, T, 0x42), zero);
+  const __mmask16 t_nonzero = _mm512_test_epi32_mask(T, T);
+  // The biased exponent of 2^(E−25), from 1 to 223 in the range above.
+  const __m512i unit = _mm512_add_epi32(E, _mm512_set1_epi32(127 - kUnitExp));
+  const __mmask16 unit_ok = _mm512_cmple_epu32_mask(_mm512_sub_epi32(unit, _mm512_set1_epi32(1)), _mm512_set1_epi32(222));
+  const __m512 f = _mm512_cvt_roundepi32_ps(T, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_mul_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(unit, 23)));
+  if ((a.finite & ~overflow & (~t_nonzero | unit_ok)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
   alignas(64) float a_lane[kLanes];
   alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
   _mm512_store_ps(a_lane, A);
@@ -468,21 +454,24 @@ __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs
   _mm512_storeu_ps(acc, A);
 }
 
+// The two halves' maximum (the rotation puts it in both) sign-extended from the high half, and the
+// accumulator's exponent where it is non-zero.
+__attribute__((target("avx512f,avx512bw"))) inline __m512i fold_exponent_pairs(const AccLanes& a, __m512i E16) {
+  const __m512i E = _mm512_srai_epi32(_mm512_max_epi16(E16, _mm512_ror_epi32(E16, 16)), 16);
+  return _mm512_mask_max_epi32(E, a.nonzero, E, a.exp);
+}
+
 // block_exponent for a whole block, two k a vector: the exponent sums in 16-bit lanes (saturating,
 // so that two zeros' −20000 + −20000 stays far below every real sum), even k in the low and odd
 // k in the high half of each 32-bit lane, the halves' maximum taken at the end.
 __attribute__((target("avx512f,avx512bw"))) inline __m512i block_exponent_pairs(const AccLanes& a,
                                                                                 const std::int32_t* xe_pairs,
                                                                                 const std::int16_t* we16) {
-  __m512i E16 = _mm512_set1_epi16(std::int16_t(kZeroExp));
+  __m512i E16 = _mm512_set1_epi16(std::int16_t(kMinAlignExp));
 #pragma GCC unroll 8
   for (int q = 0; q < kBlock / 2; ++q)
     E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_loadu_si512(we16 + q * 2 * kLanes), _mm512_set1_epi32(xe_pairs[q])));
-  const __m512i even = _mm512_srai_epi32(_mm512_slli_epi32(E16, 16), 16), odd = _mm512_srai_epi32(E16, 16);
-  const __mmask16 acc_nonzero = _mm512_cmpneq_epi32_mask(a.mag, _mm512_setzero_si512());
-  const __m512i E = _mm512_max_epi32(_mm512_max_epi32(even, odd),
-                                     _mm512_mask_blend_epi32(acc_nonzero, _mm512_set1_epi32(kZeroExp), a.exp));
-  return _mm512_max_epi32(E, _mm512_set1_epi32(kMinAlignExp));
+  return fold_exponent_pairs(a, E16);
 }
 
 // The sum of `n` consecutive k's terms trunc(x w 2^(25−E)) (N as in max_exponents), in two
@@ -527,6 +516,127 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp(const floa
     A = finish_block(A, a, S, E);
   }
   _mm512_storeu_ps(acc, A);
+}
+
+// chain_rows_avx512_fp for R rows of A at once against the same panel, for whole blocks: each
+// W vector loaded serves R rows, and the R rows' chains are independent, so one row's block
+// finish (a long dependent sequence from the accumulator to the next block's E) overlaps the
+// others' products. Same operations per row, in the same order, as the one-row kernel.
+template <int R>
+__attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const float* xv, const std::int32_t* xe_pairs,
+                                                                            const PanelData& p, std::int64_t K,
+                                                                            float* acc /* [R][kLanes] */) {
+  const float* wv = p.val.data();
+  const std::int16_t* we16 = p.exp16.data();
+  const std::int64_t half = K / 2;
+  __m512 A[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) A[r] = _mm512_loadu_ps(acc + r * kLanes);
+  for (std::int64_t k0 = 0; k0 + kBlock <= K; k0 += kBlock) {
+    __m512i E16[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) E16[r] = _mm512_set1_epi16(std::int16_t(kMinAlignExp));
+#pragma GCC unroll 8
+    for (int q = 0; q < kBlock / 2; ++q) {
+      const __m512i w = _mm512_loadu_si512(we16 + (k0 / 2 + q) * 2 * kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        // A broadcast from memory is a load alone; _mm512_set1_epi32 of the value took a vector
+        // port too.
+        const __m512i x = _mm512_castps_si512(
+            _mm512_broadcastss_ps(_mm_load_ss(reinterpret_cast<const float*>(xe_pairs + r * half + k0 / 2 + q))));
+        E16[r] = _mm512_max_epi16(E16[r], _mm512_adds_epi16(w, x));
+      }
+    }
+    __m512 scale[R];
+    __m512i E[R], S[R];
+    AccLanes a[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      a[r] = acc_lanes(A[r]);
+      E[r] = fold_exponent_pairs(a[r], E16[r]);
+      const __m512i scale_exp =
+          _mm512_sub_epi32(_mm512_set1_epi32(127 + kUnitExp), _mm512_max_epi32(E[r], _mm512_set1_epi32(-102)));
+      scale[r] = _mm512_castsi512_ps(_mm512_slli_epi32(scale_exp, 23));
+      S[r] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kBlock; ++i) {
+      const __m512 w = _mm512_loadu_ps(wv + (k0 + i) * kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[r * K + k0 + i]), w);
+        S[r] = _mm512_add_epi32(S[r], _mm512_cvttps_epi32(_mm512_mul_ps(prod, scale[r])));
+        // GCC would otherwise reassociate the sum into a tree over all 16 k's terms, which
+        // spills them; the running sum is the order the registers allow.
+        asm("" : "+v"(S[r]));
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) A[r] = finish_block(A[r], a[r], S[r], E[r]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(acc + r * kLanes, A[r]);
+}
+// The FP32-product kernel's operands decoded in the vector unit, 32 BF16 values at a time (K a
+// whole number of blocks): a value is its bit pattern shifted up (a non-finite one as 0, as
+// decode()), an exponent an int16 (kZeroExp for a zero or non-finite value; a subnormal's is
+// −126, field 0 counting as 1).
+__attribute__((target("avx512f,avx512bw"))) inline __m512i exponents16(__m512i b) {
+  const __m512i field = _mm512_and_si512(_mm512_srli_epi16(b, 7), _mm512_set1_epi16(0xff));
+  const __mmask32 nonzero =
+      _mm512_cmpneq_epi16_mask(field, _mm512_set1_epi16(0xff)) & _mm512_test_epi16_mask(b, _mm512_set1_epi16(0x7fff));
+  const __m512i e = _mm512_sub_epi16(_mm512_max_epi16(field, _mm512_set1_epi16(1)), _mm512_set1_epi16(127));
+  return _mm512_mask_blend_epi16(nonzero, _mm512_set1_epi16(std::int16_t(kZeroExp)), e);
+}
+
+// FP32 values whose top halves are BF16 patterns, with every non-finite one made 0.
+__attribute__((target("avx512f"))) inline __m512 finite_values(__m512i v) {
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  return _mm512_castsi512_ps(_mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(_mm512_and_si512(v, inf), inf), v));
+}
+
+// A's rows r0..r0+nr: values [nr][K] and exponents in k order as int16 pairs [nr][K/2].
+__attribute__((target("avx512f,avx512bw"))) void decode_rows_fp(CBf16Mat A, std::int64_t r0, std::int64_t nr,
+                                                                 RowData& d) {
+  const std::int64_t K = A.cols;
+  d.val.resize(std::size_t(nr * K));
+  d.exp_pairs.resize(std::size_t(nr * K / 2));
+  for (std::int64_t i = 0; i < nr; ++i) {
+    const Bf16* src = A.row(r0 + i);
+    float* val = d.val.data() + i * K;
+    auto* e16 = reinterpret_cast<std::int16_t*>(d.exp_pairs.data() + i * K / 2);
+    for (std::int64_t k = 0; k < K; k += 32) {
+      const __mmask32 m = K - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (K - k)) - 1);
+      const __m512i b = _mm512_maskz_loadu_epi16(m, src + k);
+      _mm512_mask_storeu_epi16(e16 + k, m, exponents16(b));
+      const __m512i lo = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(b)), 16);
+      const __m512i hi = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b, 1)), 16);
+      _mm512_mask_storeu_ps(val + k, __mmask16(m), finite_values(lo));
+      _mm512_mask_storeu_ps(val + k + 16, __mmask16(m >> 16), finite_values(hi));
+    }
+  }
+}
+
+// W's rows n0..n0+nn (up to 16) as a panel: k's pair q of row j is one 32-bit gather lane, whose
+// int16 halves are then already the exponent layout [K/2][kLanes][2]; missing columns are zeros.
+// Needs 15·ld to fit an int32 (the gather's indices).
+__attribute__((target("avx512f,avx512bw"))) void decode_panel_fp(CBf16Mat W, std::int64_t n0, std::int64_t nn,
+                                                                  PanelData& d) {
+  const std::int64_t K = W.cols;
+  d.val.resize(std::size_t(K * kLanes));
+  d.exp16.resize(std::size_t(K * kLanes));
+  const __mmask16 cols = nn >= kLanes ? __mmask16(0xffff) : __mmask16((1u << nn) - 1);
+  const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(std::int32_t(W.ld)));
+  const auto* base = reinterpret_cast<const char*>(W.row(n0));
+  for (std::int64_t q = 0; q < K / 2; ++q) {
+    const __m512i b = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), cols, index, base + 4 * q, 2);
+    _mm512_storeu_si512(d.exp16.data() + q * 2 * kLanes, exponents16(b));
+    _mm512_storeu_ps(d.val.data() + 2 * q * kLanes, finite_values(_mm512_slli_epi32(b, 16)));
+    _mm512_storeu_ps(d.val.data() + (2 * q + 1) * kLanes,
+                     finite_values(_mm512_and_si512(b, _mm512_set1_epi32(std::int32_t(0xffff0000u)))));
+  }
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -610,6 +720,42 @@ void chain_rows(LaneKernel k, const RowData& r, std::int64_t i, const PanelData&
   chain_rows_portable(r.sig.data() + i * K, xe, p, K, acc);
 }
 
+// A task's operands and rows go one of two ways: one row at a time with the kernel's own layouts,
+// or (`blocks`: the FP32-product kernel with K a whole number of blocks, x86 only) decoded in
+// the vector unit and run kFpRows rows at a time.
+void decode_task_rows(bool blocks, bool fp, CBf16Mat A, std::int64_t r0, std::int64_t nr, RowData& d) {
+#if defined(__x86_64__)
+  if (blocks) return decode_rows_fp(A, r0, nr, d);
+#endif
+  decode_rows(A, r0, nr, fp, d);
+}
+
+void decode_task_panel(bool blocks, bool fp, CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
+#if defined(__x86_64__)
+  if (blocks) return decode_panel_fp(W, n0, nn, d);
+#endif
+  decode_panel(W, n0, nn, fp, d);
+}
+
+// Runs rows i.. of the task (at most `left`) into acc [rows][kLanes]; returns how many it ran.
+std::int64_t run_task_rows(bool blocks, LaneKernel k, const RowData& r, std::int64_t i, std::int64_t left,
+                           const PanelData& p, std::int64_t K, float* acc) {
+#if defined(__x86_64__)
+  if (blocks) {
+    const float* xv = r.val.data() + i * K;
+    const std::int32_t* xe_pairs = r.exp_pairs.data() + i * (K / 2);
+    if (left < kFpRows) {
+      chain_rows_avx512_fp_rows<1>(xv, xe_pairs, p, K, acc);
+      return 1;
+    }
+    chain_rows_avx512_fp_rows<kFpRows>(xv, xe_pairs, p, K, acc);
+    return kFpRows;
+  }
+#endif
+  chain_rows(k, r, i, p, K, acc);
+  return 1;
+}
+
 }  // namespace
 
 bool lane_kernel_available(LaneKernel k) {
@@ -644,6 +790,7 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
   const Scan a = scan(A), w = scan(W);
   const LaneKernel kernel = resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(a, w));
   const bool fp = kernel == LaneKernel::avx512_fp;
+  const bool fp_blocks = fp && K % kBlock == 0 && W.ld <= std::numeric_limits<std::int32_t>::max() / kLanes;
 
   const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
   parallel_for(mtasks * ntasks, [&](std::int64_t task) {
@@ -651,23 +798,26 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
     const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
     RowData rows;
     PanelData panel;
-    decode_rows(A, m0, mb, fp, rows);
+    decode_task_rows(fp_blocks, fp, A, m0, mb, rows);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
-      decode_panel(W, p0, nn, fp, panel);
-      for (std::int64_t i = 0; i < mb; ++i) {
-        float acc[kLanes] = {};
-        for (std::int64_t j = 0; j < nn; ++j) acc[j] = C.at(m0 + i, p0 + j);
-        for (std::int64_t j = nn; j < kLanes; ++j) acc[j] = 0.0f;
-        chain_rows(kernel, rows, i, panel, K, acc);
-        for (std::int64_t j = 0; j < nn; ++j) {
-          const std::int64_t m = m0 + i, n = p0 + j;
-          float& out = C.at(m, n);
-          if (!a.finite[std::size_t(m)] || !w.finite[std::size_t(n)] || !std::isfinite(out))
-            out = dot(std::span<const Bf16>(A.row(m), std::size_t(K)), std::span<const Bf16>(W.row(n), std::size_t(K)), out);
-          else
-            out = acc[j];
-        }
+      decode_task_panel(fp_blocks, fp, W, p0, nn, panel);
+      for (std::int64_t i = 0; i < mb;) {
+        const std::int64_t nr = std::min<std::int64_t>(kFpRows, mb - i);
+        float acc[kFpRows * kLanes] = {};
+        for (std::int64_t r = 0; r < nr; ++r)
+          for (std::int64_t j = 0; j < nn; ++j) acc[r * kLanes + j] = C.at(m0 + i + r, p0 + j);
+        const std::int64_t ran = run_task_rows(fp_blocks, kernel, rows, i, nr, panel, K, acc);
+        for (std::int64_t r = 0; r < ran; ++r)
+          for (std::int64_t j = 0; j < nn; ++j) {
+            const std::int64_t m = m0 + i + r, n = p0 + j;
+            float& out = C.at(m, n);
+            if (!a.finite[std::size_t(m)] || !w.finite[std::size_t(n)] || !std::isfinite(out))
+              out = dot(std::span<const Bf16>(A.row(m), std::size_t(K)), std::span<const Bf16>(W.row(n), std::size_t(K)), out);
+            else
+              out = acc[r * kLanes + j];
+          }
+        i += ran;
       }
     }
   });
