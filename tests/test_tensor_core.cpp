@@ -6,11 +6,13 @@
 // against the chain per element, thread counts, K splits, the epilogue.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/official/kernel_config.h"
@@ -369,26 +371,34 @@ TEST(TensorCore, FloatProductKernelIsExactWhereItRuns) {
   };
   const std::vector<std::vector<Bf16>> rows = {row(1.9921875f),      row(-1.9921875f),        row(0x1.fep+63f),
                                                row(-0x1p-50f),        row(0.0f),               mixed(0x1p+60f, 0x1p-50f),
-                                               random_vec(g, K, 50),  random_vec(g, K, 3, 0.4)};
+                                               random_vec(g, K, 50),  random_vec(g, K, 3, 0.4),  random_vec(g, K, 20)};
   std::vector<std::vector<Bf16>> cols = {row(1.9921875f), row(0x1.fep+62f), row(0x1p-50f), row(-0x1.8p-50f),
                                          mixed(-0x1p+60f, 0x1p-49f)};
   std::vector<Bf16> cancel = row(1.5f);
   for (int k = 0; k < K; k += 2) cancel[std::size_t(k)] = b16(-1.5f);
   cols.push_back(cancel);
   while (int(cols.size()) < N) cols.push_back(random_vec(g, K, cols.size() % 2 ? 50 : 8, cols.size() % 3 == 0 ? 0.3 : 0.0));
-  std::vector<Bf16> A, W;
-  for (const auto& r : rows) A.insert(A.end(), r.begin(), r.end());
-  for (const auto& c : cols) W.insert(W.end(), c.begin(), c.end());
+  // Nine rows: two groups of four and one alone. Stored densely, and with rows 24 values apart
+  // whose gaps hold NaNs, which no product may read.
   const int M = int(rows.size());
-  const psi::CBf16Mat a{A.data(), M, K, K}, w{W.data(), N, K, K};
-  ASSERT_EQ(tc::lane_kernel_for(a, w), tc::LaneKernel::avx512_fp);
-  for (float acc0 : {0.0f, -0.0f, 1.9999999f, -3.5f, 0x1p-140f, -0x1p-120f, 3.0e38f, 0x1p+100f, 7.25f}) {
-    std::vector<float> C(std::size_t(M * N), acc0);
-    tc::gemm_accumulate(a, w, psi::F32Mat{C.data(), M, N, N});
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n)
-        expect_same(C[std::size_t(m * N + n)], reference_dot(rows[std::size_t(m)], cols[std::size_t(n)], acc0), "fp kernel");
+  for (const int ld : {K, K + 24}) {
+    std::vector<Bf16> A(std::size_t(M * ld), Bf16::from_bits(0x7fc1)), W(std::size_t(N * ld), Bf16::from_bits(0x7fc1));
+    for (int m = 0; m < M; ++m) std::copy(rows[std::size_t(m)].begin(), rows[std::size_t(m)].end(), A.begin() + m * ld);
+    for (int n = 0; n < N; ++n) std::copy(cols[std::size_t(n)].begin(), cols[std::size_t(n)].end(), W.begin() + n * ld);
+    const psi::CBf16Mat a{A.data(), M, K, ld}, w{W.data(), N, K, ld};
+    ASSERT_EQ(tc::lane_kernel_for(a, w), tc::LaneKernel::avx512_fp);
+    for (float acc0 : {0.0f, -0.0f, 1.9999999f, -3.5f, 0x1p-140f, -0x1p-120f, 3.0e38f, 0x1p+100f, 7.25f}) {
+      std::vector<float> C(std::size_t(M * N), acc0);
+      tc::gemm_accumulate(a, w, psi::F32Mat{C.data(), M, N, N});
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n)
+          expect_same(C[std::size_t(m * N + n)], reference_dot(rows[std::size_t(m)], cols[std::size_t(n)], acc0),
+                      "fp kernel");
+    }
   }
+  std::vector<Bf16> W;
+  for (const auto& c : cols) W.insert(W.end(), c.begin(), c.end());
+  const psi::CBf16Mat w{W.data(), N, K, K};
   // Just outside the range: a sum of exponents of 126 or −101, a subnormal operand.
   for (const std::vector<Bf16>& outside : {row(0x1p+64f), row(0x1p-51f), row(0x1p-130f)}) {
     const psi::CBf16Mat o{outside.data(), 1, K, K};
@@ -396,6 +406,31 @@ TEST(TensorCore, FloatProductKernelIsExactWhereItRuns) {
     std::vector<float> C(std::size_t(N), 0.0f);
     tc::gemm_accumulate(o, w, psi::F32Mat{C.data(), 1, N, N});
     for (int n = 0; n < N; ++n) expect_same(C[std::size_t(n)], reference_dot(outside, cols[std::size_t(n)]), "outside");
+  }
+}
+
+// Which kernel a product gets depends on every element of both operands: one value out of the
+// FP32-product range (an exponent sum over 125, a subnormal) anywhere, in any row, in a row's
+// last partial group of 32 as well, sends the whole product to the integer kernel; a non-finite
+// value does not (its outputs are recomputed by the scalar rule).
+TEST(TensorCore, TheRangeScanSeesEveryElement) {
+  if (!tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) GTEST_SKIP() << "no AVX-512 on this machine";
+  ThreadGuard guard;
+  tc::set_lane_kernel(tc::LaneKernel::avx512_fp);
+  psi::set_thread_count(2);
+  for (const int K : {40, 64}) {
+    const int M = 150;
+    const std::vector<Bf16> W(std::size_t(16 * K), b16(0x1p+30f));
+    const psi::CBf16Mat w{W.data(), 16, K, K};
+    for (const int row : {0, 63, 64, 149})
+      for (const int col : {0, 31, 32, K - 1})
+        for (const auto& [value, kernel] : {std::pair{0x1p+96f, tc::LaneKernel::avx512}, {0x1p-130f, tc::LaneKernel::avx512},
+                                             {kInf, tc::LaneKernel::avx512_fp}, {0x1p+95f, tc::LaneKernel::avx512_fp}}) {
+          std::vector<Bf16> A(std::size_t(M * K), b16(1.0f));
+          A[std::size_t(row * K + col)] = b16(value);
+          EXPECT_EQ(tc::lane_kernel_for(psi::CBf16Mat{A.data(), M, K, K}, w), kernel)
+              << "K " << K << " row " << row << " column " << col << " value " << value;
+        }
   }
 }
 

@@ -662,30 +662,89 @@ std::atomic<LaneKernel> g_kernel{LaneKernel::best};
 
 // Per row of a matrix whether it is all finite, and over its finite non-zero elements the
 // exponent range and whether any is subnormal: what decides whether FP32 products are exact.
+// Exponents are kept as biased fields here (1 to 254).
 struct Scan {
   std::vector<char> finite;
   int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
   bool subnormal = false;
 };
 
+// One row's part of a Scan: whether it is all finite, and its normal fields' range and
+// subnormals folded into `s`.
+bool scan_row(const Bf16* row, std::int64_t n, Scan& s) {
+  bool finite = true;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const int field = (row[k].bits >> 7) & 0xff;
+    if (field == 0xff) {
+      finite = false;
+    } else if (field == 0) {
+      s.subnormal |= (row[k].bits & 0x7f) != 0;
+    } else {
+      s.lo = std::min(s.lo, field);
+      s.hi = std::max(s.hi, field);
+    }
+  }
+  return finite;
+}
+
+#if defined(__x86_64__)
+// scan_row 32 values at a time.
+__attribute__((target("avx512f,avx512bw"))) bool scan_row_avx512(const Bf16* row, std::int64_t n, Scan& s) {
+  __m512i lo = _mm512_set1_epi16(0xff), hi = _mm512_setzero_si512();
+  __mmask32 nonfinite = 0, subnormal = 0;
+  for (std::int64_t k = 0; k < n; k += 32) {
+    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (n - k)) - 1);
+    const __m512i b = _mm512_maskz_loadu_epi16(m, row + k);
+    const __m512i field = _mm512_and_si512(_mm512_srli_epi16(b, 7), _mm512_set1_epi16(0xff));
+    const __mmask32 top = _mm512_mask_cmpeq_epi16_mask(m, field, _mm512_set1_epi16(0xff));
+    const __mmask32 bottom = _mm512_mask_cmpeq_epi16_mask(m, field, _mm512_setzero_si512());
+    nonfinite |= top;
+    subnormal |= _mm512_mask_test_epi16_mask(bottom, b, _mm512_set1_epi16(0x7f));
+    const __mmask32 normal = m & ~top & ~bottom;
+    lo = _mm512_mask_min_epu16(lo, normal, lo, field);
+    hi = _mm512_mask_max_epu16(hi, normal, hi, field);
+  }
+  alignas(64) std::uint16_t lo_lane[32], hi_lane[32];
+  _mm512_store_si512(lo_lane, lo);
+  _mm512_store_si512(hi_lane, hi);
+  for (int l = 0; l < 32; ++l) {
+    // A lane that saw no normal value keeps 0xff and 0, which move neither bound.
+    if (lo_lane[l] <= hi_lane[l]) {
+      s.lo = std::min<int>(s.lo, lo_lane[l]);
+      s.hi = std::max<int>(s.hi, hi_lane[l]);
+    }
+  }
+  s.subnormal |= subnormal != 0;
+  return nonfinite == 0;
+}
+#endif
+
+// Rows in parallel, 64 a task, each task's bounds folded in afterwards (min, max and or do not
+// depend on the order).
 Scan scan(CBf16Mat M) {
   Scan s;
   s.finite.resize(std::size_t(M.rows));
-  for (std::int64_t r = 0; r < M.rows; ++r) {
-    bool finite = true;
-    const Bf16* row = M.row(r);
-    for (std::int64_t k = 0; k < M.cols; ++k) {
-      const int field = (row[k].bits >> 7) & 0xff;
-      if (field == 0xff) {
-        finite = false;
-      } else if (field == 0) {
-        s.subnormal |= (row[k].bits & 0x7f) != 0;
-      } else {
-        s.lo = std::min(s.lo, field - 127);
-        s.hi = std::max(s.hi, field - 127);
+  constexpr std::int64_t kRowsPerTask = 64;
+  std::vector<Scan> parts(std::size_t((M.rows + kRowsPerTask - 1) / kRowsPerTask));
+#if defined(__x86_64__)
+  const bool vector = have_avx512bw();
+#endif
+  parallel_for(std::int64_t(parts.size()), [&](std::int64_t t) {
+    Scan& part = parts[std::size_t(t)];
+    for (std::int64_t r = t * kRowsPerTask; r < std::min(M.rows, (t + 1) * kRowsPerTask); ++r) {
+#if defined(__x86_64__)
+      if (vector) {
+        s.finite[std::size_t(r)] = scan_row_avx512(M.row(r), M.cols, part);
+        continue;
       }
+#endif
+      s.finite[std::size_t(r)] = scan_row(M.row(r), M.cols, part);
     }
-    s.finite[std::size_t(r)] = finite;
+  });
+  for (const Scan& part : parts) {
+    s.lo = std::min(s.lo, part.lo);
+    s.hi = std::max(s.hi, part.hi);
+    s.subnormal |= part.subnormal;
   }
   return s;
 }
@@ -696,7 +755,7 @@ Scan scan(CBf16Mat M) {
 bool fp_products_exact(const Scan& a, const Scan& w) {
   if (a.subnormal || w.subnormal) return false;
   if (a.lo > a.hi || w.lo > w.hi) return true;  // one side all zeros (or non-finite): every product is 0
-  return a.lo + w.lo >= -100 && a.hi + w.hi <= 125;
+  return (a.lo - 127) + (w.lo - 127) >= -100 && (a.hi - 127) + (w.hi - 127) <= 125;
 }
 
 LaneKernel resolve(LaneKernel k, bool fp_exact) {
