@@ -25,14 +25,15 @@ prefix=${PSI_BUILD_PREFIX:-build-}
 jobs=${PSI_JOBS:-$(nproc)}
 # The threaded code: the runtime's stream workers, events, pages and journal (CpuBackend ...
 # Transport), PSI execution on it (PsiExec*), the chaos schedules (Chaos), the operators that
-# fan out with parallel_for (Gemm, Attention, Ffn, Block), and the GPU memory sampler's thread
+# fan out with parallel_for (Gemm, Attention, Ffn, Block, and the tensor-core model's product
+# and range scan: TensorCore), and the GPU memory sampler's thread
 # (GpuMemorySampler, GpuMemoryMonitor). The rest of the suite is
 # single-threaded file handling and arithmetic, which ASan/UBSan cover; the Interrupt tests are
 # left out because their signal handler only sets an atomic flag and their complete `psi run`
 # takes two minutes under TSan.
 # Only the test programs holding these suites are built for TSan, and with them only the layers
 # they link (cmake/PsiLinks.cmake).
-tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec[A-Za-z]*|Chaos|Gemm|Attention|Ffn|Block|GpuMemorySampler|GpuMemoryMonitor'}
+tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch|RunReport|Pages|Validate|Journal|Transport|PsiExec[A-Za-z]*|Chaos|Gemm|Attention|Ffn|Block|TensorCore|GpuMemorySampler|GpuMemoryMonitor'}
 
 # ASan leaves out the six complete experiment runs that take over 80 s each under it (834 of
 # 1,870 test-seconds): one-token, full-prompt, probes sharded and whole, transport-control under
