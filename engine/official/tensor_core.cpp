@@ -521,7 +521,8 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp(const floa
 // chain_rows_avx512_fp for R rows of A at once against the same panel, for whole blocks: each
 // W vector loaded serves R rows, and the R rows' chains are independent, so one row's block
 // finish (a long dependent sequence from the accumulator to the next block's E) overlaps the
-// others' products. Same operations per row, in the same order, as the one-row kernel.
+// others' products. Per row the arithmetic of the one-row kernel (its integer sums are exact in
+// any order).
 template <int R>
 __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const float* xv, const std::int32_t* xe_pairs,
                                                                             const PanelData& p, std::int64_t K,
@@ -540,13 +541,8 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const
     for (int q = 0; q < kBlock / 2; ++q) {
       const __m512i w = _mm512_loadu_si512(we16 + (k0 / 2 + q) * 2 * kLanes);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        // A broadcast from memory is a load alone; _mm512_set1_epi32 of the value took a vector
-        // port too.
-        const __m512i x = _mm512_castps_si512(
-            _mm512_broadcastss_ps(_mm_load_ss(reinterpret_cast<const float*>(xe_pairs + r * half + k0 / 2 + q))));
-        E16[r] = _mm512_max_epi16(E16[r], _mm512_adds_epi16(w, x));
-      }
+      for (int r = 0; r < R; ++r)
+        E16[r] = _mm512_max_epi16(E16[r], _mm512_adds_epi16(w, _mm512_set1_epi32(xe_pairs[r * half + k0 / 2 + q])));
     }
     __m512 scale[R];
     __m512i E[R], S[R];
@@ -578,6 +574,7 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(acc + r * kLanes, A[r]);
 }
+
 // The FP32-product kernel's operands decoded in the vector unit, 32 BF16 values at a time (K a
 // whole number of blocks): a value is its bit pattern shifted up (a non-finite one as 0, as
 // decode()), an exponent an int16 (kZeroExp for a zero or non-finite value; a subnormal's is
