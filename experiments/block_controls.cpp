@@ -502,10 +502,6 @@ std::string block_controls_device_summary(const DeviceSummaryInput& in) {
 
 }  // namespace
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration block_controls_registration{6, {
     .name = "block-controls",
     .reproduces = "Table VI",

@@ -150,10 +150,6 @@ std::string capacity_device_summary(const DeviceSummaryInput& in) {
 
 }  // namespace
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration capacity_registration{5, {
     .name = "capacity",
     .reproduces = "Table V",

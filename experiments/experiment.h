@@ -99,31 +99,33 @@ struct DeviceSummaryInput {
   std::function<std::optional<Copy>(double page_bytes)> copy_for_page;
 };
 
+// Every member has an initializer, so that a registration names only the fields it has
+// (designated initializers) without -Wmissing-field-initializers.
 struct Experiment {
-  std::string name;
-  std::string reproduces;  // "Table IV", "Fig. 2, §IV-A", ...
-  std::string summary;     // one line for `psi list`
-  std::function<void(const Options&, Report&)> run;
+  std::string name{};
+  std::string reproduces{};  // "Table IV", "Fig. 2, §IV-A", ...
+  std::string summary{};     // one line for `psi list`
+  std::function<void(const Options&, Report&)> run{};
   // The tables from the cases (the records of the experiment's file) and the recorded
   // options (Options::to_json).
-  std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate;
+  std::function<std::vector<Table>(const nlohmann::json& cases, const nlohmann::json& options)> tabulate{};
   bool shardable = false;
   // Figures drawn from the cases (may be empty).
-  std::function<std::vector<Figure>(const nlohmann::json& cases)> figures;
+  std::function<std::vector<Figure>(const nlohmann::json& cases)> figures{};
   // Run before the report is made: refuses (psi::Error) a --model, --profile, --seed or
   // --checkpoint the experiment cannot honour and sets the options to the config and seed it
   // will compute with, which the report then records. Empty: every config and seed apply.
-  std::function<void(Options&)> settle;
+  std::function<void(Options&)> settle{};
   // The options of this experiment alone: the flags, and their record at its defaults
   // (nlohmann::json(TheOptions{}), recorded flat in /report/options; null: none).
-  std::vector<ExperimentOption> options;
-  nlohmann::json own_defaults;
+  std::vector<ExperimentOption> options{};
+  nlohmann::json own_defaults{};
   // A recorded case read through the experiment's record and written again (reread_as): the
   // record's field list applied to a report's case.
-  std::function<nlohmann::json(const nlohmann::json& recorded)> reread;
+  std::function<nlohmann::json(const nlohmann::json& recorded)> reread{};
   // Its section of the device check's summary (`psi device summary`) from its report, in
   // Markdown; empty: the summary shows none.
-  std::function<std::string(const DeviceSummaryInput&)> device_summary;
+  std::function<std::string(const DeviceSummaryInput&)> device_summary{};
 };
 
 // Registers an experiment at static initialisation, one in each experiment's file; `order` is its

@@ -154,10 +154,6 @@ std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, con
   return {t};
 }
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration fixed_budget_registration{7, {
     .name = "fixed-budget",
     .reproduces = "Table VII",

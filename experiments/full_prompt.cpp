@@ -169,10 +169,6 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   return {{"endpoint_error", render_svg(fig)}, {"endpoint_delta", render_svg(delta)}};
 }
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration full_prompt_registration{2, {
     .name = "full-prompt",
     .reproduces = "Table II, Fig. 3",

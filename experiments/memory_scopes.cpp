@@ -167,10 +167,6 @@ std::vector<Figure> figures_memory_scopes(const nlohmann::json& case_records) {
   return {{"memory_scopes", render_svg(b)}};
 }
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration memory_scopes_registration{1, {
     .name = "memory-scopes",
     .reproduces = "Fig. 2, §IV-A",

@@ -113,10 +113,6 @@ std::string probes_device_summary(const DeviceSummaryInput& in) {
 
 }  // namespace
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration probes_registration{9, {
     .name = "probes",
     .reproduces = "§IV-B",

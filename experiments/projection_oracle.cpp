@@ -123,10 +123,6 @@ void settle_projection_oracle(Options& o) {
   settle_on_recordings(o, "projection-oracle", "ltx2-22b", "ltx25", {recording_of("video-q-proj")});
 }
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration projection_oracle_registration{10, {
     .name = "projection-oracle",
     .reproduces = "eq. (6)",

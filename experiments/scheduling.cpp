@@ -420,10 +420,6 @@ std::string scheduling_device_summary(const DeviceSummaryInput& in) {
 
 }  // namespace
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration scheduling_registration{4, {
     .name = "scheduling",
     .reproduces = "Table IV",

@@ -178,10 +178,6 @@ std::vector<Table> tabulate_transport_control(const nlohmann::json& case_records
   return {t};
 }
 
-// The entry names the fields it has; the others keep their defaults, which is what
-// -Wmissing-field-initializers would flag.
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-
 const Registration transport_control_registration{8, {
     .name = "transport-control",
     .reproduces = "§IV-C",
