@@ -298,6 +298,10 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
       if (!tc::lane_kernel_available(kernel)) continue;
       psi::set_thread_count(threads);
       tc::set_lane_kernel(kernel);
+      // The FP32-product kernel really runs here, on K of whole blocks and on K it pads.
+      if (kernel == tc::LaneKernel::avx512_fp) {
+        ASSERT_EQ(tc::lane_kernel_for(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}), kernel);
+      }
       std::vector<float> C = C0;
       tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
                           psi::F32Mat{C.data(), M, N, N});

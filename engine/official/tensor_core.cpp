@@ -172,7 +172,10 @@ namespace {
 // columns, W's rows into a k-major panel of int32 lanes, then runs the chain with the 16
 // columns in vector lanes (two AVX2 vectors, or one AVX-512): pass 1 takes E as a lane-wise
 // max over the block's 16 k, pass 2 aligns and sums, and the normalisation runs per lane (AVX2)
-// or in the vector (AVX-512). Outputs whose row or column holds a non-finite value, or whose
+// or in the vector (AVX-512). The FP32-product kernel decodes into layouts of its own (FP32
+// values, int16 exponents), in the vector unit, with K padded by zeros to whole blocks: a zero
+// takes no part in a block (its exponent never sets E, its term is 0), so a padded block is the
+// model's short last block. Outputs whose row or column holds a non-finite value, or whose
 // entering accumulator is not finite, are recomputed with dot() afterwards (the rule above), so
 // the vector path only ever sees finite operands.
 
@@ -182,28 +185,26 @@ constexpr std::int64_t kTaskCols = 128;
 // Rows of A the FP32-product kernel runs at once against one panel.
 constexpr int kFpRows = 4;
 
-// The operands as a kernel reads them: exponents always; signed significands for the integer
-// kernels (A's pre-shifted by 11), the values as FP32 for the FP32-product kernel (`fp`).
+// The operands as a kernel reads them: for the integer kernels signed significands (A's
+// pre-shifted by 11) and exponents; for the FP32-product kernel (K padded to Kp, whole blocks)
+// the values as FP32 and the exponents as int16.
 struct RowData {
   std::vector<std::int32_t> sig, exp;  // [rows][K]; exp kZeroExp for 0
-  std::vector<float> val;
-  std::vector<std::int32_t> exp_pairs;  // fp: [rows][K/2], exponents 2p and 2p+1 as two int16
+  std::vector<float> val;               // [rows][Kp]
+  std::vector<std::int32_t> exp_pairs;  // [rows][Kp/2], exponents 2p and 2p+1 as two int16
 };
 
 struct PanelData {
   std::vector<std::int32_t> sig, exp;  // [K][kLanes]; missing columns are zeros
-  std::vector<float> val;
-  std::vector<std::int16_t> exp16;  // fp: [K/2][kLanes][2], k's pairs interleaved lane by lane
   std::vector<std::int32_t> row_sig, row_exp;  // W's rows as decoded, before the transposition
-  std::vector<float> row_val;
+  std::vector<float> val;                      // [Kp][kLanes]
+  std::vector<std::int16_t> exp16;             // [Kp/2][kLanes][2], k's pairs interleaved lane by lane
 };
 
-// n consecutive BF16 values as decode() gives them (a non-finite one as a zero), the significand
-// times `scale` (integer kernels) or the FP32 value (fp). Masks, not branches, so that it
-// vectorises.
-template <bool Fp>
+// n consecutive BF16 values as decode() gives them (a non-finite one as a zero): the significand
+// times `scale` and the exponent. Masks, not branches, so that it vectorises.
 void decode_run(const Bf16* __restrict v, std::int64_t n, std::int32_t scale, std::int32_t* __restrict sig,
-                float* __restrict val, std::int32_t* __restrict exp) {
+                std::int32_t* __restrict exp) {
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t b = v[i].bits;
     const std::int32_t field = (b >> 7) & 0xff;
@@ -212,66 +213,34 @@ void decode_run(const Bf16* __restrict v, std::int64_t n, std::int32_t scale, st
     const std::int32_t nonzero = finite & -std::int32_t(m != 0);
     // A subnormal's exponent is −126: field 0 counts as 1.
     exp[i] = (((field | (~normal & 1)) - 127) & nonzero) | (kZeroExp & ~nonzero);
-    if constexpr (Fp) {
-      val[i] = std::bit_cast<float>(std::uint32_t(b << 16) & std::uint32_t(finite));
-    } else {
-      const std::int32_t sign = -(b >> 15);  // 0 or −1
-      sig[i] = ((m ^ sign) - sign) * scale & nonzero;
-    }
+    const std::int32_t sign = -(b >> 15);  // 0 or −1
+    sig[i] = ((m ^ sign) - sign) * scale & nonzero;
   }
 }
 
-void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, bool fp, RowData& d) {
+void decode_rows(CBf16Mat A, std::int64_t r0, std::int64_t nr, RowData& d) {
   const std::int64_t K = A.cols;
-  (fp ? d.val.resize(std::size_t(nr * K)) : d.sig.resize(std::size_t(nr * K)));
+  d.sig.resize(std::size_t(nr * K));
   d.exp.resize(std::size_t(nr * K));
-  for (std::int64_t i = 0; i < nr; ++i) {
-    if (fp)
-      decode_run<true>(A.row(r0 + i), K, 1, nullptr, d.val.data() + i * K, d.exp.data() + i * K);
-    else
-      decode_run<false>(A.row(r0 + i), K, 1 << kProductShift, d.sig.data() + i * K, nullptr, d.exp.data() + i * K);
-  }
-  if (!fp) return;
-  const std::int64_t half = K / 2;
-  d.exp_pairs.resize(std::size_t(nr * half));
   for (std::int64_t i = 0; i < nr; ++i)
-    for (std::int64_t q = 0; q < half; ++q) {
-      const std::int32_t* e = d.exp.data() + i * K + 2 * q;
-      d.exp_pairs[std::size_t(i * half + q)] = std::int32_t(std::uint32_t(std::uint16_t(e[0])) | std::uint32_t(e[1]) << 16);
-    }
+    decode_run(A.row(r0 + i), K, 1 << kProductShift, d.sig.data() + i * K, d.exp.data() + i * K);
 }
 
 // W's rows n0..n0+nn decoded row by row, then laid out k-major, 16 columns a k.
-void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, bool fp, PanelData& d) {
+void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
   const std::int64_t K = W.cols;
   d.row_exp.resize(std::size_t(nn * K));
-  (fp ? d.row_val.resize(std::size_t(nn * K)) : d.row_sig.resize(std::size_t(nn * K)));
-  for (std::int64_t j = 0; j < nn; ++j) {
-    if (fp)
-      decode_run<true>(W.row(n0 + j), K, 1, nullptr, d.row_val.data() + j * K, d.row_exp.data() + j * K);
-    else
-      decode_run<false>(W.row(n0 + j), K, 1, d.row_sig.data() + j * K, nullptr, d.row_exp.data() + j * K);
-  }
-  if (fp)
-    d.val.assign(std::size_t(K * kLanes), 0.0f);
-  else
-    d.sig.assign(std::size_t(K * kLanes), 0);
+  d.row_sig.resize(std::size_t(nn * K));
+  for (std::int64_t j = 0; j < nn; ++j)
+    decode_run(W.row(n0 + j), K, 1, d.row_sig.data() + j * K, d.row_exp.data() + j * K);
+  d.sig.assign(std::size_t(K * kLanes), 0);
   d.exp.assign(std::size_t(K * kLanes), kZeroExp);
   for (std::int64_t k = 0; k < K; ++k)
     for (std::int64_t j = 0; j < nn; ++j) {
       const std::size_t to = std::size_t(k * kLanes + j), from = std::size_t(j * K + k);
       d.exp[to] = d.row_exp[from];
-      if (fp)
-        d.val[to] = d.row_val[from];
-      else
-        d.sig[to] = d.row_sig[from];
+      d.sig[to] = d.row_sig[from];
     }
-  if (!fp) return;
-  d.exp16.resize(std::size_t(K / 2 * 2 * kLanes));
-  for (std::int64_t k = 0; k + 1 < K; k += 2)
-    for (std::int64_t j = 0; j < kLanes; ++j)
-      for (std::int64_t h = 0; h < 2; ++h)
-        d.exp16[std::size_t((k / 2) * 2 * kLanes + 2 * j + h)] = std::int16_t(d.exp[std::size_t((k + h) * kLanes + j)]);
 }
 
 // One block's end for one lane: add the accumulator's aligned term to the products' sum S and
@@ -461,68 +430,18 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i fold_exponent_pairs(c
   return _mm512_mask_max_epi32(E, a.nonzero, E, a.exp);
 }
 
-// block_exponent for a whole block, two k a vector: the exponent sums in 16-bit lanes (saturating,
-// so that two zeros' −20000 + −20000 stays far below every real sum), even k in the low and odd
-// k in the high half of each 32-bit lane, the halves' maximum taken at the end.
-__attribute__((target("avx512f,avx512bw"))) inline __m512i block_exponent_pairs(const AccLanes& a,
-                                                                                const std::int32_t* xe_pairs,
-                                                                                const std::int16_t* we16) {
-  __m512i E16 = _mm512_set1_epi16(std::int16_t(kMinAlignExp));
-#pragma GCC unroll 8
-  for (int q = 0; q < kBlock / 2; ++q)
-    E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_loadu_si512(we16 + q * 2 * kLanes), _mm512_set1_epi32(xe_pairs[q])));
-  return fold_exponent_pairs(a, E16);
-}
-
-// The sum of `n` consecutive k's terms trunc(x w 2^(25−E)) (N as in max_exponents), in two
-// partial sums: integer addition is exact in any order.
-template <int N>
-__attribute__((target("avx512f"))) inline __m512i fp_terms(const float* xv, const float* wv, __m512 scale, int n) {
-  const int count = N ? N : n;
-  __m512i S0 = _mm512_setzero_si512(), S1 = _mm512_setzero_si512();
-#pragma GCC unroll 16
-  for (int i = 0; i < count; ++i) {
-    const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[i]), _mm512_loadu_ps(wv + i * kLanes));
-    const __m512i t = _mm512_cvttps_epi32(_mm512_mul_ps(prod, scale));
-    if (i % 2)
-      S1 = _mm512_add_epi32(S1, t);
-    else
-      S0 = _mm512_add_epi32(S0, t);
-  }
-  return _mm512_add_epi32(S0, S1);
-}
-
-// AVX-512, FP32 products (only where fp_products_exact holds for the whole product): x·w is
-// exact in FP32 and so is its scaling by 2^(25−E), so each term sign·trunc(|x w| 2^(25−E)) is
-// one multiply by the power of two and one truncating conversion (vcvttps2dq rounds toward zero,
-// the sign kept): four vector operations for 16 products where the integer kernel needs about
-// ten. A term below 1 truncates to 0 however its tiny value rounds. E < −102 (2^(25−E) not a
-// normal float) happens only where every product is zero: the scale is clamped there.
-__attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp(const float* xv, const std::int32_t* xe,
-                                                                       const std::int32_t* xe_pairs, const PanelData& p,
-                                                                       std::int64_t K, float* acc) {
-  const float* wv = p.val.data();
-  const std::int32_t* we = p.exp.data();
-  __m512 A = _mm512_loadu_ps(acc);
-  for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
-    const std::int64_t k1 = std::min(K, k0 + kBlock);
-    const AccLanes a = acc_lanes(A);
-    const __m512i E = k1 - k0 == kBlock ? block_exponent_pairs(a, xe_pairs + k0 / 2, p.exp16.data() + k0 * kLanes)
-                                        : block_exponent(a, xe, we, k0, k1);
-    const __m512i scale_exp = _mm512_sub_epi32(_mm512_set1_epi32(127 + kUnitExp), _mm512_max_epi32(E, _mm512_set1_epi32(-102)));
-    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(scale_exp, 23));
-    const __m512i S = k1 - k0 == kBlock ? fp_terms<kBlock>(xv + k0, wv + k0 * kLanes, scale, kBlock)
-                                        : fp_terms<0>(xv + k0, wv + k0 * kLanes, scale, int(k1 - k0));
-    A = finish_block(A, a, S, E);
-  }
-  _mm512_storeu_ps(acc, A);
-}
-
-// chain_rows_avx512_fp for R rows of A at once against the same panel, for whole blocks: each
-// W vector loaded serves R rows, and the R rows' chains are independent, so one row's block
-// finish (a long dependent sequence from the accumulator to the next block's E) overlaps the
-// others' products. Per row the arithmetic of the one-row kernel (its integer sums are exact in
-// any order).
+// AVX-512, FP32 products (only where fp_products_exact holds for the whole product), R rows of A
+// at once against one panel, K a whole number of blocks. x·w is exact in FP32 and so is its
+// scaling by 2^(25−E), so each term sign·trunc(|x w| 2^(25−E)) is one multiply by the power of
+// two and one truncating conversion (vcvttps2dq rounds toward zero, the sign kept): four vector
+// operations for 16 products where the integer kernel needs about ten. A term below 1 truncates
+// to 0 however its tiny value rounds. E < −102 (2^(25−E) not a normal float) happens only where
+// every product is zero: the scale is clamped there. A block's E takes two k a vector: the
+// exponent sums in 16-bit lanes (saturating, so that two zeros' −20000 + −20000 stays far below
+// every real sum), even k in the low and odd k in the high half of each 32-bit lane. Each W
+// vector loaded serves R rows, and their chains are independent, so one row's block finish (a
+// long dependent sequence from the accumulator to the next block's E) overlaps the others'
+// products.
 template <int R>
 __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const float* xv, const std::int32_t* xe_pairs,
                                                                             const PanelData& p, std::int64_t K,
@@ -575,10 +494,9 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(acc + r * kLanes, A[r]);
 }
 
-// The FP32-product kernel's operands decoded in the vector unit, 32 BF16 values at a time (K a
-// whole number of blocks): a value is its bit pattern shifted up (a non-finite one as 0, as
-// decode()), an exponent an int16 (kZeroExp for a zero or non-finite value; a subnormal's is
-// −126, field 0 counting as 1).
+// The FP32-product kernel's operands decoded in the vector unit, 32 BF16 values at a time: a
+// value is its bit pattern shifted up (a non-finite one as 0, as decode()), an exponent an int16
+// (kZeroExp for a zero or non-finite value; a subnormal's is −126, field 0 counting as 1).
 __attribute__((target("avx512f,avx512bw"))) inline __m512i exponents16(__m512i b) {
   const __m512i field = _mm512_and_si512(_mm512_srli_epi16(b, 7), _mm512_set1_epi16(0xff));
   const __mmask32 nonzero =
@@ -587,25 +505,30 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i exponents16(__m512i b
   return _mm512_mask_blend_epi16(nonzero, _mm512_set1_epi16(std::int16_t(kZeroExp)), e);
 }
 
+// The first n (up to 32) lanes.
+inline __mmask32 first_lanes(std::int64_t n) { return n >= 32 ? ~__mmask32(0) : __mmask32((1u << n) - 1); }
+
 // FP32 values whose top halves are BF16 patterns, with every non-finite one made 0.
 __attribute__((target("avx512f"))) inline __m512 finite_values(__m512i v) {
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
   return _mm512_castsi512_ps(_mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(_mm512_and_si512(v, inf), inf), v));
 }
 
-// A's rows r0..r0+nr: values [nr][K] and exponents in k order as int16 pairs [nr][K/2].
+// A's rows r0..r0+nr, padded to Kp: values [nr][Kp] and exponents in k order as int16 pairs
+// [nr][Kp/2].
 __attribute__((target("avx512f,avx512bw"))) void decode_rows_fp(CBf16Mat A, std::int64_t r0, std::int64_t nr,
-                                                                 RowData& d) {
+                                                                 std::int64_t Kp, RowData& d) {
   const std::int64_t K = A.cols;
-  d.val.resize(std::size_t(nr * K));
-  d.exp_pairs.resize(std::size_t(nr * K / 2));
+  d.val.resize(std::size_t(nr * Kp));
+  d.exp_pairs.resize(std::size_t(nr * Kp / 2));
   for (std::int64_t i = 0; i < nr; ++i) {
     const Bf16* src = A.row(r0 + i);
-    float* val = d.val.data() + i * K;
-    auto* e16 = reinterpret_cast<std::int16_t*>(d.exp_pairs.data() + i * K / 2);
-    for (std::int64_t k = 0; k < K; k += 32) {
-      const __mmask32 m = K - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (K - k)) - 1);
-      const __m512i b = _mm512_maskz_loadu_epi16(m, src + k);
+    float* val = d.val.data() + i * Kp;
+    auto* e16 = reinterpret_cast<std::int16_t*>(d.exp_pairs.data() + i * Kp / 2);
+    for (std::int64_t k = 0; k < Kp; k += 32) {
+      // Past K the lanes read as zeros, which the padding is.
+      const __mmask32 m = first_lanes(Kp - k);
+      const __m512i b = _mm512_maskz_loadu_epi16(first_lanes(K - k), src + k);
       _mm512_mask_storeu_epi16(e16 + k, m, exponents16(b));
       const __m512i lo = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(b)), 16);
       const __m512i hi = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b, 1)), 16);
@@ -615,20 +538,28 @@ __attribute__((target("avx512f,avx512bw"))) void decode_rows_fp(CBf16Mat A, std:
   }
 }
 
-// W's rows n0..n0+nn (up to 16) as a panel: k's pair q of row j is one 32-bit gather lane, whose
-// int16 halves are then already the exponent layout [K/2][kLanes][2]; missing columns are zeros.
-// Needs 15·ld to fit an int32 (the gather's indices).
+// W's rows n0..n0+nn (up to 16) as a panel padded to Kp: k's pair q of row j is one 32-bit
+// gather lane, whose int16 halves are then already the exponent layout [Kp/2][kLanes][2];
+// missing columns are zeros. A pair that K cuts (odd K) is read value by value, so that nothing
+// past a row is read. Needs 15·ld to fit an int32 (the gather's indices).
 __attribute__((target("avx512f,avx512bw"))) void decode_panel_fp(CBf16Mat W, std::int64_t n0, std::int64_t nn,
-                                                                  PanelData& d) {
+                                                                  std::int64_t Kp, PanelData& d) {
   const std::int64_t K = W.cols;
-  d.val.resize(std::size_t(K * kLanes));
-  d.exp16.resize(std::size_t(K * kLanes));
-  const __mmask16 cols = nn >= kLanes ? __mmask16(0xffff) : __mmask16((1u << nn) - 1);
+  d.val.resize(std::size_t(Kp * kLanes));
+  d.exp16.resize(std::size_t(Kp * kLanes));
+  const __mmask16 cols = __mmask16(first_lanes(nn));
   const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32(std::int32_t(W.ld)));
   const auto* base = reinterpret_cast<const char*>(W.row(n0));
-  for (std::int64_t q = 0; q < K / 2; ++q) {
-    const __m512i b = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), cols, index, base + 4 * q, 2);
+  for (std::int64_t q = 0; q < Kp / 2; ++q) {
+    __m512i b = _mm512_setzero_si512();
+    if (2 * q + 1 < K) {
+      b = _mm512_mask_i32gather_epi32(b, cols, index, base + 4 * q, 2);
+    } else if (2 * q < K) {
+      alignas(64) std::uint32_t last[kLanes] = {};
+      for (std::int64_t j = 0; j < nn; ++j) last[j] = W.at(n0 + j, 2 * q).bits;
+      b = _mm512_load_si512(last);
+    }
     _mm512_storeu_si512(d.exp16.data() + q * 2 * kLanes, exponents16(b));
     _mm512_storeu_ps(d.val.data() + 2 * q * kLanes, finite_values(_mm512_slli_epi32(b, 16)));
     _mm512_storeu_ps(d.val.data() + (2 * q + 1) * kLanes,
@@ -690,7 +621,7 @@ __attribute__((target("avx512f,avx512bw"))) bool scan_row_avx512(const Bf16* row
   __m512i lo = _mm512_set1_epi16(0xff), hi = _mm512_setzero_si512();
   __mmask32 nonfinite = 0, subnormal = 0;
   for (std::int64_t k = 0; k < n; k += 32) {
-    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (n - k)) - 1);
+    const __mmask32 m = first_lanes(n - k);
     const __m512i b = _mm512_maskz_loadu_epi16(m, row + k);
     const __m512i field = _mm512_and_si512(_mm512_srli_epi16(b, 7), _mm512_set1_epi16(0xff));
     const __mmask32 top = _mm512_mask_cmpeq_epi16_mask(m, field, _mm512_set1_epi16(0xff));
@@ -765,51 +696,57 @@ LaneKernel resolve(LaneKernel k, bool fp_exact) {
   return k == LaneKernel::avx512_fp && !fp_exact ? LaneKernel::avx512 : k;
 }
 
+// The integer kernels and the portable loop, one row.
 void chain_rows(LaneKernel k, const RowData& r, std::int64_t i, const PanelData& p, std::int64_t K, float* acc) {
   const std::int32_t* xe = r.exp.data() + i * K;
 #if defined(__x86_64__)
-  if (k == LaneKernel::avx512_fp)
-    return chain_rows_avx512_fp(r.val.data() + i * K, xe, r.exp_pairs.data() + i * (K / 2), p, K, acc);
   if (k == LaneKernel::avx512) return chain_rows_avx512(r.sig.data() + i * K, xe, p, K, acc);
   if (k == LaneKernel::avx2) return chain_rows_avx2(r.sig.data() + i * K, xe, p, K, acc);
 #endif
   chain_rows_portable(r.sig.data() + i * K, xe, p, K, acc);
 }
 
-// A task's operands and rows go one of two ways: one row at a time with the kernel's own layouts,
-// or (`blocks`: the FP32-product kernel with K a whole number of blocks, x86 only) decoded in
-// the vector unit and run kFpRows rows at a time.
-void decode_task_rows(bool blocks, bool fp, CBf16Mat A, std::int64_t r0, std::int64_t nr, RowData& d) {
+// A task's operands and rows go one of two ways: one row at a time with the integer kernels'
+// layouts, or (`fp`, x86 only) decoded in the vector unit, K padded to Kp, and run kFpRows rows
+// at a time.
+void decode_task_rows(bool fp, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d) {
 #if defined(__x86_64__)
-  if (blocks) return decode_rows_fp(A, r0, nr, d);
+  if (fp) return decode_rows_fp(A, r0, nr, Kp, d);
 #endif
-  decode_rows(A, r0, nr, fp, d);
+  decode_rows(A, r0, nr, d);
 }
 
-void decode_task_panel(bool blocks, bool fp, CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
+void decode_task_panel(bool fp, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, PanelData& d) {
 #if defined(__x86_64__)
-  if (blocks) return decode_panel_fp(W, n0, nn, d);
+  if (fp) return decode_panel_fp(W, n0, nn, Kp, d);
 #endif
-  decode_panel(W, n0, nn, fp, d);
+  decode_panel(W, n0, nn, d);
 }
 
 // Runs rows i.. of the task (at most `left`) into acc [rows][kLanes]; returns how many it ran.
-std::int64_t run_task_rows(bool blocks, LaneKernel k, const RowData& r, std::int64_t i, std::int64_t left,
-                           const PanelData& p, std::int64_t K, float* acc) {
+std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::int64_t left, const PanelData& p,
+                           std::int64_t K, std::int64_t Kp, float* acc) {
 #if defined(__x86_64__)
-  if (blocks) {
-    const float* xv = r.val.data() + i * K;
-    const std::int32_t* xe_pairs = r.exp_pairs.data() + i * (K / 2);
+  if (k == LaneKernel::avx512_fp) {
+    const float* xv = r.val.data() + i * Kp;
+    const std::int32_t* xe_pairs = r.exp_pairs.data() + i * (Kp / 2);
     if (left < kFpRows) {
-      chain_rows_avx512_fp_rows<1>(xv, xe_pairs, p, K, acc);
+      chain_rows_avx512_fp_rows<1>(xv, xe_pairs, p, Kp, acc);
       return 1;
     }
-    chain_rows_avx512_fp_rows<kFpRows>(xv, xe_pairs, p, K, acc);
+    chain_rows_avx512_fp_rows<kFpRows>(xv, xe_pairs, p, Kp, acc);
     return kFpRows;
   }
 #endif
   chain_rows(k, r, i, p, K, acc);
   return 1;
+}
+
+// The kernel a product gets: the chosen one, with the FP32-product kernel only where its products
+// are exact and its panel gather can index W's rows (15·ld fits an int32).
+LaneKernel kernel_for(CBf16Mat W, const Scan& a, const Scan& w) {
+  const LaneKernel k = resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(a, w));
+  return k == LaneKernel::avx512_fp && W.ld > std::numeric_limits<std::int32_t>::max() / kLanes ? LaneKernel::avx512 : k;
 }
 
 }  // namespace
@@ -831,7 +768,7 @@ void set_lane_kernel(LaneKernel k) {
 }
 
 LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W) {
-  return resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(scan(A), scan(W)));
+  return kernel_for(W, scan(A), scan(W));
 }
 
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
@@ -844,9 +781,9 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
                 ", product is " + std::to_string(M) + "x" + std::to_string(N));
   if (M == 0 || N == 0) return;
   const Scan a = scan(A), w = scan(W);
-  const LaneKernel kernel = resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(a, w));
+  const LaneKernel kernel = kernel_for(W, a, w);
   const bool fp = kernel == LaneKernel::avx512_fp;
-  const bool fp_blocks = fp && K % kBlock == 0 && W.ld <= std::numeric_limits<std::int32_t>::max() / kLanes;
+  const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
 
   const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
   parallel_for(mtasks * ntasks, [&](std::int64_t task) {
@@ -854,16 +791,16 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
     const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
     RowData rows;
     PanelData panel;
-    decode_task_rows(fp_blocks, fp, A, m0, mb, rows);
+    decode_task_rows(fp, A, m0, mb, Kp, rows);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
-      decode_task_panel(fp_blocks, fp, W, p0, nn, panel);
+      decode_task_panel(fp, W, p0, nn, Kp, panel);
       for (std::int64_t i = 0; i < mb;) {
         const std::int64_t nr = std::min<std::int64_t>(kFpRows, mb - i);
         float acc[kFpRows * kLanes] = {};
         for (std::int64_t r = 0; r < nr; ++r)
           for (std::int64_t j = 0; j < nn; ++j) acc[r * kLanes + j] = C.at(m0 + i + r, p0 + j);
-        const std::int64_t ran = run_task_rows(fp_blocks, kernel, rows, i, nr, panel, K, acc);
+        const std::int64_t ran = run_task_rows(kernel, rows, i, nr, panel, K, Kp, acc);
         for (std::int64_t r = 0; r < ran; ++r)
           for (std::int64_t j = 0; j < nn; ++j) {
             const std::int64_t m = m0 + i + r, n = p0 + j;
