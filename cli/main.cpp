@@ -124,6 +124,9 @@ int stdout_delivered(int status) {
 
 int main(int argc, char** argv) {
   using namespace psi;
+  // Before anything else: a signal while the command line is read is seen at the first check
+  // point (engine/interrupt.h), not taken by the default action.
+  install_interrupt_handlers();
   CLI::App app{"psi: numerical-fidelity and transport-verification harness for PSI (LTX-2.x AV transformer)"};
   app.set_version_flag("--version", std::string("psi ") + PSI_VERSION + " (" + PSI_GIT_REVISION + ")");
   app.require_subcommand(1);
@@ -158,10 +161,12 @@ int main(int argc, char** argv) {
     std::cerr << "psi: error: " << (unknown.empty() ? std::string(e.what()) : unknown) << "\n";
     return int(Exit::bad_input);
   }
-  // Every command: the first SIGINT/SIGTERM stops the work at its next check point, a second
-  // one at once (engine/interrupt.h).
-  install_interrupt_handlers();
+  // A write that passed the file-size limit fails; its message says why.
+  const auto limit_note = [] {
+    return file_size_limit_reached() ? std::string(" (the file-size limit was reached: ulimit -f, RLIMIT_FSIZE)") : "";
+  };
   try {
+    check_interrupt("the start of psi");
     for (const std::string& f : cli::named_link_targets()) h5::allow_links_to(f);
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;
@@ -171,10 +176,10 @@ int main(int argc, char** argv) {
       return stdout_delivered(status);
     }
   } catch (const Error& e) {
-    std::cerr << "psi: error: " << one_line(e.what()) << "\n";
+    std::cerr << "psi: error: " << one_line(e.what()) << limit_note() << "\n";
     return int(e.code());
   } catch (const std::exception& e) {
-    std::cerr << "psi: internal error: " << one_line(e.what()) << "\n";
+    std::cerr << "psi: internal error: " << one_line(e.what()) << limit_note() << "\n";
     return int(Exit::run_failed);
   }
   return int(Exit::bad_input);

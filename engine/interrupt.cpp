@@ -41,15 +41,25 @@ extern "C" void on_signal(int sig) {
   ::_exit(int(interrupted_by(sig)));
 }
 
-// The terminating signals psi handles, with the names its messages use.
+std::atomic<bool> g_file_size_limit{false};
+
+// SIGXFSZ is no interruption: the write that passed the limit fails (EFBIG) and says so.
+extern "C" void on_file_size_limit(int) { g_file_size_limit.store(true); }
+
+// The signals whose default action ends the process and that a program may handle, with the
+// names its messages use. Not here: the faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL), SIGABRT and
+// SIGTRAP, after which the program cannot go on to a check point; what psi writes has no name
+// until it is complete (hdf5/pending_output.h), so they leave nothing behind either. The
+// real-time signals SIGRTMIN..SIGRTMAX are added at run time.
 struct NamedSignal {
   int sig;
   const char* name;
 };
-constexpr NamedSignal kSignals[] = {{SIGINT, "SIGINT"},   {SIGTERM, "SIGTERM"}, {SIGHUP, "SIGHUP"},
-                                    {SIGQUIT, "SIGQUIT"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
-                                    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGXCPU, "SIGXCPU"},
-                                    {SIGXFSZ, "SIGXFSZ"}, {SIGVTALRM, "SIGVTALRM"}};
+constexpr NamedSignal kSignals[] = {
+    {SIGINT, "SIGINT"},       {SIGTERM, "SIGTERM"},     {SIGHUP, "SIGHUP"},   {SIGQUIT, "SIGQUIT"},
+    {SIGUSR1, "SIGUSR1"},     {SIGUSR2, "SIGUSR2"},     {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"},
+    {SIGXCPU, "SIGXCPU"},     {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"}, {SIGIO, "SIGIO"},
+    {SIGPWR, "SIGPWR"},       {SIGSYS, "SIGSYS"},       {SIGSTKFLT, "SIGSTKFLT"}};
 
 }  // namespace
 
@@ -60,19 +70,31 @@ void install_interrupt_handlers() {
   // SA_RESTART keeps library reads and writes whole after the first signal; the flag is seen
   // at the next check point.
   sa.sa_flags = SA_RESTART;
-  for (const NamedSignal& s : kSignals) {
+  auto install = [&](int sig) {
     struct sigaction old {};
-    if (sigaction(s.sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // ignored on purpose
-    sigaction(s.sig, &sa, nullptr);
-  }
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) return;  // ignored on purpose
+    sigaction(sig, &sa, nullptr);
+  };
+  for (const NamedSignal& s : kSignals) install(s.sig);
+  for (int sig = SIGRTMIN; sig <= SIGRTMAX; ++sig) install(sig);
+  // Ignored or not when psi starts, a file-size limit never ends psi by a signal: its write
+  // fails and the error names the limit.
+  struct sigaction fsize {};
+  fsize.sa_handler = on_file_size_limit;
+  sigemptyset(&fsize.sa_mask);
+  fsize.sa_flags = SA_RESTART;
+  sigaction(SIGXFSZ, &fsize, nullptr);
 }
+
+bool file_size_limit_reached() { return g_file_size_limit.load(); }
 
 std::string signal_name(int sig) {
   for (const NamedSignal& s : kSignals)
     if (s.sig == sig) return s.name;
+  if (sig == SIGXFSZ) return "SIGXFSZ";
+  if (sig >= SIGRTMIN && sig <= SIGRTMAX) return sig == SIGRTMIN ? "SIGRTMIN" : "SIGRTMIN+" + std::to_string(sig - SIGRTMIN);
   return "signal " + std::to_string(sig);
 }
-
 
 void check_interrupt(const std::string& where) {
   if (int s = g_signal.load()) throw Error("interrupted by " + signal_name(s) + " at " + where, interrupted_by(s));

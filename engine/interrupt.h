@@ -1,17 +1,23 @@
 #pragma once
-// Signal handling, one table for every terminating signal a process can catch (SIGINT, SIGTERM,
-// SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ, SIGVTALRM): the first
-// only sets a flag; work loops call check_interrupt() at safe points (between cases, steps,
-// blocks, planned tiles, progress steps), which throws an Error with exit status 128 + n so
-// that nothing is written under a final name, and no file is renamed into place once a signal
-// has arrived. A second signal ends the process at once: the temporary files registered below
-// are unlinked and the process exits with 128 + n. A signal ignored when psi starts (nohup's
-// SIGHUP, a parent's SIGPIPE or SIGXFSZ) stays ignored.
+// Signal handling, one table for every signal whose default action ends the process and that
+// a program can handle (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM,
+// SIGXCPU, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSYS, SIGSTKFLT and the real-time signals): the
+// first only sets a flag; work loops call check_interrupt() at safe points (between cases,
+// steps, blocks, planned tiles, progress steps, operator tasks), which throws an Error with exit
+// status 128 + n so that nothing is written under a final name, and no file is put in place
+// once a signal has arrived. A second signal ends the process at once: the temporary files
+// registered below are unlinked and the process exits with 128 + n. A signal ignored when psi
+// starts (nohup's SIGHUP, a parent's SIGPIPE) stays ignored. SIGXFSZ (a file-size limit) is
+// no interruption: it is recorded, and the write that passed the limit fails with EFBIG.
 #include <string>
 
 namespace psi {
 
+// First thing in main: a signal that arrives while the command line is read is seen at the
+// first check point.
 void install_interrupt_handlers();
+// Whether a write passed the file-size limit (RLIMIT_FSIZE, `ulimit -f`): SIGXFSZ arrived.
+bool file_size_limit_reached();
 std::string signal_name(int sig);  // "SIGINT", "SIGHUP", …
 // Throws psi::Error(interrupted_by(signal)) naming the signal and `where` if one arrived;
 // otherwise remembers `where` as the last check point passed.

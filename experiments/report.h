@@ -50,7 +50,7 @@ class Report {
   void check_side_file(const std::filesystem::path& file) const;
   // <report>.partial.h5, where an interrupted run's cases go.
   std::filesystem::path partial_path() const { return side_file(".partial.h5"); }
-  const std::filesystem::path& temp_path() const { return writer_.temp_path(); }
+  std::filesystem::path temp_path() const { return writer_.temp_path(); }
 
  private:
   const Experiment& experiment_;

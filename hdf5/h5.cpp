@@ -362,25 +362,30 @@ File File::create(const fs::path& final_path) {
   hdf5::check_output(final_path, {}, "");
   File f;
   f.final_path_ = final_path;
-  f.temp_path_ = hdf5::temp_name(final_path);
-  if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
-  // Registered before it exists: a second signal at any moment after this removes it.
-  register_temp_file(f.temp_path_.string());
-  // EXCL: a temporary name never truncates a file that happens to exist.
-  f.file_ = Handle(H5Fcreate(f.temp_path_.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.file_) {
-    release_temp_file(f.temp_path_.string());
-    throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
-  }
+  f.pending_.emplace(final_path);
+  // The stdio driver opens the name it is given (/proc/self/fd/N, the pending file's own) as it
+  // is; TRUNC: that file is empty.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl || H5Pset_fapl_stdio(fapl.get()) < 0) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
+  f.file_ = Handle(H5Fcreate(f.pending_->write_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!f.file_) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
+  // What libhdf5 opened must be the pending file, not one put at its name meanwhile (the stdio
+  // driver's handle is its FILE*'s address).
+  void* handle = nullptr;
+  struct stat opened {}, pending {};
+  if (H5Fget_vfd_handle(f.file_.get(), H5P_DEFAULT, &handle) < 0 || !handle ||
+      ::fstat(::fileno(*static_cast<FILE**>(handle)), &opened) != 0 || ::fstat(f.pending_->fd(), &pending) != 0 ||
+      opened.st_dev != pending.st_dev || opened.st_ino != pending.st_ino)
+    throw Error(final_path.string() + ": the file being written was replaced while it was opened; nothing written");
   f.writable_ = true;
   return f;
 }
 
 File::File(File&& o) noexcept
-    : file_(std::move(o.file_)), final_path_(std::move(o.final_path_)),
-      temp_path_(std::move(o.temp_path_)), writable_(o.writable_) {
+    : file_(std::move(o.file_)), final_path_(std::move(o.final_path_)), pending_(std::move(o.pending_)),
+      writable_(o.writable_) {
   o.writable_ = false;
-  o.temp_path_.clear();
+  o.pending_.reset();
 }
 
 File& File::operator=(File&& o) noexcept {
@@ -392,12 +397,9 @@ File& File::operator=(File&& o) noexcept {
 }
 
 File::~File() {
-  if (writable_ && !temp_path_.empty()) {
-    file_ = Handle();
-    std::error_code ec;
-    fs::remove(temp_path_, ec);
-    release_temp_file(temp_path_.string());
-  }
+  // libhdf5 closes its descriptor first; the pending file then goes with ours.
+  file_ = Handle();
+  pending_.reset();
 }
 
 void File::commit() {
@@ -405,9 +407,8 @@ void File::commit() {
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
     throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
   file_ = Handle();
-  hdf5::rename_into_place(temp_path_, final_path_);
-  release_temp_file(temp_path_.string());
-  temp_path_.clear();
+  pending_->commit();
+  pending_.reset();
   writable_ = false;
 }
 
@@ -415,9 +416,8 @@ void File::abandon_to(const fs::path& partial) {
   if (!writable_) throw Error(final_path_.string() + ": abandon on a read-only file", Exit::run_failed);
   H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
   file_ = Handle();
-  hdf5::rename_partial_into_place(temp_path_, partial);
-  release_temp_file(temp_path_.string());
-  temp_path_.clear();
+  pending_->commit_partial(partial);
+  pending_.reset();
   writable_ = false;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "hdf5/pending_output.h"
 
 namespace psi::h5 {
 
@@ -57,9 +58,9 @@ class File {
   // Opens an existing file read-only; a missing file or one that is not HDF5 throws a
   // one-line psi::Error naming it.
   static File open_read(const std::filesystem::path& p);
-  // Creates a file under a temporary name beside `final_path`; commit() closes it and renames
-  // it into place. A File destroyed without commit() removes the temporary file. A
-  // `final_path` that exists and is not a regular file is refused (hdf5/output_path.h).
+  // Creates a file that has no name until commit() closes it and puts it at `final_path`
+  // (hdf5/pending_output.h); a File destroyed without commit() leaves nothing. A `final_path`
+  // the output rule refuses is refused (hdf5/output_path.h).
   static File create(const std::filesystem::path& final_path);
 
   File(File&&) noexcept;
@@ -67,7 +68,8 @@ class File {
   ~File();
 
   const std::filesystem::path& path() const { return final_path_; }
-  const std::filesystem::path& temp_path() const { return temp_path_; }
+  // Where the file being written can be opened by name until commit() (/proc/self/fd/N).
+  std::filesystem::path temp_path() const { return pending_ ? pending_->write_path() : std::filesystem::path(); }
   hid_t id() const { return file_.get(); }
 
   // A link at `path` (group or dataset). psi reads only what is stored in the file it opened:
@@ -140,7 +142,7 @@ class File {
 
   Handle file_;
   std::filesystem::path final_path_;
-  std::filesystem::path temp_path_;
+  std::optional<hdf5::PendingOutput> pending_;
   bool writable_ = false;
 };
 

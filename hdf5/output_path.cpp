@@ -1,24 +1,19 @@
 #include "hdf5/output_path.h"
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
-#include <cerrno>
 #include <climits>
-#include <limits>
-#include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <optional>
-#include <random>
 
 #include "engine/error.h"
-#include "engine/interrupt.h"
-#include "engine/whole_number.h"
 #include "hdf5/h5.h"
 #include "hdf5/link_allowance.h"
+#include "hdf5/pending_output.h"
 
 namespace fs = std::filesystem;
 
@@ -33,15 +28,6 @@ std::optional<struct stat> stat_of(const fs::path& p) {
   return st;
 }
 
-std::string kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a fifo";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 fs::path resolved(const fs::path& p) {
   std::error_code ec;
   fs::path r = fs::weakly_canonical(fs::absolute(p, ec), ec);
@@ -49,6 +35,15 @@ fs::path resolved(const fs::path& p) {
 }
 
 std::atomic<bool> g_force{false};
+
+// check_output's decisions by output path (absolute, lexically normal).
+std::mutex g_decisions_mutex;
+std::map<std::string, OutputDecision> g_decisions;
+
+std::string decision_key(const fs::path& out) {
+  std::error_code ec;
+  return fs::absolute(out, ec).lexically_normal().string();
+}
 
 std::string first_line(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -59,6 +54,17 @@ std::string first_line(const fs::path& p) {
 }
 
 }  // namespace
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISREG(mode)) return "a regular file";
+  return "not a regular file";
+}
 
 bool is_psi_h5(const fs::path& p) {
   try {
@@ -117,7 +123,7 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
   const std::string via = target == out ? "" : " (a symbolic link to " + target.string() + ")";
   const auto so = stat_of(out);
   if (so && !S_ISREG(so->st_mode))
-    throw Error(name + via + " is " + kind_of(so->st_mode) + ", not a regular file; not replaced");
+    throw Error(name + via + " is " + file_kind(so->st_mode) + ", not a regular file; not replaced");
   const fs::path out_resolved = resolved(out);
   // Files external links were allowed to lead to are read as much as the named inputs are.
   std::vector<fs::path> read = inputs;
@@ -136,93 +142,46 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
   if (so && !g_force && !(mine && mine(target)))
     throw Error(name + via + " exists and is not a file psi wrote of this kind (a recording, or someone else's "
                 "file); not replaced (--force replaces it)");
-}
-
-namespace {
-
-// This machine's name as it goes into a temporary's name: no dots or slashes, so that the name
-// splits unambiguously.
-std::string host_tag() {
-  char host[HOST_NAME_MAX + 1] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) return "host";
-  std::string s;
-  for (const char* c = host; *c; ++c) s += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '_';
-  return s;
-}
-
-bool all_of_kind(std::string_view s, std::size_t n, bool hex) {
-  if (s.size() < 1 || (n && s.size() != n)) return false;
-  for (char c : s)
-    if (!(std::isdigit(static_cast<unsigned char>(c)) || (hex && c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
-void remove_stale_temps(const fs::path& target, const std::string& host) {
-  const std::string prefix = target.filename().string() + ".tmp." + host + ".";
+  OutputDecision d;
   std::error_code ec;
-  fs::directory_iterator it(target.parent_path().empty() ? fs::path(".") : target.parent_path(), ec);
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const std::string_view rest = std::string_view(name).substr(prefix.size());
-    const auto dot = rest.find('.');
-    if (dot == std::string_view::npos || !all_of_kind(rest.substr(0, dot), 0, false) ||
-        !all_of_kind(rest.substr(dot + 1), 8, true))
-      continue;
-    const auto pid = parse_whole(rest.substr(0, dot), 1, std::uint64_t(std::numeric_limits<pid_t>::max()));
-    struct stat st;
-    if (!pid || ::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
-    if (::kill(pid_t(*pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask about
-    std::error_code rm;
-    fs::remove(it->path(), rm);
+  d.target = fs::absolute(target, ec).lexically_normal();
+  d.via_link = target != out;
+  d.existed = so.has_value();
+  if (so) {
+    d.dev = so->st_dev;
+    d.ino = so->st_ino;
   }
+  std::lock_guard<std::mutex> lock(g_decisions_mutex);
+  g_decisions.try_emplace(decision_key(out), std::move(d));  // the first decision stands
 }
 
-}  // namespace
-
-fs::path temp_name(const fs::path& path) {
-  const std::string host = host_tag();
-  fs::path t = write_target(path);
-  remove_stale_temps(t, host);
-  std::random_device rd;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, ".%d.%08x", int(::getpid()), unsigned(rd()));
-  t += ".tmp." + host + buf;
-  return t;
+OutputDecision output_decision(const fs::path& out) {
+  {
+    std::lock_guard<std::mutex> lock(g_decisions_mutex);
+    if (const auto it = g_decisions.find(decision_key(out)); it != g_decisions.end()) return it->second;
+  }
+  check_output(out, {}, "");
+  std::lock_guard<std::mutex> lock(g_decisions_mutex);
+  return g_decisions.at(decision_key(out));
 }
 
-void rename_partial_into_place(const fs::path& temp, const fs::path& out) {
-  const fs::path target = write_target(out);
-  if (const auto st = stat_of(target); st && !S_ISREG(st->st_mode))
-    throw Error(target.string() + " became " + kind_of(st->st_mode) + " while it was being written; not replaced");
-  std::error_code ec;
-  fs::rename(temp, target, ec);
-  if (ec) throw Error(target.string() + ": cannot rename from " + temp.string() + ": " + ec.message(), Exit::run_failed);
-}
-
-void rename_into_place(const fs::path& temp, const fs::path& target) {
-  // Once a signal has arrived nothing new appears under a final name.
-  check_interrupt("writing " + target.string());
-  rename_partial_into_place(temp, target);
+void output_placed(const fs::path& out, dev_t dev, ino_t ino) {
+  std::lock_guard<std::mutex> lock(g_decisions_mutex);
+  const auto it = g_decisions.find(decision_key(out));
+  if (it == g_decisions.end()) return;
+  it->second.existed = true;
+  it->second.dev = dev;
+  it->second.ino = ino;
 }
 
 void write_file_atomically(const fs::path& path, const std::string& bytes) {
-  const fs::path tmp = temp_name(path);
-  register_temp_file(tmp.string());
-  std::error_code ec;
-  try {
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << bytes;
-      if (!out.flush()) throw Error(path.string() + ": cannot be written", Exit::run_failed);
-    }
-    rename_into_place(tmp, path);
-  } catch (...) {
-    fs::remove(tmp, ec);
-    release_temp_file(tmp.string());
-    throw;
+  PendingOutput file(path);
+  {
+    std::ofstream out(file.write_path(), std::ios::binary | std::ios::trunc);
+    out << bytes;
+    if (!out.flush()) throw Error(path.string() + ": cannot be written", Exit::run_failed);
   }
-  release_temp_file(tmp.string());
+  file.commit();
 }
 
 }  // namespace psi::hdf5

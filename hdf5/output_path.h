@@ -12,8 +12,10 @@
 //   - it is one of the command's inputs under any name: the same file (st_dev/st_ino, which
 //     covers symbolic and hard links) or the same path once `..` and symbolic links are
 //     resolved. The files --allow-link-to names are inputs too (hdf5/link_allowance.h).
-// Files are written under a temporary name beside the file they replace and moved over it by
-// rename_into_place, which looks at the target again first.
+// What the rule decided is kept (output_decision): files are written as a PendingOutput
+// (hdf5/pending_output.h), which puts them in place only if that is still what is there.
+#include <sys/types.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -39,25 +41,29 @@ void set_force_replace(bool on);
 void check_output(const std::filesystem::path& out, const std::vector<std::filesystem::path>& inputs,
                   const std::string& what, const Recognizer& mine = is_psi_h5);
 
+// "a directory", "a fifo", "a symbolic link", … for messages.
+std::string file_kind(mode_t mode);
+
 // The file an output path writes: the path itself, or what a symbolic link at it names.
 std::filesystem::path write_target(const std::filesystem::path& out);
 
-// A name beside write_target(path) for writing it, unique to this process and call:
-// "<file>.tmp.<host>.<pid>.<8 hex digits>". First removes what a killed psi left of the same
-// output: regular files of that form, this user's, whose process is gone (same host, no such
-// pid). A temporary of a live process, of another host (a shared folder on a cluster), a link or
-// anything else is left alone.
-std::filesystem::path temp_name(const std::filesystem::path& path);
+// What check_output decided an output may replace, kept from the first check of a path until
+// psi's file is in place (hdf5/pending_output.h): the replacement is of that file and nothing
+// else. `target` is write_target(out), absolute.
+struct OutputDecision {
+  std::filesystem::path target;
+  bool via_link = false;  // out was a symbolic link to target
+  bool existed = false;   // a regular file was at target: dev/ino
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+// The decision recorded for `out`; check_output(out, {}, "") first when there is none.
+OutputDecision output_decision(const std::filesystem::path& out);
+// psi's own file (dev/ino) is now at `out`: a later write of the same path replaces it.
+void output_placed(const std::filesystem::path& out, dev_t dev, ino_t ino);
 
-// Renames `temp` over write_target(target), unless it has become something other than a
-// regular file since it was checked (psi::Error, exit 2) or a signal has arrived
-// (engine/interrupt.h: exit 130). `temp` is the caller's to remove on an error.
-void rename_into_place(const std::filesystem::path& temp, const std::filesystem::path& target);
-// The same for the `.partial.h5` an interrupted run leaves: it goes into place after the signal.
-void rename_partial_into_place(const std::filesystem::path& temp, const std::filesystem::path& target);
-
-// Writes `bytes` to `path` under temp_name(path), then rename_into_place: never a half-written
-// file, and nothing left behind on an error.
+// Writes `bytes` to `path` through a PendingOutput: never a half-written file, nothing left
+// behind on an error.
 void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);
 
 }  // namespace psi::hdf5

@@ -64,7 +64,7 @@ class StateWriter {
   void commit();
 
   const std::filesystem::path& path() const { return file_.path(); }
-  const std::filesystem::path& temp_path() const { return file_.temp_path(); }
+  std::filesystem::path temp_path() const { return file_.temp_path(); }
   // Keeps what was written so far under `partial` (an interrupted run); nothing appears under
   // the final name.
   // It is a psi-h5/1 file like any other (root attributes written, end time now) with root

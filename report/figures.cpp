@@ -1,17 +1,19 @@
 #include "report/figures.h"
 
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
 
-#include "engine/interrupt.h"
 #include "hdf5/output_path.h"
+#include "hdf5/pending_output.h"
 
 namespace psi::report {
 
@@ -181,15 +183,35 @@ std::string render_svg(const CellMap& m) {
 
 namespace {
 
-bool svg_to_png(const std::filesystem::path& svg, const std::filesystem::path& png) {
+// rsvg-convert reads the SVG on its standard input and writes the PNG on its standard output,
+// the pending file itself: no file name reaches it, so none can be read as an option.
+bool svg_to_png(const std::string& svg, int png_fd) {
+  const int in = ::memfd_create("psi-figure-svg", MFD_CLOEXEC);
+  if (in < 0) return false;
+  bool written = true;
+  for (std::size_t done = 0; written && done < svg.size();) {
+    const ssize_t n = ::write(in, svg.data() + done, svg.size() - done);
+    if (n > 0) done += std::size_t(n);
+    else if (!(n < 0 && errno == EINTR)) written = false;
+  }
+  if (!written || ::lseek(in, 0, SEEK_SET) != 0) {
+    ::close(in);
+    return false;
+  }
   const pid_t pid = fork();
-  if (pid < 0) return false;
+  if (pid < 0) {
+    ::close(in);
+    return false;
+  }
   if (pid == 0) {
-    execlp("rsvg-convert", "rsvg-convert", "-o", png.c_str(), svg.c_str(), static_cast<char*>(nullptr));
+    if (::dup2(in, STDIN_FILENO) < 0 || ::dup2(png_fd, STDOUT_FILENO) < 0) _exit(127);
+    execlp("rsvg-convert", "rsvg-convert", "--format=png", static_cast<char*>(nullptr));
     _exit(127);
   }
+  ::close(in);
   int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return false;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return false;
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
@@ -220,24 +242,11 @@ std::vector<std::filesystem::path> write_figures(const std::filesystem::path& re
     hdf5::write_file_atomically(svg, fig.svg);
     written.push_back(svg);
     const std::filesystem::path png = figure_file(report, fig, ".png");
-    std::filesystem::path ptmp = hdf5::temp_name(png);
-    ptmp += ".png";
-    register_temp_file(ptmp.string());
-    if (svg_to_png(svg, ptmp)) {
-      try {
-        hdf5::rename_into_place(ptmp, png);
-      } catch (...) {
-        std::error_code ec;
-        std::filesystem::remove(ptmp, ec);
-        release_temp_file(ptmp.string());
-        throw;
-      }
-      release_temp_file(ptmp.string());
+    hdf5::PendingOutput file(png);
+    if (svg_to_png(fig.svg, file.fd())) {
+      file.commit();
       written.push_back(png);
     } else {
-      std::error_code ec;
-      std::filesystem::remove(ptmp, ec);
-      release_temp_file(ptmp.string());
       notes.push_back(png.string() + " not written: rsvg-convert (Debian package librsvg2-bin) is not available");
     }
   }

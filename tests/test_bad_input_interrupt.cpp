@@ -1,7 +1,7 @@
 // SIGINT or SIGTERM during `psi run one-token` (the tiny config, a few seconds) stops it at the
 // next step boundary with exit 128 + n (130 for SIGINT) and one stderr line saying where it stopped and where the
 // cases finished so far were put (<report>.partial.h5); nothing is left under the report's
-// name and no temporary file remains. The signal is sent once the run's temporary report exists
+// name and no temporary file remains. The signal is sent once the run has its report file open
 // (its handlers are installed by then) and the trajectory is under way.
 // Every other command stops on a signal too (exit 128 + n, nothing under its output's name), a
 // second signal ends psi at once with its temporary files removed, and an input that is a fifo
@@ -22,12 +22,20 @@ using namespace psi::badinput;
 
 namespace {
 
-// The temporary report file StateWriter made beside `final_name`, once it appears.
+// The file psi is writing for `final_name` in `dir`, once psi has it open: an unnamed file in
+// the folder (its /proc/<pid>/fd link reads "<dir>/#<inode> (deleted)") or a named temporary
+// "<final_name>.tmp.*" where the file system has no unnamed files.
 std::optional<fs::path> wait_for_temp(const fs::path& dir, const std::string& final_name, pid_t pid) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const fs::path fds = "/proc/" + std::to_string(pid) + "/fd";
   while (std::chrono::steady_clock::now() < deadline) {
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.path().filename().string().starts_with(final_name + ".tmp.")) return e.path();
+    std::error_code ec;
+    for (fs::directory_iterator it(fds, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code rl;
+      const std::string target = fs::read_symlink(it->path(), rl).string();
+      if (!rl && (target.starts_with((dir / "#").string()) || target.starts_with((dir / (final_name + ".tmp.")).string())))
+        return fs::path(target);
+    }
     if (::waitpid(pid, nullptr, WNOHANG) == pid) return std::nullopt;  // it ended without one
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -164,6 +172,62 @@ TEST(Interrupt, OtherTerminatingSignalsStopTheRunCleanly) {
   interrupt_run(SIGHUP, "SIGHUP");
   interrupt_run(SIGUSR1, "SIGUSR1");
   interrupt_run(SIGPIPE, "SIGPIPE");
+}
+
+// Round four, class 5: every signal whose default action ends a process and that a program may
+// handle stops psi as SIGINT does (these used to kill it with its temporaries left behind).
+TEST(Interrupt, EveryHandleableTerminatingSignalStopsPsiCleanly) {
+  const std::vector<std::pair<int, std::string>> signals = {
+      {SIGPWR, "SIGPWR"},       {SIGPROF, "SIGPROF"},   {SIGIO, "SIGIO"},
+      {SIGSYS, "SIGSYS"},       {SIGSTKFLT, "SIGSTKFLT"}, {SIGRTMIN, "SIGRTMIN"},
+      {SIGRTMIN + 3, "SIGRTMIN+3"}, {SIGRTMAX, "SIGRTMIN+" + std::to_string(SIGRTMAX - SIGRTMIN)}};
+  for (const auto& [sig, name] : signals) {
+    const fs::path dir = fresh_dir("interrupt_sig_" + std::to_string(sig)), io = fresh_dir("interrupt_sig_io");
+    const pid_t pid =
+        spawn_psi({"probe", "audio-ff-up", "--variant", "official-h200", "--out", (dir / "p.h5").string()}, io);
+    ASSERT_TRUE(wait_for_handlers(pid)) << name;
+    ASSERT_EQ(::kill(pid, sig), 0);
+    const PsiRun r = wait_psi(pid, io);
+    EXPECT_EQ(r.signal, 0) << "psi died of " << name << " instead of handling it";
+    EXPECT_EQ(r.status, 128 + sig) << name << ": " << r.err;
+    EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by " + name + " at ")) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_EQ(leftovers(dir), std::vector<std::string>{}) << name;
+  }
+}
+
+// The handlers are the first thing psi installs: a signal while the command line is read or
+// the command set up is seen, and nothing is written.
+TEST(Interrupt, ASignalAtTheStartIsSeen) {
+  const fs::path dir = fresh_dir("interrupt_early"), io = fresh_dir("interrupt_early_io");
+  const pid_t pid = spawn_psi({"synthinit", "transformer_blocks.0.ff.net.0.proj.weight", "--shape", "8192", "2048",
+                               "--out", (dir / "w.h5").string()},
+                              io);
+  ASSERT_TRUE(wait_for_handlers(pid));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  const PsiRun r = wait_psi(pid, io);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by SIGINT at ")) << r.err;
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+}
+
+// A file-size limit (`ulimit -f`, SIGXFSZ not ignored) is no interruption: the write that
+// passes it fails, and the one error line says so (it used to read "interrupted again" once a
+// second write raised the signal again).
+TEST(Interrupt, AFileSizeLimitHasItsOwnMessage) {
+  const fs::path dir = fresh_dir("interrupt_fsize"), io = fresh_dir("interrupt_fsize_io");
+  const fs::path out = dir / "r.h5";
+  const std::string cmd = "bash -c \"ulimit -f 64; exec '" + std::string(PSI_BINARY) + "' run projection-oracle --out '" +
+                          out.string() + "'\" >'" + (io / "stdout").string() + "' 2>'" + (io / "stderr").string() + "'";
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  const std::string err = slurp(io / "stderr");
+  EXPECT_EQ(WEXITSTATUS(st), 3) << err;
+  EXPECT_NE(err.find("the file-size limit was reached"), std::string::npos) << err;
+  EXPECT_EQ(err.find("interrupted"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), err.size() - 1) << "not one line: " << err;
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
 }
 
 // Open (experiments/report.cpp Report::abandon, hdf5/h5.cpp File::abandon_to): the

@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
+#include <functional>
+#include <thread>
 
 #include "engine/sha256.h"
 #include "experiments/experiment.h"
@@ -287,7 +290,7 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
     psi::h5::File f = psi::h5::File::create(target);
     f.write_text("/t", "x");
     ASSERT_EQ(::mkfifo(target.c_str(), 0600), 0);
-    expect_error([&] { f.commit(); }, Exit::bad_input, {target.string(), "became a fifo", "not replaced"}, "commit");
+    expect_error([&] { f.commit(); }, Exit::bad_input, {target.string(), "appeared (a fifo)", "left as it is"}, "commit");
   }
   EXPECT_TRUE(fs::is_fifo(target));
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});  // the temporary file is gone
@@ -295,7 +298,7 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
   fs::remove(target);
   fs::create_directories(target);
   expect_error([&] { psi::hdf5::write_file_atomically(target, "x"); }, Exit::bad_input,
-               {target.string(), "became a directory"}, "write_file_atomically");
+               {target.string(), "appeared (a directory)"}, "write_file_atomically");
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});
   EXPECT_TRUE(fs::is_directory(target));
 }
@@ -466,37 +469,147 @@ TEST(BadOutputs, UnusableOutputPathsAreNamedBeforeTheWork) {
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"a_file"});
 }
 
-// What a killed psi leaves (class 6): SIGKILL gives no chance to remove a temporary. The next psi
-// writing the same output removes this user's temporaries of it whose process is gone on this
-// host, and nothing else: not a live process's, not another host's (a shared folder), not a
-// link of that form, not another output's.
-TEST(BadOutputs, StaleTemporariesOfKilledRunsAreRemoved) {
-  const fs::path dir = fresh_dir("out_stale_temps");
+// A killed psi leaves nothing (round four, classes 1 and 5): what it writes has no name until
+// it is complete (an unnamed file in the output's folder), so SIGKILL at any moment of a run
+// leaves the folder as it was. And psi removes no file because of its name: files named like
+// temporaries, of dead processes or not, stay.
+TEST(BadOutputs, AKilledRunLeavesNothing) {
+  for (int delay_ms : {0, 20, 150, 600}) {
+    const fs::path dir = fresh_dir("out_killed_" + std::to_string(delay_ms)), io = fresh_dir("out_killed_io");
+    const pid_t pid = spawn_psi({"run", "one-token", "--out", (dir / "r.h5").string()}, io);
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_EQ(leftovers(dir), std::vector<std::string>{}) << "killed after " << delay_ms << " ms";
+  }
+}
+
+TEST(BadOutputs, FilesNamedLikeTemporariesAreNeverRemoved) {
+  const fs::path dir = fresh_dir("out_temp_names");
   const fs::path out = dir / "t.h5";
-  // A pid that was a process and is gone: a child that has exited and been reaped.
   const pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
   ASSERT_GT(dead, 0);
   ::waitpid(dead, nullptr, 0);
   char host[256] = {};
   ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
-  std::string tag;
-  for (const char* c = host; *c; ++c) tag += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' ? *c : '_';
-  const auto temp = [&](const std::string& h, long pid) {
-    return "t.h5.tmp." + h + "." + std::to_string(pid) + ".0badf00d";
-  };
-  const std::string stale = temp(tag, dead), live = temp(tag, ::getpid()), other_host = temp(tag + "x", dead),
-                    other_output = "u.h5.tmp." + tag + "." + std::to_string(dead) + ".0badf00d",
-                    link = temp(tag, dead).replace(temp(tag, dead).size() - 8, 8, "0badf00e");
-  for (const auto& n : {stale, live, other_host, other_output}) std::ofstream(dir / n) << "left by a killed run";
-  fs::create_symlink(dir / other_output, dir / link);
+  const std::vector<std::string> look_alike{"t.h5.tmp." + std::string(host) + "." + std::to_string(dead) + ".0badf00d",
+                                            "t.h5.tmp." + std::to_string(dead) + ".0badf00d0badf00d",
+                                            "t.h5.tmp." + std::to_string(::getpid()) + ".0123456789abcdef"};
+  for (const auto& n : look_alike) std::ofstream(dir / n) << "a user's file";
   const std::vector<std::string> args{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out",
                                       out.string()};
-  const PsiRun r = run_psi(args);
-  ASSERT_EQ(r.status, 0) << r.err;
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(run_psi(args).status, 0);  // a new file, then a replacement
+  std::vector<std::string> expected = look_alike;
+  expected.push_back("t.h5");
+  std::sort(expected.begin(), expected.end());
   std::vector<std::string> left = leftovers(dir);
   std::sort(left.begin(), left.end());
-  std::vector<std::string> expected{"t.h5", live, other_host, other_output, link};
-  std::sort(expected.begin(), expected.end());
   EXPECT_EQ(left, expected);
+  for (const auto& n : look_alike) EXPECT_EQ(slurp(dir / n), "a user's file");
+}
+
+namespace {
+
+// A psi file at `p` (what the output rule lets psi replace), with `text` in it.
+void psi_file(const fs::path& p, const std::string& text) {
+  psi::h5::File f = psi::h5::File::create(p);
+  f.write_text("/t", text);
+  f.set_attrs("/", {{"schema", std::string("psi-h5/1")}});
+  f.commit();
+}
+
+}  // namespace
+
+// The output rule is applied when the file is put in place, not only when the run starts
+// (round four, class 1): what appears at the output path meanwhile, or replaces the file the
+// rule allowed, is left as it is, and psi's file is dropped; a symbolic link swapped in is not
+// written through (as root it would have replaced the file the link names).
+TEST(BadOutputs, WhatChangesAtTheOutputDuringTheRunIsLeftAsItIs) {
+  const fs::path dir = fresh_dir("out_changes");
+  const fs::path victim = dir / "victim", out = dir / "r.h5";
+  write_bytes(victim, "not psi's");
+  const std::string victim_sha = sha256_of(victim);
+  struct Change {
+    std::string name;
+    bool existed;                     // a psi file was at the output when the write started
+    std::function<void()> make;       // what happens at the output meanwhile
+    std::vector<std::string> mention;
+  };
+  const std::vector<Change> changes = {
+      {"a file appears", false, [&] { write_bytes(out, "someone's"); }, {"appeared", "a regular file", "left as it is"}},
+      {"a link appears", false, [&] { fs::create_symlink(victim, out); }, {"appeared", "a symbolic link", "left as it is"}},
+      {"a folder appears", false, [&] { fs::create_directory(out); }, {"appeared", "a directory", "left as it is"}},
+      {"the file is replaced", true,
+       [&] {
+         write_bytes(dir / "other", "someone's");
+         fs::rename(dir / "other", out);
+       },
+       {"was replaced by another file", "left as it is"}},
+      {"the file becomes a link", true,
+       [&] {
+         fs::remove(out);
+         fs::create_symlink(victim, out);
+       },
+       {"became a symbolic link"}},
+  };
+  for (const Change& c : changes) {
+    fs::remove_all(out);
+    if (c.existed) psi_file(out, "psi's earlier file");
+    psi::h5::File f = psi::h5::File::create(out);
+    f.write_text("/t", "the new report");
+    c.make();
+    const auto before = fs::symlink_status(out).type();
+    const std::string before_bytes = fs::is_regular_file(fs::symlink_status(out)) ? slurp(out) : "";
+    expect_error([&] { f.commit(); }, Exit::bad_input, [&] {
+      std::vector<std::string> m = c.mention;
+      m.push_back(out.string());
+      return m;
+    }(), c.name);
+    EXPECT_EQ(fs::symlink_status(out).type(), before) << c.name;
+    if (!before_bytes.empty()) {
+      EXPECT_EQ(slurp(out), before_bytes) << c.name;
+    }
+    EXPECT_EQ(sha256_of(victim), victim_sha) << c.name << ": the link's target was written";
+    std::vector<std::string> left = leftovers(dir);
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"r.h5", "victim"})) << c.name;
+  }
+  // The control: nothing changes, and psi's earlier file is replaced.
+  fs::remove_all(out);
+  psi_file(out, "psi's earlier file");
+  psi_file(out, "the new report");
+  EXPECT_EQ(psi::h5::File::open_read(out).read_text("/t"), "the new report");
+}
+
+// The folder the output goes in, swapped for a link to another folder while psi writes: the
+// file is not put in the other folder.
+TEST(BadOutputs, AFolderSwappedDuringTheRunIsNotWrittenThrough) {
+  const fs::path dir = fresh_dir("out_folder_swap");
+  fs::create_directories(dir / "sub");
+  fs::create_directories(dir / "elsewhere");
+  const fs::path out = dir / "sub" / "r.h5";
+  psi::h5::File f = psi::h5::File::create(out);
+  f.write_text("/t", "x");
+  fs::rename(dir / "sub", dir / "sub.moved");
+  fs::create_directory_symlink(dir / "elsewhere", dir / "sub");
+  expect_error([&] { f.commit(); }, Exit::bad_input, {(dir / "sub").string(), "moved or replaced"}, "folder swap");
+  EXPECT_EQ(leftovers(dir / "elsewhere"), std::vector<std::string>{});
+  EXPECT_EQ(leftovers(dir / "sub.moved"), std::vector<std::string>{});
+}
+
+// A name as long as the file system allows is a legal output, also when an earlier file is
+// replaced (the replacement goes through a temporary name, which is cut to fit).
+TEST(BadOutputs, TheLongestLegalNameIsWritten) {
+  const fs::path dir = fresh_dir("out_long_name");
+  const fs::path out = dir / (std::string(252, 'n') + ".h5");
+  const std::vector<std::string> args{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out",
+                                      out.string()};
+  for (int i = 0; i < 2; ++i) {
+    const PsiRun r = run_psi(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{out.filename().string()});
 }
