@@ -33,8 +33,9 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
                  "this regular expression (RE2 syntax, linear-time matching; at most 4096 characters); "
                  "anchor with ^ and $");
   sub.add_option("--map", o->maps,
-                 "FROM=TO: pair A's datasets whose path starts with FROM with B's at TO + the rest "
-                 "(repeatable; the first matching FROM wins)")
+                 "FROM=TO: pair A's datasets whose path starts with FROM, as whole path components "
+                 "(/a/b names /a/b/c, never /a/bc), with B's at TO + the rest (repeatable; the first "
+                 "matching FROM wins)")
       ->allow_extra_args(false);
   sub.add_flag("--strict", o->strict,
                "datasets present in only one file count as differences (exit 1) even with --only or --map "

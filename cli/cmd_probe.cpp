@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/model/variant.h"
+#include "engine/official/math_to_flash.h"
 #include "engine/parallel.h"
 #include "experiments/experiment.h"
 #include "hdf5/output_path.h"
@@ -141,7 +142,10 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)");
   sub.add_option("--variant", o->variants,
                  "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
-                 "dense block in float64 (block cases, not part of all)");
+                 "dense block in float64 (block cases, not part of all); math-to-flash-K (K = 1 to " +
+                     std::to_string(psi::official::kMathToFlashSteps - 1) +
+                     "): official-h200's MATH attention with the first K steps towards FLASH taken "
+                     "(engine/official/math_to_flash.h; not part of all)");
   sub.add_option("--out", o->out, "write psi's outputs to this HDF5 file")->check(psi::cli::output_path());
   sub.add_option("--figures", o->figures,
                  "DIR: draw, for every tensor that differs from its recording, where it differs (tokens x channels, "

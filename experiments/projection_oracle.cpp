@@ -1,6 +1,8 @@
 // projection-oracle (eq. 6): the first element where baseline PSI's video Q projection and the
 // official recording disagree, explained exactly by the oracle (exact value, conditioning,
 // correctly rounded BF16, which float32 orders give each candidate).
+#include <sstream>
+
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "experiments/settle.h"
@@ -114,7 +116,10 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& case_records
                "(" + std::to_string(c.first->row) + ", " + std::to_string(c.first->col) + ")",
                short_decimal(e["exact"]["decimal"].get<std::string>(), 12), e["correctly_rounded"]["bits"].get<std::string>(),
                cand("psi-baseline"), cand("official"), cond});
-    t.notes.push_back(c.first->explanation_text);
+    // The explanation is several lines; a note is one (a newline in it would print as \n).
+    std::istringstream lines(c.first->explanation_text);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) t.notes.push_back(line);
   }
   return {t};
 }

@@ -21,6 +21,12 @@
 
 namespace psi::hdf5 {
 
+bool maps_path(const PathMap& m, std::string_view path) {
+  if (!path.starts_with(m.from)) return false;
+  // Whole components: /official-h200 names /official-h200/x, never /official-h200-flash/x.
+  return path.size() == m.from.size() || m.from.empty() || m.from.back() == '/' || path[m.from.size()] == '/';
+}
+
 namespace {
 
 // ---- element types -------------------------------------------------------------------------
@@ -568,7 +574,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
   auto selected = [&](const std::string& p) { return !only || re2::RE2::PartialMatch(p, *only); };
   auto mapped = [&](const std::string& p) {
     for (const auto& m : opt.map)
-      if (p.starts_with(m.from)) return m.to + p.substr(m.from.size());
+      if (maps_path(m, p)) return m.to + p.substr(m.from.size());
     return p;
   };
   std::set<std::string> in_b, targets;

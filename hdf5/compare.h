@@ -15,11 +15,15 @@
 
 namespace psi::hdf5 {
 
-// A dataset of A whose path starts with `from` is paired with B's dataset at `to` + the rest.
+// A dataset of A whose path starts with `from` as whole components is paired with B's
+// dataset at `to` + the rest.
 struct PathMap {
   std::string from;
   std::string to;
 };
+// Whether `m` applies to `path`: `from` is the path itself or a run of its whole components
+// (`/a/b` and `/a/b/` name `/a/b/c`, not `/a/bc`).
+bool maps_path(const PathMap& m, std::string_view path);
 
 inline constexpr std::size_t kMaxOnlyPattern = 4096;
 

@@ -343,6 +343,39 @@ TEST(Compare, OnlyFilterAndDatasetsInOneFile) {
   EXPECT_THROW(compare_files(dir / "a.h5", dir / "b.h5", broken), Error);
 }
 
+// --map matches whole path components (issue 43.2): /official-h200 names /official-h200/x and
+// not /official-h200-flash/x, which a prefix of the name used to capture.
+TEST(Compare, PathMapMatchesWholeComponents) {
+  const PathMap m{"/official-h200", "/dense"};
+  EXPECT_TRUE(maps_path(m, "/official-h200"));
+  EXPECT_TRUE(maps_path(m, "/official-h200/attn1"));
+  EXPECT_FALSE(maps_path(m, "/official-h200-flash/attn1"));
+  EXPECT_FALSE(maps_path(m, "/official-h2"));
+  EXPECT_TRUE(maps_path({"/official-h200/", "/dense/"}, "/official-h200/attn1"));
+  EXPECT_FALSE(maps_path({"/official-h200/", "/dense/"}, "/official-h200"));
+
+  TempDir dir;
+  Contents c;
+  {
+    StateWriter w(dir / "a.h5", RunInfo{});
+    w.write("official-h200/t", c.b, {"modified", "", "", {}});
+    w.write("official-h200-flash/t", c.b, {"modified", "", "", {}});
+    w.commit();
+  }
+  {
+    StateWriter w(dir / "b.h5", RunInfo{});
+    w.write("dense/t", c.b, {"modified", "", "", {}});
+    w.write("official-h200-flash/t", c.b, {"modified", "", "", {}});
+    w.commit();
+  }
+  CompareOptions o;
+  o.map = {{"/official-h200", "/dense"}};
+  const auto r = compare_files(dir / "a.h5", dir / "b.h5", o);
+  EXPECT_EQ(row(r, "/official-h200/t").path_b, "/dense/t");
+  EXPECT_EQ(row(r, "/official-h200-flash/t").path_b, "/official-h200-flash/t");
+  EXPECT_EQ(r.exit_code(), 0) << format_table(r);
+}
+
 // A psi bf16 tensor against the same bits a user stored with h5py (uint16 + dtype attr).
 TEST(Compare, PsiBf16AgainstUserUint16Bf16) {
   TempDir dir;
