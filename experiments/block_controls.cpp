@@ -437,7 +437,7 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
     }
     const auto& tm = c.official_timing_and_memory;
     if (!tm.is_null() && !tm.empty()) t.notes.push_back("official timing and memory on the recording GPU: " + tm.dump());
-    t.notes.push_back(recording_note("case " + c.case_name + " recorded in", c.file, c.seed));
+    note_recording(t, "case " + c.case_name + " recorded in", c.file, c.seed);
     t.notes.push_back("paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
     if (c.ulp_figures && !c.ulp_figures->empty())
       t.notes.push_back("figures beside the report, for each of the " + std::to_string(c.ulp_figures->size()) +

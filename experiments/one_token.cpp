@@ -257,7 +257,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
     more.push_back(per_state("per-state relative L2 to " + ref + ", " + context + " context (video / audio)", paths,
                              states));
     t.notes.push_back(context + " reference: " + ref + " (SynthInit seed " + std::to_string(seed[context]) + ")");
-    if (reference_file.count(context)) t.notes.push_back(recording_note(context + " recording", reference_file[context], {}));
+    if (reference_file.count(context)) note_recording(t, context + " recording", reference_file[context], {});
     if (with_f64.empty()) continue;
     Table f;
     f.title = "distance to the float64 trajectory, " + context + " context (final state; differing: elements " +

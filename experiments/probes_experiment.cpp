@@ -84,7 +84,7 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
   t.notes.push_back(rel_l2 + " sign flips: differing elements whose sign (−, 0, +) differs from the recording's; "
                     "max ULP (same sign): the largest BF16 ULP distance among the other differing elements (across "
                     "zero the ULP count is every BF16 value near zero).");
-  for (const ProbesCase& c : cases) t.notes.push_back(recording_note(c.case_name + " recorded in", c.file, c.seed));
+  for (const ProbesCase& c : cases) note_recording(t, c.case_name + " recorded in", c.file, c.seed);
   d.notes.push_back(rel_l2);
   d.notes.push_back("paper (real weights): the fp32 bias change removed 267,593 of 1,032,192 differing elements of "
                     "the audio FFN probe; fp32 attention moved relative L2 from 1.28e-3 to 1.26e-5. Ours are measured "

@@ -1,6 +1,7 @@
 // projection-oracle (eq. 6): the first element where baseline PSI's video Q projection and the
 // official recording disagree, explained exactly by the oracle (exact value, conditioning,
 // correctly rounded BF16, which float32 orders give each candidate).
+#include <filesystem>
 #include <sstream>
 
 #include "experiments/experiment.h"
@@ -73,7 +74,11 @@ void run_projection_oracle(const Options& o, Report& report) {
     const std::int64_t row = first / p.N, col = first % p.N;
     const oracle::Explanation e = oracle::explain(
         p, row, col, {{"psi-baseline", ours.data[first]}, {"official", official.data[first]}});
-    rec.first = ProjectionOracleCase::First{oracle::to_json(e), row, col, oracle::to_text(e)};
+    // The text names the recording by its file name; its path stays in the JSON's source.file,
+    // which psi compare treats as provenance (two paths to the same recording give equal reports).
+    oracle::Explanation named = e;
+    named.source.file = std::filesystem::path(e.source.file).filename().string();
+    rec.first = ProjectionOracleCase::First{oracle::to_json(e), row, col, oracle::to_text(named)};
   }
   report.writer().write("/projection/psi_baseline_q", ours,
                         hdf5::TensorMeta{"baseline", "[256, 4096] video Q projection, psi CPU", "", {}});
@@ -98,7 +103,7 @@ std::vector<Table> tabulate_projection_oracle(const nlohmann::json& case_records
   t.columns = {"elements", "differing", "first (row, col)", "exact value", "correctly rounded", "psi-baseline",
                "official", "condition"};
   for (const auto& c : case_records.get<std::vector<ProjectionOracleCase>>()) {
-    if (!c.file.empty()) t.notes.push_back(recording_note(c.probe + " recorded in", c.file, c.seed));
+    if (!c.file.empty()) note_recording(t, c.probe + " recorded in", c.file, c.seed);
     if (!c.first) {
       t.add_row({fmt_count(c.elements), "0", "-", "-", "-", "-", "-", "-"});
       continue;

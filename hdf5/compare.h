@@ -50,6 +50,10 @@ struct CompareOptions {
 // Whether a JSON object key, or a table column header, names a measurement of time: a wall time,
 // seconds or milliseconds, a rate per second, an ETA.
 bool timing_field(const std::string& name);
+// A field that says where an input lay rather than what it held: a table's `provenance` lines
+// and a case's `file` (the recording's path as given). Two runs on the same recordings reached
+// by other paths differ only there; such differences are shown, never counted.
+bool provenance_field(const std::string& name);
 
 enum class CompareStatus {
   equal,           // every compared element bitwise equal

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -18,7 +19,9 @@ void Table::add_row(std::vector<std::string> row) {
 }
 
 nlohmann::json Table::to_json() const {
-  return {{"title", title}, {"columns", columns}, {"rows", rows}, {"notes", notes}};
+  nlohmann::json j = {{"title", title}, {"columns", columns}, {"rows", rows}, {"notes", notes}};
+  if (!provenance.empty()) j["provenance"] = provenance;
+  return j;
 }
 
 Table Table::from_json(const nlohmann::json& j) {
@@ -28,6 +31,7 @@ Table Table::from_json(const nlohmann::json& j) {
     t.columns = j.at("columns").get<std::vector<std::string>>();
     for (auto& r : j.at("rows")) t.add_row(r.get<std::vector<std::string>>());
     t.notes = j.value("notes", std::vector<std::string>{});
+    t.provenance = j.value("provenance", std::vector<std::string>{});
     return t;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("report table: malformed JSON: ") + e.what());
@@ -86,6 +90,7 @@ std::string markdown(const Table& t) {
   out += "\n";
   for (auto& r : rows) out += line(r);
   for (auto& n : t.notes) out += "\n" + one_line(n) + "\n";
+  for (auto& n : t.provenance) out += "\n" + one_line(n) + "\n";
   return out;
 }
 
@@ -246,8 +251,10 @@ std::string fmt_count(long long n) {
   return n < 0 ? "-" + out : out;
 }
 
-std::string recording_note(const std::string& what, const std::string& file, std::optional<std::uint64_t> seed) {
-  return what + ": " + file + (seed ? " (SynthInit seed " + std::to_string(*seed) + ")" : "");
+void note_recording(Table& t, const std::string& what, const std::string& file, std::optional<std::uint64_t> seed) {
+  t.notes.push_back(what + ": " + std::filesystem::path(file).filename().string() +
+                    (seed ? " (SynthInit seed " + std::to_string(*seed) + ")" : ""));
+  t.provenance.push_back(what + ": " + file);
 }
 
 }  // namespace psi::report

@@ -15,6 +15,10 @@ struct Table {
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> notes;  // lines printed under the table
+  // Where the inputs lay (paths as given), printed after the notes. Two runs on the same
+  // recordings reached by other paths (another machine, a linked folder) differ only here:
+  // psi compare shows such a difference and does not count it.
+  std::vector<std::string> provenance;
 
   void add_row(std::vector<std::string> row);
   nlohmann::json to_json() const;
@@ -42,8 +46,9 @@ std::string fmt_sci(double v, int digits = 3);      // 1.234e-03
 std::string fmt_fixed(double v, int decimals = 2);  // 12.35
 std::string fmt_mib(double bytes);                  // "12.0 MiB"
 std::string fmt_count(long long n);                 // 1,032,192
-// A table note naming the recording a case used, so that tables of two recording sets (another
-// folder, another seed) cannot be taken for each other: "<what>: <file> (SynthInit seed S)".
-std::string recording_note(const std::string& what, const std::string& file, std::optional<std::uint64_t> seed);
+// Names the recording a case used, so that tables of two recording sets cannot be taken for each
+// other: a note with what identifies it wherever it lies ("<what>: <file name> (SynthInit seed
+// S)") and a provenance line with the path as given ("<what>: <file>").
+void note_recording(Table& t, const std::string& what, const std::string& file, std::optional<std::uint64_t> seed);
 
 }  // namespace psi::report
