@@ -3,7 +3,8 @@
 // it occurs; `search` runs the joint coordinate descent on one teacher-forced step of the
 // recorded one-token trajectory and confirms what it finds on every state of both recorded
 // trajectories; `where` shows how one teacher-forced step's differences spread over token rows,
-// channels and ulps; `confirm` does the confirmation alone for a configuration file.
+// channels and ulps (with --capture, writing the step operator by operator for `psi probe
+// trajectory-step`, experiments/trajectory_ops.h); `confirm` does the confirmation alone for a configuration file.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
 #include "experiments/kernel_search.h"
+#include "experiments/trajectory_ops.h"
 #include "hdf5/output_path.h"
 #include "probes/probe_cases.h"
 
@@ -30,6 +32,7 @@ struct KernelsOpts {
   std::string reference;
   std::string config;
   std::string out;
+  std::string capture;
   int step = 1;
   int sweeps = 4;
   int context = 1;
@@ -164,8 +167,12 @@ std::string spread(std::vector<std::int64_t> v) {
 
 int where(const KernelsOpts& o) {
   psi::official::set_kernel_config(start_config(o));
-  const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
-  const auto [ours, rec] = t.forced_state(o.step);
+  const fs::path ref = reference_dir(o);
+  const psi::probes::TrajectoryRecording& recorded = psi::probes::trajectory_recording(o.context);
+  if (!o.capture.empty()) psi::hdf5::check_output(o.capture, {ref / recorded.file}, "kernels where: --capture");
+  const psi::exp::TinyTrajectory t(ref, o.context);
+  psi::exp::OpCapture capture;
+  const auto [ours, rec] = psi::exp::observed_step(t, o.step, capture);
   std::printf("step %d (%s, %s context), official-h200 teacher-forced, against the recorded state: differing "
               "elements per token row and per channel, and by BF16 ulps apart\n",
               o.step, t.state_name(o.step).c_str(), t.label().c_str());
@@ -194,6 +201,11 @@ int where(const KernelsOpts& o) {
                 (long long)ch, spread(per_ch).c_str(), (long long)by_ulps[0], (long long)by_ulps[1],
                 (long long)by_ulps[2], (long long)by_ulps[3], (long long)by_ulps[4], (long long)by_ulps[5]);
   }
+  if (!o.capture.empty()) {
+    psi::exp::write_capture(o.capture, recorded.group, o.step, t.state_name(o.step), t.seed(), capture.ops());
+    std::printf("capture: %zu operators of the step (%s) in %s\n", capture.ops().size(),
+                psi::exp::ops_group(recorded.group, o.step).c_str(), o.capture.c_str());
+  }
   return 0;
 }
 
@@ -204,8 +216,8 @@ int confirm(const KernelsOpts& o) {
 
 psi::cli::Registrar kernels_reg(
     "kernels",
-    "the kernel configurations of the tiny model's products: `psi kernels shapes`, `psi kernels search`, "
-    "`psi kernels confirm --config FILE` (docs/official-kernels.md)",
+    "the kernel configurations of the tiny model's products: `psi kernels shapes`, `psi kernels where [--capture FILE]`, "
+    "`psi kernels search`, `psi kernels confirm --config FILE` (docs/official-kernels.md)",
     [](CLI::App& sub) {
       auto o = std::make_shared<KernelsOpts>();
       sub.require_subcommand(1);
@@ -231,7 +243,12 @@ psi::cli::Registrar kernels_reg(
       se->add_option("--sweeps", o->sweeps, "at most this many sweeps (default 4)")->check(psi::cli::whole_number(1, 100));
       se->add_option("--out", o->out, "write the configuration found, with the search's record, here")
           ->check(psi::cli::output_path());
+      wh->add_option("--capture", o->capture,
+                     "FILE: write the step's every product and attention core, inputs and output, operator by "
+                     "operator (the layout psi probe trajectory-step replays; docs/official-kernels.md)")
+          ->check(psi::cli::output_path());
       psi::cli::add_force_flag(*se);
+      psi::cli::add_force_flag(*wh);
       return [o, sh, se, wh]() -> int {
         if (o->step == 9) throw psi::Error("--step 9: the inter-stage state is not a model step (1..8, 10..12)");
         if (sh->parsed()) return shapes(*o);
