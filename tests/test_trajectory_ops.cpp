@@ -4,7 +4,8 @@
 // a recording where that kernel rounded differently would carry it) is named the first
 // departing operator and no other departs; the same ulp changed inside the forward, so that
 // every later operator runs on what it changed, is named, and the operators downstream are
-// inherited; a capture with a bad hash, a missing site, another shape, an unknown site or
+// inherited; inputs that no recorded operator before explains are put on an operator between
+// the recorded ones; a capture with a bad hash, a missing site, another shape, an unknown site or
 // another step is refused (exit 2).
 #include <gtest/gtest.h>
 
@@ -159,6 +160,25 @@ TEST(TrajectoryOps, PlantedUlpInOneOutputIsTheFirstDeparture) {
     }
     EXPECT_EQ(rep.ops[std::size_t(at)].ulps[0], 1);
   }
+}
+
+// A recording whose operator got other inputs than the recorded operators before it produced:
+// an operator between them (here: the norm before to_q) departed, and the replay says so
+// instead of blaming to_q.
+TEST(TrajectoryOps, InputsThatNoRecordedOperatorExplainsAreNamedAsSuch) {
+  const Dir d;
+  const std::string site = "transformer_blocks.0.video.attn1.to_q";
+  const fs::path f = copy_of_capture(d, "inputs.h5");
+  plant_ulp(f, kGroup + "/" + site + "/in", 37, true);
+  const auto r = run_psi_in("probe trajectory-step --reference " + f.string() + " --step 1", d.path);
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("\nfirst departing operator: one outside the recorded ones, before " + site + " "),
+            std::string::npos)
+      << r.out;
+  const psi::exp::StepReplay rep = replay(f);
+  EXPECT_EQ(rep.first_inputs_differing, index_of(rep, site));
+  EXPECT_TRUE(rep.unrecorded_first());
+  EXPECT_EQ(rep.ops[std::size_t(index_of(rep, site))].inputs_differing, 1);
 }
 
 // Changes one element of one operator's output by one ulp inside the forward, before the
