@@ -52,7 +52,10 @@ void print_step_replay(const psi::exp::StepReplay& r) {
               "ulps", "inputs differ", "verdict");
   for (const auto& op : r.ops) {
     std::string ulps;
-    for (std::size_t i = 0; i < op.ulps.size(); ++i) ulps += (i ? "/" : "") + std::to_string(op.ulps[i]);
+    for (std::size_t i = 0; i < op.ulps.size(); ++i) {
+      if (i) ulps += '/';
+      ulps += std::to_string(op.ulps[i]);
+    }
     std::printf("%-44s %-26s %5lld %-22s %-34s %-18s %s%s\n", op.site.c_str(), op.shape.c_str(), (long long)op.k,
                 (std::to_string(op.differing) + "/" + std::to_string(op.elements)).c_str(), ulps.c_str(),
                 (std::to_string(op.inputs_differing) + "/" + std::to_string(op.inputs)).c_str(),

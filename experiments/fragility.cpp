@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "engine/model/variant.h"
-#include "engine/official/attention_math.h"
 #include "engine/official/op_observer.h"
 #include "engine/ops/attention.h"
 #include "engine/ops/gemm.h"

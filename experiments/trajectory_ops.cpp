@@ -1,7 +1,6 @@
 #include "experiments/trajectory_ops.h"
 
 #include <cstdio>
-#include <map>
 #include <set>
 
 #include "engine/error.h"
