@@ -3,7 +3,10 @@
 // it occurs; `search` runs the joint coordinate descent on one teacher-forced step of the
 // recorded one-token trajectory and confirms what it finds on every state of both recorded
 // trajectories; `where` shows how one teacher-forced step's differences spread over token rows,
-// channels and ulps; `confirm` does the confirmation alone for a configuration file.
+// channels and ulps (with --capture, writing the step operator by operator for `psi probe
+// trajectory-step`, experiments/trajectory_ops.h); `fragile` audits which output elements of the
+// step's products and attention cores the kernel order decides (experiments/fragility.h);
+// `confirm` does the confirmation alone for a configuration file.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -16,8 +19,10 @@
 #include "engine/error.h"
 #include "engine/progress.h"
 #include "experiments/experiment.h"
+#include "experiments/fragility.h"
 #include "experiments/kernel_config_file.h"
 #include "experiments/kernel_search.h"
+#include "experiments/trajectory_ops.h"
 #include "hdf5/output_path.h"
 #include "probes/probe_cases.h"
 
@@ -30,9 +35,11 @@ struct KernelsOpts {
   std::string reference;
   std::string config;
   std::string out;
+  std::string capture;
   int step = 1;
   int sweeps = 4;
   int context = 1;
+  bool influence = false;
 };
 
 fs::path reference_dir(const KernelsOpts& o) {
@@ -164,8 +171,12 @@ std::string spread(std::vector<std::int64_t> v) {
 
 int where(const KernelsOpts& o) {
   psi::official::set_kernel_config(start_config(o));
-  const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
-  const auto [ours, rec] = t.forced_state(o.step);
+  const fs::path ref = reference_dir(o);
+  const psi::probes::TrajectoryRecording& recorded = psi::probes::trajectory_recording(o.context);
+  if (!o.capture.empty()) psi::hdf5::check_output(o.capture, {ref / recorded.file}, "kernels where: --capture");
+  const psi::exp::TinyTrajectory t(ref, o.context);
+  psi::exp::OpCapture capture;
+  const auto [ours, rec] = psi::exp::observed_step(t, o.step, capture);
   std::printf("step %d (%s, %s context), official-h200 teacher-forced, against the recorded state: differing "
               "elements per token row and per channel, and by BF16 ulps apart\n",
               o.step, t.state_name(o.step).c_str(), t.label().c_str());
@@ -194,6 +205,65 @@ int where(const KernelsOpts& o) {
                 (long long)ch, spread(per_ch).c_str(), (long long)by_ulps[0], (long long)by_ulps[1],
                 (long long)by_ulps[2], (long long)by_ulps[3], (long long)by_ulps[4], (long long)by_ulps[5]);
   }
+  if (!o.capture.empty()) {
+    psi::exp::write_capture(o.capture, recorded.group, o.step, t.state_name(o.step), t.seed(), capture.ops());
+    std::printf("capture: %zu operators of the step (%s) in %s\n", capture.ops().size(),
+                psi::exp::ops_group(recorded.group, o.step).c_str(), o.capture.c_str());
+  }
+  return 0;
+}
+
+// The first line of a fragility report (--out), which the output rule recognizes as psi's.
+constexpr const char* kFragilityFirstLine = "{\"schema\": \"psi-fragility/1\",";
+
+int fragile(const KernelsOpts& o) {
+  psi::official::set_kernel_config(start_config(o));
+  const fs::path ref = reference_dir(o);
+  if (!o.out.empty())
+    psi::hdf5::check_output(o.out, {ref / psi::probes::trajectory_recording(o.context).file}, "kernels fragile: --out",
+                            psi::hdf5::first_line_is(kFragilityFirstLine));
+  const psi::exp::TinyTrajectory t(ref, o.context);
+  std::vector<psi::exp::OpFragility> ops = psi::exp::audit_step(t, o.step, o.influence);
+  std::printf("fragility of step %d (%s, %s context), official-h200 on psi's own inputs of the step: output elements "
+              "whose BF16 value changes under some admissible kernel order (products: exact, one FP32 FMA chain, "
+              "split-K 2/4/8; attention: score and P.V products split 2/4/8, psi's float32 MATH core); margin: the "
+              "distance of the exact (products) or float64 (attention) value from the nearest BF16 rounding "
+              "boundary, as a fraction of the gap between boundaries (0 to 0.5), the largest among the fragile "
+              "elements%s\n",
+              o.step, t.state_name(o.step).c_str(), t.label().c_str(),
+              o.influence ? "; influence: state elements that one fragile element (the smallest margin's), set to "
+                            "the other order's value inside the forward, moves; sorted by it"
+                          : "; forward order");
+  if (o.influence)
+    std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+      return a.influence.value_or(-1) > b.influence.value_or(-1);
+    });
+  std::printf("%-44s %-26s %5s %9s %8s %10s %9s  %s\n", "operator", "shape", "K", "elements", "fragile", "margin",
+              "influence", "changed by order");
+  std::int64_t total = 0, fragile_total = 0;
+  for (const auto& f : ops) {
+    std::string by;
+    for (const auto& [name, n] : f.by_order) by += (by.empty() ? "" : ", ") + name + " " + std::to_string(n);
+    char margin[32];
+    std::snprintf(margin, sizeof margin, "%.3g", f.largest_margin);
+    std::printf("%-44s %-26s %5lld %9lld %8lld %10s %9s  %s\n", f.site.c_str(), f.shape.c_str(), (long long)f.k,
+                (long long)f.elements, (long long)f.fragile, f.fragile ? margin : "-",
+                f.influence ? std::to_string(*f.influence).c_str() : "-", by.c_str());
+    total += f.elements;
+    fragile_total += f.fragile;
+  }
+  std::printf("%zu operators, %lld of %lld output elements fragile\n", ops.size(), (long long)fragile_total,
+              (long long)total);
+  if (!o.out.empty()) {
+    const nlohmann::json j = {{"step", o.step},
+                              {"state", t.state_name(o.step)},
+                              {"context", t.label()},
+                              {"influence_measured", o.influence},
+                              {"operators", psi::exp::to_json(ops)}};
+    // The schema line first, as the output rule reads it; then the rest of the object.
+    psi::hdf5::write_file_atomically(o.out, std::string(kFragilityFirstLine) + "\n" + j.dump(1).substr(2) + "\n");
+    std::printf("report: %s\n", o.out.c_str());
+  }
   return 0;
 }
 
@@ -204,8 +274,8 @@ int confirm(const KernelsOpts& o) {
 
 psi::cli::Registrar kernels_reg(
     "kernels",
-    "the kernel configurations of the tiny model's products: `psi kernels shapes`, `psi kernels search`, "
-    "`psi kernels confirm --config FILE` (docs/official-kernels.md)",
+    "the kernel configurations of the tiny model's products: `psi kernels shapes`, `psi kernels where [--capture FILE]`, "
+    "`psi kernels fragile`, `psi kernels search`, `psi kernels confirm --config FILE` (docs/official-kernels.md)",
     [](CLI::App& sub) {
       auto o = std::make_shared<KernelsOpts>();
       sub.require_subcommand(1);
@@ -215,28 +285,42 @@ psi::cli::Registrar kernels_reg(
                                                   "teacher-forced step, confirmed on both recorded trajectories");
       CLI::App* wh = sub.add_subcommand("where", "where one teacher-forced step differs from the recorded state: "
                                                   "per token row, per channel, by ulps");
+      CLI::App* fr = sub.add_subcommand("fragile", "per product and attention core of one teacher-forced step: the "
+                                                   "output elements whose BF16 value some admissible kernel order "
+                                                   "changes, and their largest margin");
       CLI::App* co = sub.add_subcommand("confirm", "every state of both recorded trajectories under the recorded "
                                                    "choices and under --config");
-      for (CLI::App* a : {sh, se, wh, co}) {
+      for (CLI::App* a : {sh, se, wh, fr, co}) {
         a->add_option("--reference", o->reference, "FOLDER of recordings (default <shared>/reference)");
         a->add_option("--config", o->config, "kernel-config FILE (psi-kernel-config/1): the K splits to use (search: to start from)");
         psi::cli::add_allow_links_option(*a);
       }
       co->get_option("--config")->required();
-      for (CLI::App* a : {sh, se, wh})
+      for (CLI::App* a : {sh, se, wh, fr})
         a->add_option("--step", o->step, "teacher-forced step (1..8, 10..12; default 1)")
             ->check(psi::cli::whole_number(1, 12));
-      for (CLI::App* a : {sh, wh})
+      for (CLI::App* a : {sh, wh, fr})
         a->add_option("--context", o->context, "context rows: 1 (default) or 1024")->check(CLI::IsMember({1, 1024}));
       se->add_option("--sweeps", o->sweeps, "at most this many sweeps (default 4)")->check(psi::cli::whole_number(1, 100));
       se->add_option("--out", o->out, "write the configuration found, with the search's record, here")
           ->check(psi::cli::output_path());
+      wh->add_option("--capture", o->capture,
+                     "FILE: write the step's every product and attention core, inputs and output, operator by "
+                     "operator (the layout psi probe trajectory-step replays; docs/official-kernels.md)")
+          ->check(psi::cli::output_path());
+      fr->add_flag("--influence", o->influence,
+                   "also set one fragile element per operator to the other order's value inside the forward and "
+                   "count the state elements it moves (one forward per fragile operator)");
+      fr->add_option("--out", o->out, "write the audit here as JSON (psi-fragility/1)")->check(psi::cli::output_path());
       psi::cli::add_force_flag(*se);
-      return [o, sh, se, wh]() -> int {
+      psi::cli::add_force_flag(*wh);
+      psi::cli::add_force_flag(*fr);
+      return [o, sh, se, wh, fr]() -> int {
         if (o->step == 9) throw psi::Error("--step 9: the inter-stage state is not a model step (1..8, 10..12)");
         if (sh->parsed()) return shapes(*o);
         if (se->parsed()) return search(*o);
         if (wh->parsed()) return where(*o);
+        if (fr->parsed()) return fragile(*o);
         return confirm(*o);
       };
     });

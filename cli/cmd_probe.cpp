@@ -15,6 +15,7 @@
 #include "engine/official/math_to_flash.h"
 #include "engine/parallel.h"
 #include "experiments/experiment.h"
+#include "experiments/trajectory_ops.h"
 #include "hdf5/output_path.h"
 #include "probes/probe_cases.h"
 #include "report/diff_figures.h"
@@ -32,7 +33,66 @@ struct ProbeOpts {
   std::string backend = "host";
   bool explain = false;
   bool require_bitwise = false;
+  int step = 0;
 };
+
+// The per-operator replay's case name: not a recorded probe case, but a capture of one
+// teacher-forced step of the tiny trajectory (experiments/trajectory_ops.h).
+constexpr const char* kTrajectoryStep = "trajectory-step";
+
+void print_step_replay(const psi::exp::StepReplay& r) {
+  std::printf("psi probe %s: %s %s (state %s, %s context): %zu operators, official-h200 on each one's recorded "
+              "inputs\n",
+              kTrajectoryStep, psi::one_line(r.file.string()).c_str(), r.group.c_str(), r.state_name.c_str(),
+              r.context.c_str(), r.ops.size());
+  std::printf("replay: psi's operator on the recorded inputs against the recorded output (differing elements, by "
+              "BF16 ulps 1/2/3/4/5-8/9+); inputs: the recorded inputs against psi's own forward of the step, "
+              "teacher-forced from the recorded state before it; departs: the operator's own; inherited: it "
+              "reproduces its recorded output from inputs that already differ\n");
+  std::printf("%-44s %-26s %5s %-22s %-34s %-18s %s\n", "operator (forward order)", "shape", "K", "replay differs",
+              "ulps", "inputs differ", "verdict");
+  for (const auto& op : r.ops) {
+    std::string ulps;
+    for (std::size_t i = 0; i < op.ulps.size(); ++i) {
+      if (i) ulps += '/';
+      ulps += std::to_string(op.ulps[i]);
+    }
+    std::printf("%-44s %-26s %5lld %-22s %-34s %-18s %s%s\n", op.site.c_str(), op.shape.c_str(), (long long)op.k,
+                (std::to_string(op.differing) + "/" + std::to_string(op.elements)).c_str(), ulps.c_str(),
+                (std::to_string(op.inputs_differing) + "/" + std::to_string(op.inputs)).c_str(),
+                op.departs() ? "departs" : op.inherited() ? "inherited" : "equal",
+                op.kernel.empty() ? "" : ("  [" + op.kernel + "]").c_str());
+  }
+  if (r.unrecorded_first())
+    std::printf("first departing operator: one outside the recorded ones, before %s (its recorded inputs differ "
+                "from psi's forward, and no recorded operator before it departs)\n",
+                r.ops[std::size_t(r.first_inputs_differing)].site.c_str());
+  else if (r.first_departing >= 0)
+    std::printf("first departing operator: %s\n", r.ops[std::size_t(r.first_departing)].site.c_str());
+  else
+    std::printf("no operator departs\n");
+}
+
+// psi probe trajectory-step --reference FILE --step N: exit 0 when no operator departs, 1 when
+// one does.
+int run_step_replay(const ProbeOpts& o, const CLI::App& sub) {
+  for (const char* opt : {"--flash-reference", "--variant", "--out", "--figures", "--backend", "--require-bitwise",
+                          "--explain-differences"})
+    if (sub.count(opt))
+      throw psi::Error(std::string("probe ") + kTrajectoryStep + ": " + opt + " does not apply (the replay runs "
+                       "official-h200 on a per-operator capture and prints where it departs)");
+  if (o.reference.empty())
+    throw psi::Error(std::string("probe ") + kTrajectoryStep + ": --reference FILE (the per-operator capture) is required");
+  if (!std::filesystem::is_regular_file(o.reference))
+    throw psi::Error("--reference " + o.reference + ": no such capture file");
+  if (o.step == 0) throw psi::Error(std::string("probe ") + kTrajectoryStep + ": --step N (1..8, 10..12) is required");
+  if (o.step == 9) throw psi::Error("--step 9: the inter-stage state is not a model step (1..8, 10..12)");
+  if (o.threads > 0) psi::set_thread_count(o.threads);
+  const psi::exp::StepReplay r =
+      psi::exp::replay_step(o.reference, o.step, psi::probes::shared_dir() / "reference");
+  print_step_replay(r);
+  return int(r.any_departs() ? psi::Exit::differs : psi::Exit::ok);
+}
 
 void print_report(const psi::probes::ProbeReport& r) {
   std::printf("psi probe %s: %s group /%s, seed %llu\n", r.case_name.c_str(), psi::one_line(r.file.string()).c_str(),
@@ -134,6 +194,9 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   auto o = std::make_shared<ProbeOpts>();
   std::string cases;
   for (const auto& c : psi::probes::probe_cases()) cases += "\n  " + c.name + ": " + c.description;
+  cases += std::string("\n  ") + kTrajectoryStep +
+           ": a per-operator capture of one teacher-forced step of the tiny trajectory (--reference FILE, --step N), "
+           "replayed operator by operator; prints the first departing operator";
   sub.add_option("name", o->name, "probe case:" + cases)->required();
   sub.add_option("--reference", o->reference,
                  "FILE: the recording to use (default: the case's file in <shared>/reference; PSI_SHARED overrides "
@@ -164,13 +227,19 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                "official-h200-flash to the FLASH recording (each in every tensor it stores; a recording of one "
                "path counts for both); exit 2 when no variant asked for makes a claim (without it the distances "
                "are a measurement and psi probe exits 0)");
+  sub.add_option("--step", o->step, std::string(kTrajectoryStep) + ": the teacher-forced step the capture holds (1..8, 10..12)")
+      ->check(psi::cli::whole_number(1, 12));
   sub.add_flag("--explain-differences", o->explain,
                "block cases: for every probe, which differing elements arise in its own module and which are "
                "inherited, from which upstream probe (teacher forcing with the recorded MATH probes)");
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi probe: the distances to the recording are a measurement, so a tensor that differs is exit 0 "
-             "(as in psi run probes); with --require-bitwise a failed claim is exit 1.");
-  return [o] {
+             "(as in psi run probes); with --require-bitwise a failed claim is exit 1. psi probe " + kTrajectoryStep +
+             ": exit 0 when no operator departs, 1 when one does.");
+  return [o, &sub] {
+    if (o->name == kTrajectoryStep) return run_step_replay(*o, sub);
+    if (sub.count("--step"))
+      throw psi::Error("probe " + o->name + ": --step applies to " + kTrajectoryStep + " only");
     // "all" stands for every numerics variant; float64 (and any other name) is added beside it.
     std::vector<std::string> variants;
     auto add = [&](const std::string& v) {

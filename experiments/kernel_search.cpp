@@ -71,8 +71,8 @@ TinyTrajectory::TinyTrajectory(const std::filesystem::path& reference_dir, std::
 
 TinyTrajectory::~TinyTrajectory() = default;
 TinyTrajectory::TinyTrajectory(TinyTrajectory&&) noexcept = default;
-std::int64_t TinyTrajectory::context_rows() const { return r_->tc.context_len; }
 std::string TinyTrajectory::label() const { return r_->label; }
+std::uint64_t TinyTrajectory::seed() const { return r_->recording.seed; }
 std::string TinyTrajectory::state_name(int index) const { return r_->recording.states.at(std::size_t(index)).name; }
 
 const std::vector<int>& TinyTrajectory::steps() {

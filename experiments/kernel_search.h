@@ -43,8 +43,8 @@ class TinyTrajectory {
   TinyTrajectory(const std::filesystem::path& reference_dir, std::int64_t context_rows);
   ~TinyTrajectory();
   TinyTrajectory(TinyTrajectory&&) noexcept;
-  std::int64_t context_rows() const;
   std::string label() const;  // "one-token", "ctx1024"
+  std::uint64_t seed() const;  // the recording's SynthInit seed (weights, noise, contexts)
   std::string state_name(int index) const;  // the recording's, "00_stage1_initial" … "12_stage2_step3"
   // The state `step` (1..8, 10..12) teacher-forced from the recorded state before it, against
   // the recorded state `step`.

@@ -549,7 +549,7 @@ TEST(Readme, UsageTableNamesEveryOption) {
   }
   for (const char* c : {"list", "run", "report", "merge", "compare", "probe", "oracle certify", "oracle explain",
                         "synthinit", "device ceilings", "device summary", "verify", "kernels shapes", "kernels where",
-                        "kernels search", "kernels confirm"})
+                        "kernels fragile", "kernels search", "kernels confirm"})
     EXPECT_TRUE(seen.count(c)) << "the usage table has no row for psi " << c;
 }
 

@@ -63,7 +63,6 @@ class KernelConfig {
   KernelChoice choice(ChainKind kind, const ProductShape& s) const;
   // Throws psi::Error for a split outside [1, kMaxSplitK] or a granule below 1.
   void set(const ShapeKey& key, KernelChoice c);
-  void clear(const ShapeKey& key) { overrides_.erase(key); }
   const std::map<ShapeKey, KernelChoice>& overrides() const { return overrides_; }
 
  private:

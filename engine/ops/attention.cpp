@@ -10,6 +10,7 @@
 #include "engine/official/attention_flash.h"
 #include "engine/official/attention_math.h"
 #include "engine/official/math_to_flash.h"
+#include "engine/official/op_observer.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/reduce.h"
 #include "engine/parallel.h"
@@ -197,8 +198,11 @@ void sdpa_online_end(OnlineState s, Bf16Mat out) {
     }
 }
 
-void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
-          Bf16Mat out) {
+namespace {
+
+// ops::sdpa without the observer's report.
+void sdpa_unobserved(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
+                     Bf16Mat out) {
   const std::int64_t d = head_width(q, k, v, heads), Nq = q.rows, Nk = k.rows;
   if (out.rows != Nq || out.cols != q.cols)
     throw Error("sdpa: output is " + std::to_string(out.rows) + "x" + std::to_string(out.cols));
@@ -234,6 +238,15 @@ void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOpti
     widen_head(v, h, d, factor, false, hd.v);
     math_head(hd, Nq, Nk, d, opt.mask, mask_ld, out.block(0, Nq, h * d, d));
   }
+}
+
+}  // namespace
+
+void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOptions& opt,
+          Bf16Mat out) {
+  sdpa_unobserved(q, k, v, heads, opt, out);
+  if (official::OpObserver* o = official::op_observer())
+    o->attention({official::op_site(), q, k, v, heads, opt.mask != nullptr, out});
 }
 
 }  // namespace psi::ops

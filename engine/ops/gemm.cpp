@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "engine/official/op_observer.h"
 #include "engine/official/tensor_core.h"
 #include "engine/ops/reduce.h"
 #include "engine/parallel.h"
@@ -142,15 +143,20 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C, Product product) {
 void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
 
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, Product product) {
-  if (product == Product::h200_tensor_core) return official::tc::linear(x, W, bias, rule, y);
-  check_linear(x, W, y.rows, y.cols);
-  ordered_product(x, W, zero_block,
-                  [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb,
-                      const float* acc) {
-                    for (std::int64_t i = 0; i < mb; ++i)
-                      finish_linear(acc + i * kNb, bias ? bias + n0 : nullptr, rule,
-                                    y.row(m0 + i) + n0, nb);
-                  });
+  if (product == Product::h200_tensor_core) {
+    official::tc::linear(x, W, bias, rule, y);
+  } else {
+    check_linear(x, W, y.rows, y.cols);
+    ordered_product(x, W, zero_block,
+                    [&](std::int64_t m0, std::int64_t mb, std::int64_t n0, std::int64_t nb,
+                        const float* acc) {
+                      for (std::int64_t i = 0; i < mb; ++i)
+                        finish_linear(acc + i * kNb, bias ? bias + n0 : nullptr, rule,
+                                      y.row(m0 + i) + n0, nb);
+                    });
+  }
+  if (official::OpObserver* o = official::op_observer())
+    o->product({official::op_site(), {official::rows_as_if(x.rows), W.rows, x.cols}, x, W, bias, rule, y});
 }
 
 void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y) {

@@ -12,6 +12,7 @@
 #include "engine/model/block.h"
 #include "engine/model/block_f64.h"
 #include "engine/official/kernel_config.h"
+#include "engine/official/op_observer.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/norm.h"
 #include "engine/pipeline/forward.h"
@@ -211,7 +212,10 @@ ModelOutputOf<typename A::E> forward(const A& a, const model::ModelConfig& c, mo
   PreparedInputsOf<typename A::E> p = prepare_model_inputs(a, c, weights, video, audio);
   auto& in = p.blocks;
   for (int b = 0; b < int(c.layers); ++b) {
-    const auto probes = run_block(b, in);
+    const auto probes = [&] {
+      const official::BlockScope scope(b);
+      return run_block(b, in);
+    }();
     in.video.x = probes.video_out;
     in.audio.x = probes.audio_out;
     after_block(b, probes);
