@@ -136,9 +136,11 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   sub.add_option("name", o->name, "probe case:" + cases)->required();
   sub.add_option("--reference", o->reference,
                  "FILE: the recording to use (default: the case's file in <shared>/reference; PSI_SHARED overrides "
-                 "<shared>); a FOLDER of recordings (as psi run takes) means the case's file in it");
+                 "<shared>); a FOLDER of recordings (as psi run takes) means the case's file in it")
+      ->check(psi::cli::non_empty());
   sub.add_option("--flash-reference", o->flash_reference,
-                 "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)");
+                 "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)")
+      ->check(psi::cli::non_empty());
   sub.add_option("--variant", o->variants,
                  "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
                  "dense block in float64 (block cases, not part of all)");
@@ -150,7 +152,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   psi::cli::add_force_flag(sub);
   psi::cli::add_allow_links_option(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
-      ->check(psi::cli::whole_number(1, 1024));
+      ->transform(psi::cli::whole_number(1, 1024));
   sub.add_option("--backend", o->backend,
                  "host (default: engine/ops on whole tensors), or cpu, cuda, auto: the block through the PSI "
                  "executor and the projections as one product on that runtime backend")

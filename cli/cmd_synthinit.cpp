@@ -28,10 +28,10 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
                                   [](CLI::App& sub) {
   auto o = std::make_shared<SynthinitOpts>();
   sub.add_option("name", o->name, "tensor name, e.g. transformer_blocks.0.attn1.to_q.weight")->required();
-  sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->check(psi::cli::whole_number());
-  sub.add_option("--seed", o->seed, "global seed G")->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
+  sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->transform(psi::cli::whole_number());
+  sub.add_option("--seed", o->seed, "global seed G")->transform(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   sub.add_option("--head", o->head, "how many leading values to print")
-      ->check(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));
+      ->transform(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));
   sub.add_option("--out", o->out,
                  "also write the tensor to this HDF5 file as dataset /<name> (BF16 as uint16, dtype "
                  "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)")

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli/command.h"
+#include "engine/environment.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "hdf5/h5.h"
@@ -162,6 +163,7 @@ int main(int argc, char** argv) {
   // one at once (engine/interrupt.h).
   install_interrupt_handlers();
   try {
+    check_environment();
     for (const std::string& f : cli::named_link_targets()) h5::allow_links_to(f);
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;

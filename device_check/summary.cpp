@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
+#include "engine/real_number.h"
+#include "engine/whole_number.h"
 #include "experiments/device_summary.h"
 #include "experiments/experiment.h"
 #include "report/table.h"
@@ -219,8 +222,9 @@ Ceilings parse_ceilings(const std::string& text, const std::string& source) {
   for (std::string line; std::getline(in, line);) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("kind"))
+    const auto parsed = read_json_if_valid(line, source + ":" + std::to_string(n));
+    const nlohmann::json j = parsed.value_or(nullptr);
+    if (!j.is_object() || !j.contains("kind"))
       throw Error(source + ":" + std::to_string(n) + ": not a ceilings JSON line");
     const std::string kind = j.value("kind", std::string());
     try {
@@ -255,8 +259,8 @@ std::string CheckFolder::context_value(const std::string& key) const {
 }
 
 TestProgram parse_gtest_json(const std::string& name, const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Error(name + ".json: not GoogleTest JSON output");
+  const nlohmann::json j = read_json_if_valid(text, name + ".json").value_or(nullptr);
+  if (!j.is_object()) throw Error(name + ".json: not GoogleTest JSON output");
   TestProgram p;
   p.name = name;
   for (const auto& suite : j.value("testsuites", nlohmann::json::array()))
@@ -294,12 +298,14 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
       if (cols.size() < 3) throw Error(p.string() + ": line '" + l + "' has fewer than 3 tab-separated fields");
       Step s;
       s.name = cols[0];
-      try {
-        s.exit_code = std::stoi(cols[1]);
-        s.seconds = std::stod(cols[2]);
-      } catch (const std::exception&) {
-        throw Error(p.string() + ": line '" + l + "': exit code and seconds must be numbers");
-      }
+      // Exit codes are 0..255 as a shell reports them; seconds a finite, non-negative number.
+      const auto code = parse_whole(cols[1], 0, 255);
+      const auto seconds = parse_real(cols[2]);
+      if (!code || !seconds || *seconds < 0)
+        throw Error(p.string() + ": line '" + l + "': exit code (0 to 255) and seconds (a non-negative number) "
+                    "must be decimal numbers");
+      s.exit_code = int(*code);
+      s.seconds = *seconds;
       if (cols.size() > 3) s.note = cols[3];
       f.steps.push_back(s);
     }
@@ -312,8 +318,8 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
       hdf5::StateReader r(p);
       Report rep;
       rep.info = r.run_info();
-      rep.cases = nlohmann::json::parse(r.read_text("/report/cases"));
-      rep.options = nlohmann::json::parse(r.read_text("/report/options"));
+      rep.cases = read_json(r.read_text("/report/cases"), p.string() + ":/report/cases");
+      rep.options = read_json(r.read_text("/report/options"), p.string() + ":/report/options");
       f.reports[name] = std::move(rep);
     } catch (const std::exception& e) {
       f.unreadable[name + ".h5"] = one_line(e.what());
@@ -321,7 +327,7 @@ CheckFolder read_check_folder(const std::filesystem::path& dir) {
   }
   if (auto p = dir / "torch-linear.json"; std::filesystem::exists(p)) {
     try {
-      f.torch_linear = nlohmann::json::parse(read_file(p));
+      f.torch_linear = read_json(read_file(p), p.string());
     } catch (const std::exception& e) {
       f.unreadable["torch-linear.json"] = one_line(e.what());
     }

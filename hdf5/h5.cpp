@@ -16,9 +16,9 @@
 #include <exception>
 #include <new>
 
+#include "engine/environment.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
-#include "engine/whole_number.h"
 #include "hdf5/isolated.h"
 #include "hdf5/link_allowance.h"
 #include "hdf5/output_path.h"
@@ -247,11 +247,7 @@ std::map<FileKey, std::string> g_checked;
 
 // How long a child may take to read a file's structure: PSI_H5_CHECK_SECONDS, default 20.
 std::chrono::milliseconds check_limit() {
-  static const std::chrono::milliseconds limit = [] {
-    const char* v = std::getenv("PSI_H5_CHECK_SECONDS");
-    const auto s = v ? parse_whole(v, 1, 3600) : std::nullopt;
-    return std::chrono::milliseconds(1000 * (s ? *s : 20));
-  }();
+  static const std::chrono::milliseconds limit(1000 * env_h5_check_seconds());
   return limit;
 }
 
