@@ -56,7 +56,12 @@ Bf16Tensor regenerate(const h5::File& f, const std::string& json_path, const nlo
                       std::int64_t seed) {
   const std::string name = entry.at("name").get<std::string>();
   const Shape shape = entry.at("shape").get<Shape>();
-  Bf16Tensor t = synthinit::make(name, shape, std::uint64_t(seed));
+  Bf16Tensor t;
+  try {
+    t = synthinit::make(name, shape, std::uint64_t(seed));
+  } catch (const Error& e) {
+    throw Error(where(f, json_path) + ": " + e.what(), e.code());  // a shape too large or negative
+  }
   const std::string want = entry.at("sha256").get<std::string>();
   const std::string got = sha256_hex(t);
   if (got != want)

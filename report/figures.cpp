@@ -181,11 +181,19 @@ std::string render_svg(const CellMap& m) {
 
 namespace {
 
+// A file name as the converter must read it: a relative name starting with '-' (a figure beside
+// a report named "-x.h5") would be read as an option, so every relative name starts with "./".
+std::string as_operand(const std::filesystem::path& p) {
+  return p.is_absolute() ? p.string() : (std::filesystem::path(".") / p).string();
+}
+
 bool svg_to_png(const std::filesystem::path& svg, const std::filesystem::path& png) {
+  const std::string in = as_operand(svg), out = as_operand(png);
   const pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {
-    execlp("rsvg-convert", "rsvg-convert", "-o", png.c_str(), svg.c_str(), static_cast<char*>(nullptr));
+    // "--" too: past it the converter reads no option, whatever the name.
+    execlp("rsvg-convert", "rsvg-convert", "-o", out.c_str(), "--", in.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   int status = 0;

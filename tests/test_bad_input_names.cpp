@@ -185,3 +185,87 @@ TEST(BadSizes, AnArenaTooLargeForTheMachineFailsTheRunCleanly) {
   expect_error([&] { rt::Runtime r(c); }, Exit::run_failed, {"cannot allocate an arena of 72057594037927936 bytes"},
                "64 PiB arena");
 }
+
+// Integer options are decimal (issue 41.4): CLI11 converts an option's text with base detection,
+// so "--shape 010" made a tensor of 8 elements even though the check read ten. The text is
+// rewritten to decimal digits before CLI11 converts it; another base is refused.
+TEST(BadNames, IntegerOptionsAreDecimal) {
+  for (const std::string shape : {"010", "10"}) {
+    const std::vector<std::string> args{"synthinit", "x", "--shape", shape};
+    const PsiRun r = run_psi(args);
+    EXPECT_NE(r.err.find("of shape [10]"), std::string::npos) << join(args) << ": " << r.err;
+  }
+  const auto sha = [](const std::string& seed) {
+    const PsiRun r = run_psi({"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "4", "4", "--seed", seed});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(sha("010"), sha("10"));
+  EXPECT_NE(sha("010"), sha("8"));
+  const std::vector<BadArgs> bad = {
+      {{"synthinit", "x", "--shape", "0x10"}, {"--shape", "'0x10' is not a whole number"}},
+      {{"synthinit", "x", "--shape", "4", "--seed", "0x10"}, {"--seed", "'0x10'"}},
+      {{"synthinit", "x", "--shape", "4", "--seed", "0b11"}, {"--seed", "'0b11'"}},
+      {{"kernels", "shapes", "--context", "0x400"}, {"--context", "'0x400'"}},
+      {{"synthinit", "x", "--shape", std::string(400, '9')}, {"--shape", "is not a whole number"}},
+  };
+  for (const BadArgs& b : bad) expect_rejected(run_psi(b.args), b.args, Exit::bad_input, b.mentions);
+}
+
+// An empty value where a file, a folder or a dataset is named is refused (issue 41.4): several
+// were read as the option's default ("--reference ''" ran on the shared recordings).
+TEST(BadNames, EmptyPathsAreRefused) {
+  const fs::path out = fresh_dir("empty_paths");
+  const std::string report = (out / "r.h5").string();
+  const std::vector<std::vector<std::string>> bad = {
+      {"run", "one-token", "--checkpoint", "", "--out", report},
+      {"run", "block-controls", "--reference", "", "--out", report},
+      {"run", "scheduling", "--kernel-config", "", "--out", report},
+      {"run", "capacity", "--shard", "", "--out", report},
+      {"run", "one-token", "--allow-link-to", "", "--out", report},
+      {"probe", "audio-ff-up", "--reference", "", "--out", report},
+      {"probe", "block-full", "--flash-reference", "", "--out", report},
+      {"report", ""},
+      {"merge", "", "--out", report},
+      {"compare", "", report},
+      {"compare", report, ""},
+      {"verify", ""},
+      {"oracle", "certify", "--file", ""},
+      {"oracle", "certify", "--file", report, "--probe", ""},
+      {"oracle", "certify", "--file", report, "--x", "", "--w", "w", "--y", "y"},
+      {"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--b", "", "--y", "y"},
+      {"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--y", "y", "--rows", ""},
+      {"oracle", "explain", "--file", report, "--x", "x", "--w", "w", "--row", "0", "--col", "0", "--trace", ""},
+      {"device", "summary", ""},
+      {"kernels", "shapes", "--reference", ""},
+      {"kernels", "confirm", "--config", ""},
+  };
+  for (const auto& args : bad) {
+    expect_rejected(run_psi(args), args, Exit::bad_input, {"an empty "});
+    EXPECT_EQ(leftovers(out), std::vector<std::string>{}) << join(args);
+  }
+}
+
+// psi's environment variables are checked like options (issue 41.4), before any command runs:
+// before, PSI_THREADS=abc and PSI_H5_CHECK_SECONDS=inf fell back to defaults without a word and
+// PSI_PROGRESS_SECONDS=nan or 1e400 was taken as a period.
+TEST(BadNames, EnvironmentVariablesAreCheckedLikeOptions) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
+      {"PSI_THREADS", {"abc", "0", "-2", "inf", "nan", "1e400", "2.5", "0x10", "", "99999999999999999999999"}},
+      {"PSI_PROGRESS_SECONDS", {"inf", "nan", "1e400", "1e999", "-1e999", "1e-400", "-1", "abc", "5s", "", "0x10",
+                                std::string(400, '9')}},
+      {"PSI_H5_CHECK_SECONDS", {"inf", "nan", "1e400", "-1", "0", "abc", "", "2.5"}},
+      {"PSI_SHARED", {""}},
+  };
+  for (const auto& [name, values] : bad)
+    for (const std::string& v : values)
+      expect_rejected(run_psi({"list"}, {name + "=" + v}), {name + "='" + v + "'", "list"}, Exit::bad_input,
+                      {"environment variable " + name});
+  // The values they take.
+  for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
+           {"PSI_THREADS", "010"}, {"PSI_PROGRESS_SECONDS", "0"}, {"PSI_PROGRESS_SECONDS", "2.5"},
+           {"PSI_H5_CHECK_SECONDS", "30"}}) {
+    const PsiRun r = run_psi({"list"}, {name + "=" + v});
+    EXPECT_EQ(r.status, 0) << name << "=" << v << ": " << r.err;
+  }
+}
