@@ -100,7 +100,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     for (const exp::ExperimentOption& opt : e.options) r->own.push_back({&e, &opt, "", false});
   for (OwnOption& own : r->own) {
     if (own.option->takes_value)
-      sub.add_option(own.option->flag, own.value, own.option->help);
+      sub.add_option(own.option->flag, own.value, own.option->help)->check(psi::cli::non_empty());
     else
       sub.add_flag(own.option->flag, own.flag, own.option->help);
   }

@@ -213,7 +213,8 @@ TEST(BadNames, IntegerOptionsAreDecimal) {
 }
 
 // An empty value where a file, a folder or a dataset is named is refused (issue 41.4): several
-// were read as the option's default ("--reference ''" ran on the shared recordings).
+// were read as the option's default ("--reference ''" ran on the shared recordings, "--pool ''"
+// on the default pool).
 TEST(BadNames, EmptyPathsAreRefused) {
   const fs::path out = fresh_dir("empty_paths");
   const std::string report = (out / "r.h5").string();
@@ -222,6 +223,8 @@ TEST(BadNames, EmptyPathsAreRefused) {
       {"run", "block-controls", "--reference", "", "--out", report},
       {"run", "scheduling", "--kernel-config", "", "--out", report},
       {"run", "capacity", "--shard", "", "--out", report},
+      {"run", "fixed-budget", "--pool", "", "--out", report},
+      {"run", "scheduling", "--row-tile", "", "--out", report},
       {"run", "one-token", "--allow-link-to", "", "--out", report},
       {"probe", "audio-ff-up", "--reference", "", "--out", report},
       {"probe", "block-full", "--flash-reference", "", "--out", report},
