@@ -1,6 +1,4 @@
 // psi synthinit: print or hash a SynthInit v1 tensor, to check an implementation by hand.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -9,6 +7,7 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "hdf5/h5.h"
@@ -47,7 +46,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
         throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " has more than 2^63 - 1 elements");
       elements *= std::uint64_t(d);
     }
-    const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t memory = psi::physical_memory_bytes();
     if (elements > memory / 2)
       throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " is " + std::to_string(elements) +
                        " BF16 elements, more than this machine's memory (" + std::to_string(memory) + " bytes) holds");

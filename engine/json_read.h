@@ -1,7 +1,8 @@
 #pragma once
 // The one reader of JSON text that comes from outside psi (a file, an HDF5 dataset or attribute,
 // an option): nesting is bounded before a value is built, so a deep document (100,000 `[`) is a
-// one-line refusal naming its source, never a stack overflow in a later copy, comparison or dump.
+// one-line refusal naming its source, never a stack overflow in a later copy, comparison or dump;
+// so is what the parsed document would take (its values and strings) against the machine's memory.
 #include <optional>
 #include <string>
 #include <string_view>

@@ -1,13 +1,12 @@
 #include "engine/synthinit.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <new>
 #include <string>
 
 #include "engine/error.h"
+#include "engine/memory.h"
 
 namespace psi::synthinit {
 
@@ -102,7 +101,7 @@ Bf16Tensor make(std::string_view name, const Shape& shape, std::uint64_t seed) {
   const auto refuse = [&](const std::string& why) {
     return Error("SynthInit tensor '" + std::string(name) + "' of shape " + shape_str(shape) + ": " + why);
   };
-  const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t memory = physical_memory_bytes();
   std::uint64_t elements = 1;
   for (const std::int64_t d : shape) {
     if (d < 0) throw refuse("a negative size");

@@ -3,9 +3,11 @@
 // page and workspace sizes (zero, negative, not a multiple of the alignment, not fitting) and
 // unknown backends through the runtime's API (no command-line option sets them). Each is
 // refused with a one-line error naming the setting and the value, before any work is done.
+#include <bit>
 #include <cstdint>
 #include <limits>
 
+#include "engine/real_number.h"
 #include "engine/runtime/arena.h"
 #include "engine/runtime/runtime.h"
 #include "engine/measure/sizes.h"
@@ -270,5 +272,28 @@ TEST(BadNames, EnvironmentVariablesAreCheckedLikeOptions) {
            {"PSI_H5_CHECK_SECONDS", "30"}}) {
     const PsiRun r = run_psi({"list"}, {name + "=" + v});
     EXPECT_EQ(r.status, 0) << name << "=" << v << ": " << r.err;
+  }
+}
+
+// The one real-number parser (engine/real_number.h): what it reads, bit for bit, and what it
+// refuses, with range errors apart from malformed text.
+TEST(RealNumber, FormAndRangeAreChecked) {
+  for (const auto& [text, value] : std::vector<std::pair<std::string, double>>{
+           {"0", 0.0}, {"-0", -0.0}, {"0.1", 0.1}, {"1.5", 1.5}, {"-2e3", -2000.0}, {"30", 30.0}, {"1e308", 1e308},
+           {"2.2250738585072014e-308", 2.2250738585072014e-308}, {"0e-400", 0.0}, {"010", 10.0}}) {
+    const auto v = psi::parse_real(text);
+    ASSERT_TRUE(v) << text;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(*v), std::bit_cast<std::uint64_t>(value)) << text;
+  }
+  for (const std::string text : std::vector<std::string>{"1e999", "-1e999", "1e-400", "-1e-400", "4.9e-324", std::string(400, '9')}) {
+    std::string why;
+    EXPECT_FALSE(psi::parse_real(text, &why)) << text;
+    EXPECT_EQ(why, "out of the range of a double") << text;
+  }
+  for (const std::string text : {"", "-", "inf", "-inf", "infinity", "nan", "NaN", "+1", ".5", " 1", "1 ", "0x10", "1e",
+                                 "1.5s", "1,5", "--1"}) {
+    std::string why;
+    EXPECT_FALSE(psi::parse_real(text, &why)) << text;
+    EXPECT_EQ(why, "not a decimal number") << text;
   }
 }
