@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "engine/environment.h"
 #include "engine/real_number.h"
 #include "engine/runtime/arena.h"
 #include "engine/runtime/runtime.h"
@@ -273,6 +274,17 @@ TEST(BadNames, EnvironmentVariablesAreCheckedLikeOptions) {
     const PsiRun r = run_psi({"list"}, {name + "=" + v});
     EXPECT_EQ(r.status, 0) << name << "=" << v << ": " << r.err;
   }
+  // Read lazily inside the library (a thread count, a progress period), a bad value is the same
+  // psi::Error, which a command reports, not an exception that ends psi with std::terminate.
+  ::setenv("PSI_THREADS", "many", 1);
+  expect_error([] { psi::env_threads(); }, Exit::bad_input, {"PSI_THREADS='many'"}, "env_threads");
+  ::unsetenv("PSI_THREADS");
+  ::setenv("PSI_PROGRESS_SECONDS", "inf", 1);
+  expect_error([] { psi::env_progress_seconds(); }, Exit::bad_input, {"PSI_PROGRESS_SECONDS='inf'"}, "env_progress_seconds");
+  ::unsetenv("PSI_PROGRESS_SECONDS");
+  ::setenv("PSI_H5_CHECK_SECONDS", "1e400", 1);
+  expect_error([] { psi::env_h5_check_seconds(); }, Exit::bad_input, {"PSI_H5_CHECK_SECONDS='1e400'"}, "env_h5_check_seconds");
+  ::unsetenv("PSI_H5_CHECK_SECONDS");
 }
 
 // The one real-number parser (engine/real_number.h): what it reads, bit for bit, and what it
