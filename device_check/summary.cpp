@@ -49,10 +49,12 @@ bool folder_holds(const std::filesystem::path& p) {
 // folder_holds saw even if the name is replaced meanwhile.
 std::string read_file(const std::filesystem::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(p.string() + (errno == ELOOP ? ": a symbolic link in the check folder; psi device summary reads only "
-                                               "the folder's own regular files"
-                                             : ": cannot be read (" + std::string(std::strerror(errno)) + ")"));
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(p.string() + (err == ELOOP ? ": a symbolic link in the check folder; psi device summary reads only "
+                                             "the folder's own regular files"
+                                           : ": cannot be read (" + std::string(std::strerror(err)) + ")"));
+  }
   struct stat st {};
   std::string text;
   const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
