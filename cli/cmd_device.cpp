@@ -13,6 +13,7 @@
 #include "device_check/summary.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "hdf5/output_path.h"
 
 namespace {
@@ -29,7 +30,8 @@ bool is_summary_json(const std::filesystem::path& p) {
   const auto size = std::filesystem::file_size(p, ec);
   if (ec || size > (std::uintmax_t(64) << 20)) return false;
   std::ifstream in(p, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json j = psi::read_json_if_valid(text, p.string()).value_or(nullptr);
   return j.is_object() && j.contains("context") && j.contains("steps");
 }
 
@@ -55,12 +57,13 @@ psi::cli::Registrar device_reg("device",
   sub.require_subcommand(1);
   CLI::App* ceil = sub.add_subcommand("ceilings", "pinned H2D/D2H bandwidth by copy size and cuBLAS BF16 GEMM rate");
   ceil->add_option("--repeats", o->repeats, "timed repetitions per measurement (median)")
-      ->check(psi::cli::whole_number(1, 100000));
+      ->transform(psi::cli::whole_number(1, 100000));
   ceil->add_flag("--json", o->json, "JSON lines as in the recordings' h200-ceilings.jsonl");
   CLI::App* sum = sub.add_subcommand("summary", "the device check's summary from a check folder (scripts/device-check.sh)");
   psi::cli::add_force_flag(*sum);
   sum->add_option("dir", o->dir, "check folder: context.tsv, steps.tsv, ceilings.jsonl, <experiment>.h5, tests/*.json")
-      ->required();
+      ->required()
+      ->check(psi::cli::non_empty());
   sum->add_option("--out", o->out, "also write the Markdown here")->check(psi::cli::output_path());
   sum->add_option("--json", o->json_out, "also write everything read, as JSON, here")->check(psi::cli::output_path());
   return [o, sum]() -> int {

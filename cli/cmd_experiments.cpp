@@ -78,26 +78,29 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
   auto* seed = sub.add_option("--seed", r->o.seed,
                               "SynthInit global seed (default: the recording's, else 0); the experiments on "
                               "recordings refuse a seed other than the recording's")
-                  ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
+                  ->transform(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   sub.add_option("--out", r->out, "report file (default out/<experiment>.h5)")->check(output_path());
   add_force_flag(sub);
-  sub.add_option("--checkpoint", r->o.checkpoint, "a safetensors checkpoint instead of SynthInit weights");
+  sub.add_option("--checkpoint", r->o.checkpoint, "a safetensors checkpoint instead of SynthInit weights")
+      ->check(psi::cli::non_empty());
   sub.add_option("--reference", r->reference,
-                 "FOLDER of recordings (default <shared>/reference); psi probe's --reference is one recording file");
+                 "FOLDER of recordings (default <shared>/reference); psi probe's --reference is one recording file")
+      ->check(psi::cli::non_empty());
   sub.add_option("--kernel-config", r->kernel_config,
                  "a kernel-config FILE (psi-kernel-config/1, psi kernels search): official-h200's K split per "
-                 "product shape instead of the recorded choices; recorded in the report's options");
-  sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
+                 "product shape instead of the recorded choices; recorded in the report's options")
+      ->check(psi::cli::non_empty());
+  sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)")->check(psi::cli::non_empty());
   add_allow_links_option(sub);
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
-      ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
+      ->transform(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   // Every experiment's own options, from the registry; only their owner accepts them.
   for (const exp::Experiment& e : exp::experiments())
     for (const exp::ExperimentOption& opt : e.options) r->own.push_back({&e, &opt, "", false});
   for (OwnOption& own : r->own) {
     if (own.option->takes_value)
-      sub.add_option(own.option->flag, own.value, own.option->help);
+      sub.add_option(own.option->flag, own.value, own.option->help)->check(psi::cli::non_empty());
     else
       sub.add_flag(own.option->flag, own.flag, own.option->help);
   }
@@ -168,7 +171,7 @@ struct ReportOpts {
 psi::cli::Registrar report_reg("report", "re-render an experiment report's tables from the file alone",
                                [](CLI::App& sub) {
   auto r = std::make_shared<ReportOpts>();
-  sub.add_option("file", r->file, "report written by psi run")->required();
+  sub.add_option("file", r->file, "report written by psi run")->required()->check(psi::cli::non_empty());
   sub.add_option("--format", r->format, "markdown (default), csv, json");
   add_allow_links_option(sub);
   return [r] {
@@ -187,7 +190,7 @@ struct MergeOpts {
 psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment into the report one run would write",
                               [](CLI::App& sub) {
   auto m = std::make_shared<MergeOpts>();
-  sub.add_option("shards", m->shards, "shard reports (psi run ... --shard i/n)")->required();
+  sub.add_option("shards", m->shards, "shard reports (psi run ... --shard i/n)")->required()->check(psi::cli::non_empty());
   sub.add_option("--out", m->out, "merged report")->required()->check(output_path());
   add_force_flag(sub);
   add_allow_links_option(sub);

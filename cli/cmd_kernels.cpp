@@ -291,17 +291,21 @@ psi::cli::Registrar kernels_reg(
       CLI::App* co = sub.add_subcommand("confirm", "every state of both recorded trajectories under the recorded "
                                                    "choices and under --config");
       for (CLI::App* a : {sh, se, wh, fr, co}) {
-        a->add_option("--reference", o->reference, "FOLDER of recordings (default <shared>/reference)");
-        a->add_option("--config", o->config, "kernel-config FILE (psi-kernel-config/1): the K splits to use (search: to start from)");
+        a->add_option("--reference", o->reference, "FOLDER of recordings (default <shared>/reference)")
+            ->check(psi::cli::non_empty());
+        a->add_option("--config", o->config, "kernel-config FILE (psi-kernel-config/1): the K splits to use (search: to start from)")
+            ->check(psi::cli::non_empty());
         psi::cli::add_allow_links_option(*a);
       }
       co->get_option("--config")->required();
       for (CLI::App* a : {sh, se, wh, fr})
         a->add_option("--step", o->step, "teacher-forced step (1..8, 10..12; default 1)")
-            ->check(psi::cli::whole_number(1, 12));
+            ->transform(psi::cli::whole_number(1, 12));
       for (CLI::App* a : {sh, wh, fr})
-        a->add_option("--context", o->context, "context rows: 1 (default) or 1024")->check(CLI::IsMember({1, 1024}));
-      se->add_option("--sweeps", o->sweeps, "at most this many sweeps (default 4)")->check(psi::cli::whole_number(1, 100));
+        a->add_option("--context", o->context, "context rows: 1 (default) or 1024")
+            ->transform(psi::cli::whole_number(1, 1024))
+            ->check(CLI::IsMember({1, 1024}));
+      se->add_option("--sweeps", o->sweeps, "at most this many sweeps (default 4)")->transform(psi::cli::whole_number(1, 100));
       se->add_option("--out", o->out, "write the configuration found, with the search's record, here")
           ->check(psi::cli::output_path());
       wh->add_option("--capture", o->capture,

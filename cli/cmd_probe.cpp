@@ -200,9 +200,11 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   sub.add_option("name", o->name, "probe case:" + cases)->required();
   sub.add_option("--reference", o->reference,
                  "FILE: the recording to use (default: the case's file in <shared>/reference; PSI_SHARED overrides "
-                 "<shared>); a FOLDER of recordings (as psi run takes) means the case's file in it");
+                 "<shared>); a FOLDER of recordings (as psi run takes) means the case's file in it")
+      ->check(psi::cli::non_empty());
   sub.add_option("--flash-reference", o->flash_reference,
-                 "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)");
+                 "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)")
+      ->check(psi::cli::non_empty());
   sub.add_option("--variant", o->variants,
                  "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
                  "dense block in float64 (block cases, not part of all); math-to-flash-K (K = 1 to " +
@@ -217,7 +219,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
   psi::cli::add_force_flag(sub);
   psi::cli::add_allow_links_option(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
-      ->check(psi::cli::whole_number(1, 1024));
+      ->transform(psi::cli::whole_number(1, 1024));
   sub.add_option("--backend", o->backend,
                  "host (default: engine/ops on whole tensors), or cpu, cuda, auto: the block through the PSI "
                  "executor and the projections as one product on that runtime backend")
@@ -228,7 +230,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                "path counts for both); exit 2 when no variant asked for makes a claim (without it the distances "
                "are a measurement and psi probe exits 0)");
   sub.add_option("--step", o->step, std::string(kTrajectoryStep) + ": the teacher-forced step the capture holds (1..8, 10..12)")
-      ->check(psi::cli::whole_number(1, 12));
+      ->transform(psi::cli::whole_number(1, 12));
   sub.add_flag("--explain-differences", o->explain,
                "block cases: for every probe, which differing elements arise in its own module and which are "
                "inherited, from which upstream probe (teacher forcing with the recorded MATH probes)");

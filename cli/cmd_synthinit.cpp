@@ -1,6 +1,4 @@
 // psi synthinit: print or hash a SynthInit v1 tensor, to check an implementation by hand.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -9,6 +7,7 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "hdf5/h5.h"
@@ -28,10 +27,10 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
                                   [](CLI::App& sub) {
   auto o = std::make_shared<SynthinitOpts>();
   sub.add_option("name", o->name, "tensor name, e.g. transformer_blocks.0.attn1.to_q.weight")->required();
-  sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->check(psi::cli::whole_number());
-  sub.add_option("--seed", o->seed, "global seed G")->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
+  sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->transform(psi::cli::whole_number());
+  sub.add_option("--seed", o->seed, "global seed G")->transform(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   sub.add_option("--head", o->head, "how many leading values to print")
-      ->check(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));
+      ->transform(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));
   sub.add_option("--out", o->out,
                  "also write the tensor to this HDF5 file as dataset /<name> (BF16 as uint16, dtype "
                  "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)")
@@ -47,7 +46,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
         throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " has more than 2^63 - 1 elements");
       elements *= std::uint64_t(d);
     }
-    const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t memory = psi::physical_memory_bytes();
     if (elements > memory / 2)
       throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " is " + std::to_string(elements) +
                        " BF16 elements, more than this machine's memory (" + std::to_string(memory) + " bytes) holds");

@@ -18,7 +18,7 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
                                          "non-finite counts, schema, partial marker",
                                [](CLI::App& sub) {
   auto files = std::make_shared<std::vector<std::string>>();
-  sub.add_option("files", *files, "psi reports, state files or recordings")->required();
+  sub.add_option("files", *files, "psi reports, state files or recordings")->required()->check(psi::cli::non_empty());
   psi::cli::add_allow_links_option(sub);
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi verify: 0 every check of every file held; 1 a check failed (data that does not match its "

@@ -28,13 +28,16 @@ struct Command {
 
 std::vector<Command>& registry();
 
-// parse_whole as the check of an integer option.
+// parse_whole as the check of an integer option, given with ->transform(): the text is rewritten
+// as the number's plain decimal digits, since CLI11 then converts it with base detection, which
+// would read "010" as eight (->check() would discard the rewrite).
 inline CLI::Validator whole_number(std::uint64_t lo = 0,
                                    std::uint64_t hi = std::uint64_t(std::numeric_limits<std::int64_t>::max())) {
   return CLI::Validator(
       [lo, hi](std::string& s) -> std::string {
-        if (!parse_whole(s, lo, hi))
-          return "'" + s + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+        const auto v = parse_whole(s, lo, hi);
+        if (!v) return "'" + s + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+        s = std::to_string(*v);
         return "";
       },
       "UINT", "whole_number");
@@ -45,6 +48,14 @@ inline CLI::Validator whole_number(std::uint64_t lo = 0,
 inline CLI::Validator output_path() {
   return CLI::Validator([](std::string& s) { return s.empty() ? std::string("an empty path names no file") : std::string(); },
                         "PATH", "output_path");
+}
+
+// The check for every option naming something to read (a file, a folder, a dataset, a range): an
+// empty value is refused; several were read as the option's default without a word.
+inline CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& s) { return s.empty() ? std::string("an empty value names nothing (leave the option out for its default)") : std::string(); },
+      "TEXT", "non_empty");
 }
 
 // --force on a command that writes files: an existing output that psi did not write (a

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli/command.h"
+#include "engine/environment.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "hdf5/h5.h"
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
   };
   try {
     check_interrupt("the start of psi");
+    check_environment();
     for (const std::string& f : cli::named_link_targets()) h5::allow_links_to(f);
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;

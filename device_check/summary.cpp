@@ -1,12 +1,20 @@
 #include "device_check/summary.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <optional>
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
+#include "engine/real_number.h"
+#include "engine/whole_number.h"
 #include "experiments/device_summary.h"
 #include "experiments/experiment.h"
 #include "report/table.h"
@@ -23,15 +31,40 @@ using report::fmt_mib;
 
 namespace {
 
-std::string read_file(const std::filesystem::path& p) {
+// The summary prints what it reads, so it reads only the check folder's own regular files: a
+// symbolic link there could lead to any file on the machine, a fifo or device would block the
+// read or never end. Whether the folder holds `p`, refusing it if it is anything but a regular file.
+bool folder_holds(const std::filesystem::path& p) {
   std::error_code ec;
-  // A fifo or device in the folder would block the read or never end.
-  if (!std::filesystem::is_regular_file(p, ec)) throw Error(p.string() + ": not a regular file");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string() + ": cannot be read");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const auto type = std::filesystem::symlink_status(p, ec).type();
+  if (type == std::filesystem::file_type::not_found) return false;
+  if (type == std::filesystem::file_type::symlink)
+    throw Error(p.string() + ": a symbolic link in the check folder; psi device summary reads only the folder's own "
+                "regular files");
+  if (ec || type != std::filesystem::file_type::regular) throw Error(p.string() + ": not a regular file");
+  return true;
+}
+
+// Opened without following a link and checked on the descriptor, so that what is read is what
+// folder_holds saw even if the name is replaced meanwhile.
+std::string read_file(const std::filesystem::path& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(p.string() + (err == ELOOP ? ": a symbolic link in the check folder; psi device summary reads only "
+                                             "the folder's own regular files"
+                                           : ": cannot be read (" + std::string(std::strerror(err)) + ")"));
+  }
+  struct stat st {};
+  std::string text;
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  char buf[65536];
+  ssize_t n = 0;
+  while (regular && (n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, std::size_t(n));
+  ::close(fd);
+  if (!regular) throw Error(p.string() + ": not a regular file");
+  if (n < 0) throw Error(p.string() + ": cannot be read");
+  return text;
 }
 
 std::vector<std::string> split(const std::string& line, char sep) {
@@ -219,8 +252,9 @@ Ceilings parse_ceilings(const std::string& text, const std::string& source) {
   for (std::string line; std::getline(in, line);) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("kind"))
+    const auto parsed = read_json_if_valid(line, source + ":" + std::to_string(n));
+    const nlohmann::json j = parsed.value_or(nullptr);
+    if (!j.is_object() || !j.contains("kind"))
       throw Error(source + ":" + std::to_string(n) + ": not a ceilings JSON line");
     const std::string kind = j.value("kind", std::string());
     try {
@@ -255,8 +289,8 @@ std::string CheckFolder::context_value(const std::string& key) const {
 }
 
 TestProgram parse_gtest_json(const std::string& name, const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw Error(name + ".json: not GoogleTest JSON output");
+  const nlohmann::json j = read_json_if_valid(text, name + ".json").value_or(nullptr);
+  if (!j.is_object()) throw Error(name + ".json: not GoogleTest JSON output");
   TestProgram p;
   p.name = name;
   for (const auto& suite : j.value("testsuites", nlohmann::json::array()))
@@ -278,55 +312,62 @@ TestProgram parse_gtest_json(const std::string& name, const std::string& text) {
 CheckFolder read_check_folder(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": no such folder");
   // A folder scripts/device-check.sh did not write would give an empty summary and exit 0.
-  if (!std::filesystem::exists(dir / "context.tsv") && !std::filesystem::exists(dir / "steps.tsv"))
+  if (!folder_holds(dir / "context.tsv") && !folder_holds(dir / "steps.tsv"))
     throw Error(dir.string() + ": not a device-check folder (no context.tsv or steps.tsv; scripts/device-check.sh "
                 "writes them)");
   CheckFolder f;
   f.dir = dir;
-  if (auto p = dir / "context.tsv"; std::filesystem::exists(p))
+  if (auto p = dir / "context.tsv"; folder_holds(p))
     for (const auto& l : lines_of(read_file(p))) {
       const auto tab = l.find('\t');
       f.context.emplace_back(l.substr(0, tab), tab == std::string::npos ? "" : l.substr(tab + 1));
     }
-  if (auto p = dir / "steps.tsv"; std::filesystem::exists(p))
+  if (auto p = dir / "steps.tsv"; folder_holds(p))
     for (const auto& l : lines_of(read_file(p))) {
       const auto cols = split(l, '\t');
       if (cols.size() < 3) throw Error(p.string() + ": line '" + l + "' has fewer than 3 tab-separated fields");
       Step s;
       s.name = cols[0];
-      try {
-        s.exit_code = std::stoi(cols[1]);
-        s.seconds = std::stod(cols[2]);
-      } catch (const std::exception&) {
-        throw Error(p.string() + ": line '" + l + "': exit code and seconds must be numbers");
-      }
+      // Exit codes are 0..255 as a shell reports them; seconds a finite, non-negative number.
+      const auto code = parse_whole(cols[1], 0, 255);
+      const auto seconds = parse_real(cols[2]);
+      if (!code || !seconds || *seconds < 0)
+        throw Error(p.string() + ": line '" + l + "': exit code (0 to 255) and seconds (a non-negative number) "
+                    "must be decimal numbers");
+      s.exit_code = int(*code);
+      s.seconds = *seconds;
       if (cols.size() > 3) s.note = cols[3];
       f.steps.push_back(s);
     }
-  if (auto p = dir / "ceilings.jsonl"; std::filesystem::exists(p)) f.ceilings = parse_ceilings(read_file(p), p.string());
+  if (auto p = dir / "ceilings.jsonl"; folder_holds(p)) f.ceilings = parse_ceilings(read_file(p), p.string());
   for (const Section& sec : sections()) {
     const std::string& name = sec.report;
     const auto p = dir / (name + ".h5");
-    if (!std::filesystem::exists(p)) continue;
+    if (!folder_holds(p)) continue;
     try {
       hdf5::StateReader r(p);
       Report rep;
       rep.info = r.run_info();
-      rep.cases = nlohmann::json::parse(r.read_text("/report/cases"));
-      rep.options = nlohmann::json::parse(r.read_text("/report/options"));
+      rep.cases = read_json(r.read_text("/report/cases"), p.string() + ":/report/cases");
+      rep.options = read_json(r.read_text("/report/options"), p.string() + ":/report/options");
       f.reports[name] = std::move(rep);
     } catch (const std::exception& e) {
       f.unreadable[name + ".h5"] = one_line(e.what());
     }
   }
-  if (auto p = dir / "torch-linear.json"; std::filesystem::exists(p)) {
+  if (auto p = dir / "torch-linear.json"; folder_holds(p)) {
     try {
-      f.torch_linear = nlohmann::json::parse(read_file(p));
+      f.torch_linear = read_json(read_file(p), p.string());
     } catch (const std::exception& e) {
       f.unreadable["torch-linear.json"] = one_line(e.what());
     }
   }
-  if (auto t = dir / "tests"; std::filesystem::is_directory(t)) {
+  std::error_code ec;
+  const auto tests_type = std::filesystem::symlink_status(dir / "tests", ec).type();
+  if (tests_type == std::filesystem::file_type::symlink)
+    throw Error((dir / "tests").string() + ": a symbolic link in the check folder; psi device summary reads only the "
+                "folder's own regular files");
+  if (auto t = dir / "tests"; tests_type == std::filesystem::file_type::directory) {
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(t))
       if (e.path().extension() == ".json") files.push_back(e.path());

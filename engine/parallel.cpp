@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "engine/environment.h"
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 
@@ -21,10 +21,7 @@ std::atomic<int> g_override{0};
 thread_local bool t_in_task = false;
 
 int default_threads() {
-  if (const char* s = std::getenv("PSI_THREADS")) {
-    int n = std::atoi(s);
-    if (n >= 1) return n;
-  }
+  if (const auto n = env_threads()) return *n;
   return int(std::max(1u, std::thread::hardware_concurrency()));
 }
 }  // namespace

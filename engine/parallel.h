@@ -7,7 +7,7 @@
 
 namespace psi {
 
-// Threads used by parallel_for: PSI_THREADS if set (>= 1), else the hardware concurrency.
+// Threads used by parallel_for: PSI_THREADS if set (1..1024, engine/environment.h), else the hardware concurrency.
 int thread_count();
 // Overrides thread_count() for this process (0 restores the default); for tests and benches.
 void set_thread_count(int n);

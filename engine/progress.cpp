@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 
+#include "engine/environment.h"
 #include "engine/interrupt.h"
 
 namespace psi {
@@ -20,12 +20,7 @@ thread_local Progress* line_owner = nullptr;
 
 // Seconds between plain lines when stderr is not a terminal.
 double plain_period() {
-  static const double period = [] {
-    const char* v = std::getenv("PSI_PROGRESS_SECONDS");
-    char* end = nullptr;
-    const double s = v ? std::strtod(v, &end) : 30.0;
-    return v && (end == v || *end != '\0' || s < 0) ? 30.0 : s;
-  }();
+  static const double period = env_progress_seconds();
   return period;
 }
 

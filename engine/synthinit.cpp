@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
+#include <string>
 
 #include "engine/error.h"
+#include "engine/memory.h"
 
 namespace psi::synthinit {
 
@@ -93,7 +96,25 @@ void fill(std::string_view name, const Shape& shape, std::uint64_t seed, std::sp
 }
 
 Bf16Tensor make(std::string_view name, const Shape& shape, std::uint64_t seed) {
-  Bf16Tensor t(shape);
+  // The shape often comes from a file (a recording's full_shape, a weights_json entry): it is
+  // checked before the tensor is allocated, never left to bad_alloc or the OOM killer.
+  const auto refuse = [&](const std::string& why) {
+    return Error("SynthInit tensor '" + std::string(name) + "' of shape " + shape_str(shape) + ": " + why);
+  };
+  const std::uint64_t memory = physical_memory_bytes();
+  std::uint64_t elements = 1;
+  for (const std::int64_t d : shape) {
+    if (d < 0) throw refuse("a negative size");
+    if (d != 0 && elements > memory / sizeof(Bf16) / std::uint64_t(d))
+      throw refuse("more than this machine's memory (" + std::to_string(memory) + " bytes) holds");
+    elements *= std::uint64_t(d);
+  }
+  Bf16Tensor t;
+  try {
+    t = Bf16Tensor(shape);
+  } catch (const std::bad_alloc&) {
+    throw refuse(std::to_string(elements * sizeof(Bf16)) + " bytes could not be allocated");
+  }
   fill(name, shape, seed, t.span());
   return t;
 }

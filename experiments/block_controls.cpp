@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/json_read.h"
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "engine/official/math_to_flash.h"
@@ -283,7 +284,8 @@ void run_block_controls(const Options& o, Report& report) {
   nlohmann::json official = nlohmann::json::object();
   auto f = h5::File::open_read(r.file);
   if (auto tm = f.attr("/" + r.group, "timing_and_memory"); tm && std::holds_alternative<std::string>(*tm))
-    official = nlohmann::json::parse(std::get<std::string>(*tm), nullptr, false);
+    official = read_json_if_valid(std::get<std::string>(*tm), r.file.string() + ":/" + r.group + ": attribute timing_and_memory")
+                   .value_or(nlohmann::json::object());
   // FLASH vs MATH of the recordings themselves.
   std::vector<BlockControlsCase::Distance> flash_rows;
   for (const char* t : {"video_out", "audio_out"}) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 
 namespace psi::exp {
 
@@ -53,8 +54,9 @@ official::KernelConfig read_kernel_config(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(name + ": cannot be read");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw Error(name + ": not JSON (kernel config)");
+  const auto parsed = read_json_if_valid(text, name + " (kernel config)");
+  if (!parsed) throw Error(name + ": not JSON (kernel config)");
+  const nlohmann::json& j = *parsed;
   if (!j.is_object() || !j.contains("schema") || j.at("schema") != kKernelConfigSchema)
     throw Error(name + ": not a kernel config (schema " + std::string(kKernelConfigSchema) + ")");
   for (const auto& [key, value] : j.items())

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "hdf5/h5.h"
 #include "hdf5/output_path.h"
 
@@ -116,12 +117,10 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
   hdf5::StateReader r(file);
   if (!r.file().exists(kTables))
     throw Error(file.string() + ": not a psi experiment report (no " + kTables + ")");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(r.read_text(kTables));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file.string() + ":" + kTables + ": malformed JSON: " + e.what());
-  }
+  std::string why;
+  auto parsed = read_json_if_valid(r.read_text(kTables), file.string() + ":" + kTables, &why);
+  if (!parsed) throw Error(file.string() + ":" + kTables + ": malformed JSON: " + why);
+  const nlohmann::json j = std::move(*parsed);
   std::vector<Table> out;
   try {
     for (auto& t : j) out.push_back(Table::from_json(t));

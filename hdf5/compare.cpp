@@ -15,6 +15,7 @@
 
 #include "engine/bf16.h"
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "engine/sign_flip.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
@@ -429,9 +430,9 @@ struct JsonDiff {
 bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::File& b, const std::string& path_b,
                        const CompareOptions& opt, DatasetComparison& out) {
   const std::string ta = a.read_text(path_a), tb = b.read_text(path_b);
-  const nlohmann::json ja = nlohmann::json::parse(ta, nullptr, false), jb = nlohmann::json::parse(tb, nullptr, false);
-  if (ja.is_discarded() || jb.is_discarded() || !(ja.is_object() || ja.is_array()) || !(jb.is_object() || jb.is_array()))
-    return false;
+  const nlohmann::json ja = read_json_if_valid(ta, a.path().string() + ":" + path_a).value_or(nullptr);
+  const nlohmann::json jb = read_json_if_valid(tb, b.path().string() + ":" + path_b).value_or(nullptr);
+  if (!(ja.is_object() || ja.is_array()) || !(jb.is_object() || jb.is_array())) return false;
   JsonDiff d;
   d.timing = opt.timing;
   d.walk("", &ja, &jb, false);

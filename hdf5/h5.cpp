@@ -10,15 +10,17 @@
 #include <mutex>
 #include <map>
 #include <tuple>
+#include <type_traits>
 #include <limits>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <new>
 
+#include "engine/environment.h"
 #include "engine/error.h"
+#include "engine/memory.h"
 #include "engine/interrupt.h"
-#include "engine/whole_number.h"
 #include "hdf5/isolated.h"
 #include "hdf5/link_allowance.h"
 #include "hdf5/output_path.h"
@@ -247,11 +249,7 @@ std::map<FileKey, std::string> g_checked;
 
 // How long a child may take to read a file's structure: PSI_H5_CHECK_SECONDS, default 20.
 std::chrono::milliseconds check_limit() {
-  static const std::chrono::milliseconds limit = [] {
-    const char* v = std::getenv("PSI_H5_CHECK_SECONDS");
-    const auto s = v ? parse_whole(v, 1, 3600) : std::nullopt;
-    return std::chrono::milliseconds(1000 * (s ? *s : 20));
-  }();
+  static const std::chrono::milliseconds limit(1000 * env_h5_check_seconds());
   return limit;
 }
 
@@ -590,7 +588,7 @@ std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& 
                    "at most 1,032-fold; psi refuses more: a compression bomb or a corrupt file)");
   // Bound every dataset by the machine's memory too, and turn a failed allocation into the same
   // one-line refusal.
-  const std::uint64_t memory = std::uint64_t(::sysconf(_SC_PHYS_PAGES)) * std::uint64_t(::sysconf(_SC_PAGESIZE));
+  const std::uint64_t memory = physical_memory_bytes();
   const auto too_large = [&] {
     return h5_error(where(dataset) + ": claims " + std::to_string(n) + " elements of " + std::to_string(sizeof(T)) +
                     " bytes, more than this machine's memory (" + std::to_string(memory) + " bytes) can hold");
@@ -607,12 +605,13 @@ std::vector<T> File::read_as(const std::string& dataset, hid_t mem_type, Shape& 
   return out;
 }
 
+// Read straight into the tensor's storage (a Bf16 is its 16 bits): one buffer, not a second copy
+// beside the first, so read_as's memory bound holds for the whole read.
+static_assert(sizeof(Bf16) == sizeof(std::uint16_t) && std::is_standard_layout_v<Bf16>);
 Bf16Tensor File::read_bf16(const std::string& dataset) const {
   Shape shape;
-  auto raw = read_as<std::uint16_t>(dataset, H5T_NATIVE_UINT16, shape, ElemKind::bf16);
-  Bf16Tensor t(shape);
-  for (std::size_t i = 0; i < raw.size(); ++i) t.data[i] = Bf16::from_bits(raw[i]);
-  return t;
+  auto v = read_as<Bf16>(dataset, H5T_NATIVE_UINT16, shape, ElemKind::bf16);
+  return Bf16Tensor(shape, std::move(v));
 }
 
 F32Tensor File::read_f32(const std::string& dataset) const {

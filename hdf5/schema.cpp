@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "engine/sha256.h"
 
 namespace psi::hdf5 {
@@ -172,7 +173,7 @@ std::string shape_json(const Shape& s) {
 }
 
 Shape parse_shape_json(std::string_view json, const std::string& where) {
-  auto j = nlohmann::json::parse(json, nullptr, false);
+  const auto j = read_json_if_valid(json, where).value_or(nullptr);
   Shape s;
   bool ok = j.is_array();
   if (ok)

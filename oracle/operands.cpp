@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "hdf5/schema.h"
@@ -55,7 +56,12 @@ Bf16Tensor regenerate(const h5::File& f, const std::string& json_path, const nlo
                       std::int64_t seed) {
   const std::string name = entry.at("name").get<std::string>();
   const Shape shape = entry.at("shape").get<Shape>();
-  Bf16Tensor t = synthinit::make(name, shape, std::uint64_t(seed));
+  Bf16Tensor t;
+  try {
+    t = synthinit::make(name, shape, std::uint64_t(seed));
+  } catch (const Error& e) {
+    throw Error(where(f, json_path) + ": " + e.what(), e.code());  // a shape too large or negative
+  }
   const std::string want = entry.at("sha256").get<std::string>();
   const std::string got = sha256_hex(t);
   if (got != want)
@@ -102,12 +108,7 @@ LinearProblem load_probe(const h5::File& f, const std::string& probe) {
   const std::string json_path = group + "/weights_json";
   if (!f.exists(json_path))
     throw Error(where(f, group) + ": not a projection probe (no weights_json dataset)");
-  nlohmann::json entries;
-  try {
-    entries = nlohmann::json::parse(f.read_text(json_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where(f, json_path) + ": not valid JSON (" + e.what() + ")");
-  }
+  const nlohmann::json entries = read_json(f.read_text(json_path), where(f, json_path));
   const nlohmann::json* we = nullptr;
   const nlohmann::json* be = nullptr;
   try {

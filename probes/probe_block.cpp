@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "engine/exec/executor.h"
 #include "engine/interrupt.h"
 #include "engine/measure/sizes.h"
@@ -55,7 +56,8 @@ void check_weights(CaseContext& ctx, const model::ModelConfig& c, const model::B
                   " " + shape_str(recorded[i].shape) + ", psi expects " + expected[i].name + " " +
                   shape_str(expected[i].shape));
   // SHA-256 of every loaded tensor against the recording.
-  const nlohmann::json j = nlohmann::json::parse(ctx.rec.file().read_text(ctx.rec.abs("weights_json")));
+  const nlohmann::json j = read_json(ctx.rec.file().read_text(ctx.rec.abs("weights_json")),
+                                     ctx.rec.path().string() + ":" + ctx.rec.abs("weights_json"));
   std::vector<const Bf16Tensor*> loaded;
   for (const model::AttentionWeights* a : {&w.attn1, &w.attn2, &w.audio_attn1, &w.audio_attn2,
                                            &w.audio_to_video_attn, &w.video_to_audio_attn})

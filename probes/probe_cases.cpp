@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 
+#include "engine/environment.h"
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 #include "engine/sha256.h"
@@ -60,7 +61,7 @@ const TrajectoryRecording& trajectory_recording(std::int64_t context_rows) {
 }
 
 std::filesystem::path shared_dir() {
-  if (const char* s = std::getenv("PSI_SHARED"); s && *s) return s;
+  if (auto s = env_shared()) return *s;
   return PSI_SHARED_DIR_DEFAULT;
 }
 
@@ -148,12 +149,7 @@ namespace detail {
 
 std::vector<model::WeightSpec> recorded_weights(Recording& rec) {
   const std::string where = rec.path().string() + ":" + rec.abs("weights_json");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(rec.file().read_text(rec.abs("weights_json")));
-  } catch (const nlohmann::json::exception&) {
-    throw Error(where + ": not valid JSON");
-  }
+  const nlohmann::json j = read_json(rec.file().read_text(rec.abs("weights_json")), where);
   std::vector<model::WeightSpec> out;
   for (const auto& e : j) {
     model::WeightSpec s;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "engine/whole_number.h"
@@ -92,11 +93,9 @@ std::optional<std::string> Recording::attr_text(const std::string& rel, const st
 nlohmann::json Recording::attr_json(const std::string& rel, const std::string& name) const {
   auto t = attr_text(rel, name);
   if (!t) throw Error(path_.string() + ":" + abs(rel) + ": attribute '" + name + "' is missing");
-  try {
-    return nlohmann::json::parse(*t);
-  } catch (const nlohmann::json::exception&) {
-    throw Error(path_.string() + ":" + abs(rel) + ": attribute '" + name + "' is not JSON");
-  }
+  auto j = read_json_if_valid(*t, path_.string() + ":" + abs(rel) + ": attribute '" + name + "'");
+  if (!j) throw Error(path_.string() + ":" + abs(rel) + ": attribute '" + name + "' is not JSON");
+  return std::move(*j);
 }
 
 StoredTensor Recording::stored_bf16(const std::string& rel) {

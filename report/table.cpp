@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/real_number.h"
 
 namespace psi::report {
 
@@ -217,7 +218,10 @@ nlohmann::json cell_numbers(const std::string& cell, std::string& unit) {
     if (tok.starts_with("\u2212")) tok.replace(0, std::string_view("\u2212").size(), "-");
     if (!is_number(tok)) return nullptr;
     tok.erase(std::remove(tok.begin(), tok.end(), ','), tok.end());
-    values.push_back(std::stod(tok));
+    // A value no double holds (1e999, 400 digits) stays text.
+    const auto v = parse_real(tok);
+    if (!v) return nullptr;
+    values.push_back(*v);
     value_units.push_back(suffix);
   }
   if (values.empty()) return nullptr;

@@ -1,7 +1,10 @@
 // Regression tests for bad-input and non-finite handling bugs that the reliability work found in
 // code outside it. Each test states the contract and names the code at fault; those marked
 // "Open" fail until the bug is fixed. docs/reliability.md lists them with their reproductions.
+#include <sys/stat.h>
+
 #include <cstring>
+#include <functional>
 
 #include <hdf5.h>
 
@@ -198,4 +201,96 @@ TEST(FoundBug, FileContentInAnErrorStaysOnOneLine) {
   const fs::path stored = f32_file(dir / "stored.h5", {1, 2}, {{"stored", std::string("rows\nforged")}});
   const std::vector<std::string> compare{"compare", stored.string(), stored.string()};
   expect_rejected(run_psi(compare), compare, Exit::bad_input, {stored.string() + ":/x", "stored"});
+}
+
+// Round four (issue 41.4): JSON nested 100,000 deep in a file psi reads outside HDF5, a kernel
+// config and a checkpoint's header, is refused naming the file (engine/json_read.h).
+TEST(FoundBug, DeeplyNestedJsonOutsideHdf5IsRefused) {
+  const fs::path dir = fresh_dir("kb_deep_json");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write_bytes(dir / "config.json", R"({"schema": "psi-kernel-config/1", "products": )" + deep + "}");
+  std::string header = R"({"a": )" + deep + "}";
+  std::string st(8, '\0');
+  for (int i = 0; i < 8; ++i) st[std::size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+  write_bytes(dir / "deep.safetensors", st + header);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"run", "scheduling", "--quick", "--kernel-config", (dir / "config.json").string(), "--out", (dir / "r.h5").string()},
+       (dir / "config.json").string()},
+      {{"kernels", "confirm", "--config", (dir / "config.json").string()}, (dir / "config.json").string()},
+      {{"run", "one-token", "--quick", "--checkpoint", (dir / "deep.safetensors").string(), "--out", (dir / "r.h5").string()},
+       (dir / "deep.safetensors").string() + ": header"},
+  };
+  for (const auto& [args, where] : bad) {
+    expect_rejected(run_psi(args), args, Exit::bad_input, {where, "JSON nested deeper than 64 levels"});
+    EXPECT_FALSE(fs::exists(dir / "r.h5"));
+  }
+}
+
+// Round four (issue 41.6): psi device summary prints what it reads, and followed a symbolic link
+// in the check folder to any file on the machine (a `ceilings.jsonl` leading to a secret came
+// out in its error line, a `context.tsv` in the summary). Only the folder's own regular files are
+// read: a link (to a file, to a folder as `tests`, dangling) or a fifo among them is refused and
+// nothing of its target printed. Round four (41.4) too: steps.tsv's numbers are decimal and in
+// range, and its ceilings lines bounded JSON.
+TEST(FoundBug, DeviceSummaryReadsOnlyTheFolderItself) {
+  const fs::path dir = fresh_dir("kb_device_summary");
+  write_bytes(dir / "secret.txt", "device\tTOP-SECRET-VALUE\n");
+  fs::create_directories(dir / "elsewhere");
+  write_bytes(dir / "elsewhere" / "t.json", R"({"testsuites": []})");
+  const auto folder = [&](const std::string& name, const std::function<void(const fs::path&)>& fill) {
+    const fs::path f = dir / name;
+    fs::create_directories(f);
+    write_bytes(f / "steps.tsv", "scheduling\t0\t3.0\t\n");
+    fill(f);
+    return f.string();
+  };
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {folder("context_link", [&](const fs::path& f) { fs::create_symlink(dir / "secret.txt", f / "context.tsv"); }),
+       "context.tsv: a symbolic link"},
+      {folder("ceilings_link", [&](const fs::path& f) { fs::create_symlink(dir / "secret.txt", f / "ceilings.jsonl"); }),
+       "ceilings.jsonl: a symbolic link"},
+      {folder("steps_link", [&](const fs::path& f) {
+         fs::remove(f / "steps.tsv");
+         fs::create_symlink(dir / "secret.txt", f / "steps.tsv");
+       }),
+       "steps.tsv: a symbolic link"},
+      {folder("dangling_link", [&](const fs::path& f) { fs::create_symlink(dir / "missing", f / "context.tsv"); }),
+       "context.tsv: a symbolic link"},
+      {folder("torch_link", [&](const fs::path& f) { fs::create_symlink(dir / "secret.txt", f / "torch-linear.json"); }),
+       "torch-linear.json: a symbolic link"},
+      {folder("report_link", [&](const fs::path& f) { fs::create_symlink(dir / "secret.txt", f / "capacity.h5"); }),
+       "capacity.h5: a symbolic link"},
+      {folder("tests_link", [&](const fs::path& f) { fs::create_symlink(dir / "elsewhere", f / "tests"); }),
+       "tests: a symbolic link"},
+      {folder("test_json_link", [&](const fs::path& f) {
+         fs::create_directories(f / "tests");
+         fs::create_symlink(dir / "elsewhere" / "t.json", f / "tests" / "t.json");
+       }),
+       "t.json: a symbolic link"},
+      {folder("context_fifo", [&](const fs::path& f) { ASSERT_EQ(::mkfifo((f / "context.tsv").c_str(), 0600), 0); }),
+       "context.tsv: not a regular file"},
+      {folder("test_json_fifo", [&](const fs::path& f) {
+         fs::create_directories(f / "tests");
+         ASSERT_EQ(::mkfifo((f / "tests" / "t.json").c_str(), 0600), 0);
+       }),
+       "t.json: not a regular file"},
+      {folder("seconds_huge", [&](const fs::path& f) { write_bytes(f / "steps.tsv", "scheduling\t0\t1e999\t\n"); }),
+       "exit code (0 to 255) and seconds"},
+      {folder("seconds_nan", [&](const fs::path& f) { write_bytes(f / "steps.tsv", "scheduling\t0\tnan\t\n"); }),
+       "exit code (0 to 255) and seconds"},
+      {folder("exit_code_hex", [&](const fs::path& f) { write_bytes(f / "steps.tsv", "scheduling\t0x7\t1.0\t\n"); }),
+       "exit code (0 to 255) and seconds"},
+      {folder("exit_code_huge", [&](const fs::path& f) { write_bytes(f / "steps.tsv", "scheduling\t99999999999\t1.0\t\n"); }),
+       "exit code (0 to 255) and seconds"},
+      {folder("ceilings_deep", [&](const fs::path& f) { write_bytes(f / "ceilings.jsonl", deep + "\n"); }),
+       "ceilings.jsonl:1: JSON nested deeper than 64 levels"},
+  };
+  for (const auto& [f, mention] : bad) {
+    const std::vector<std::string> args{"device", "summary", f};
+    const PsiRun r = run_psi(args);
+    expect_rejected(r, args, Exit::bad_input, {f, mention});
+    EXPECT_EQ(r.out.find("TOP-SECRET-VALUE"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find("TOP-SECRET-VALUE"), std::string::npos) << r.err;
+  }
 }

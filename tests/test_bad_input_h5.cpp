@@ -764,3 +764,51 @@ TEST(BadHdf5, FilesThatCrashLibhdf5AreRefused) {
     }
   }
 }
+
+// JSON nested 100,000 deep, wherever psi reads JSON from a file (issue 41.4): a report's tables,
+// a recording's full_shape attribute, a JSON dataset psi compare compares field by field, a
+// probe's weights_json. Each is refused naming where it was read, before a value is built
+// (engine/json_read.h).
+TEST(BadHdf5, DeeplyNestedJsonIsRefused) {
+  const fs::path dir = fresh_dir("h5_deep_json");
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string tables = report_file(dir / "deep_tables.h5", deep).string();
+  const std::string text = plain_file(dir / "deep_text.h5", [&](h5::File& f) { f.write_text("/j", deep, {}); }).string();
+  const std::string shape = plain_file(dir / "deep_full_shape.h5", [&](h5::File& f) {
+                              f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {{"full_shape", deep}});
+                            }, {{"synthinit_global_seed", std::int64_t(0)}}).string();
+  const std::string probe = plain_file(dir / "deep_weights.h5", [&](h5::File& f) {
+                              f.write_text("/g/weights_json", deep, {});
+                              f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {});
+                            }).string();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"report", tables}, tables + ":/report/tables"},
+      {{"compare", text, text}, text + ":/j"},
+      {{"compare", shape, shape}, shape + ":/g/x"},
+      {{"oracle", "certify", "--file", probe, "--probe", "g"}, probe + ":/g/weights_json"},
+  };
+  for (const auto& [args, where] : bad)
+    expect_rejected(run_psi(args), args, Exit::bad_input, {where, "JSON nested deeper than 64 levels"});
+  expect_error([&] { psi::probes::Recording(shape, "g").input_bf16("x"); }, Exit::bad_input,
+               {shape + ":/g/x", "attribute 'full_shape'", "nested deeper than 64 levels"}, "a recording's full_shape");
+}
+
+// A size a file declares is checked against the machine's memory before anything is allocated
+// (issue 41.7): a probe's weights_json entry of shape [2^40, 2^20] made psi allocate 2^61 bytes
+// for its SynthInit weight (std::length_error, "internal error", exit 3); a negative size the same.
+TEST(BadHdf5, ShapesFromAFileAreBoundedBeforeAllocation) {
+  const fs::path dir = fresh_dir("h5_huge_shapes");
+  const auto probe = [&](const std::string& name, const std::string& shape) {
+    return plain_file(dir / name, [&](h5::File& f) {
+             f.write_text("/g/weights_json", R"([{"name": "proj.weight", "shape": )" + shape + R"(, "sha256": "00"}])", {});
+             f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {});
+           }).string();
+  };
+  const std::string huge = probe("huge.h5", "[1099511627776, 1048576]"), negative = probe("negative.h5", "[-4, 4]");
+  for (const auto& [file, why] : std::vector<std::pair<std::string, std::string>>{
+           {huge, "of shape [1099511627776, 1048576]: more than this machine's memory"},
+           {negative, "of shape [-4, 4]: a negative size"}}) {
+    const std::vector<std::string> args{"oracle", "certify", "--file", file, "--probe", "g"};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {file + ":/g/weights_json", "SynthInit tensor 'proj.weight'", why});
+  }
+}

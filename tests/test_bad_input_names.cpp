@@ -3,9 +3,12 @@
 // page and workspace sizes (zero, negative, not a multiple of the alignment, not fitting) and
 // unknown backends through the runtime's API (no command-line option sets them). Each is
 // refused with a one-line error naming the setting and the value, before any work is done.
+#include <bit>
 #include <cstdint>
 #include <limits>
 
+#include "engine/environment.h"
+#include "engine/real_number.h"
 #include "engine/runtime/arena.h"
 #include "engine/runtime/runtime.h"
 #include "engine/measure/sizes.h"
@@ -184,4 +187,125 @@ TEST(BadSizes, AnArenaTooLargeForTheMachineFailsTheRunCleanly) {
   c.live_bytes = 4096;
   expect_error([&] { rt::Runtime r(c); }, Exit::run_failed, {"cannot allocate an arena of 72057594037927936 bytes"},
                "64 PiB arena");
+}
+
+// Integer options are decimal (issue 41.4): CLI11 converts an option's text with base detection,
+// so "--shape 010" made a tensor of 8 elements even though the check read ten. The text is
+// rewritten to decimal digits before CLI11 converts it; another base is refused.
+TEST(BadNames, IntegerOptionsAreDecimal) {
+  for (const std::string shape : {"010", "10"}) {
+    const std::vector<std::string> args{"synthinit", "x", "--shape", shape};
+    const PsiRun r = run_psi(args);
+    EXPECT_NE(r.err.find("of shape [10]"), std::string::npos) << join(args) << ": " << r.err;
+  }
+  const auto sha = [](const std::string& seed) {
+    const PsiRun r = run_psi({"synthinit", "transformer_blocks.0.attn1.to_q.weight", "--shape", "4", "4", "--seed", seed});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(sha("010"), sha("10"));
+  EXPECT_NE(sha("010"), sha("8"));
+  const std::vector<BadArgs> bad = {
+      {{"synthinit", "x", "--shape", "0x10"}, {"--shape", "'0x10' is not a whole number"}},
+      {{"synthinit", "x", "--shape", "4", "--seed", "0x10"}, {"--seed", "'0x10'"}},
+      {{"synthinit", "x", "--shape", "4", "--seed", "0b11"}, {"--seed", "'0b11'"}},
+      {{"kernels", "shapes", "--context", "0x400"}, {"--context", "'0x400'"}},
+      {{"synthinit", "x", "--shape", std::string(400, '9')}, {"--shape", "is not a whole number"}},
+  };
+  for (const BadArgs& b : bad) expect_rejected(run_psi(b.args), b.args, Exit::bad_input, b.mentions);
+}
+
+// An empty value where a file, a folder or a dataset is named is refused (issue 41.4): several
+// were read as the option's default ("--reference ''" ran on the shared recordings, "--pool ''"
+// on the default pool).
+TEST(BadNames, EmptyPathsAreRefused) {
+  const fs::path out = fresh_dir("empty_paths");
+  const std::string report = (out / "r.h5").string();
+  const std::vector<std::vector<std::string>> bad = {
+      {"run", "one-token", "--checkpoint", "", "--out", report},
+      {"run", "block-controls", "--reference", "", "--out", report},
+      {"run", "scheduling", "--kernel-config", "", "--out", report},
+      {"run", "capacity", "--shard", "", "--out", report},
+      {"run", "fixed-budget", "--pool", "", "--out", report},
+      {"run", "scheduling", "--row-tile", "", "--out", report},
+      {"run", "one-token", "--allow-link-to", "", "--out", report},
+      {"probe", "audio-ff-up", "--reference", "", "--out", report},
+      {"probe", "block-full", "--flash-reference", "", "--out", report},
+      {"report", ""},
+      {"merge", "", "--out", report},
+      {"compare", "", report},
+      {"compare", report, ""},
+      {"verify", ""},
+      {"oracle", "certify", "--file", ""},
+      {"oracle", "certify", "--file", report, "--probe", ""},
+      {"oracle", "certify", "--file", report, "--x", "", "--w", "w", "--y", "y"},
+      {"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--b", "", "--y", "y"},
+      {"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--y", "y", "--rows", ""},
+      {"oracle", "explain", "--file", report, "--x", "x", "--w", "w", "--row", "0", "--col", "0", "--trace", ""},
+      {"device", "summary", ""},
+      {"kernels", "shapes", "--reference", ""},
+      {"kernels", "confirm", "--config", ""},
+  };
+  for (const auto& args : bad) {
+    expect_rejected(run_psi(args), args, Exit::bad_input, {"an empty "});
+    EXPECT_EQ(leftovers(out), std::vector<std::string>{}) << join(args);
+  }
+}
+
+// psi's environment variables are checked like options (issue 41.4), before any command runs:
+// before, PSI_THREADS=abc and PSI_H5_CHECK_SECONDS=inf fell back to defaults without a word and
+// PSI_PROGRESS_SECONDS=nan or 1e400 was taken as a period.
+TEST(BadNames, EnvironmentVariablesAreCheckedLikeOptions) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
+      {"PSI_THREADS", {"abc", "0", "-2", "inf", "nan", "1e400", "2.5", "0x10", "", "99999999999999999999999"}},
+      {"PSI_PROGRESS_SECONDS", {"inf", "nan", "1e400", "1e999", "-1e999", "1e-400", "-1", "abc", "5s", "", "0x10",
+                                std::string(400, '9')}},
+      {"PSI_H5_CHECK_SECONDS", {"inf", "nan", "1e400", "-1", "0", "abc", "", "2.5"}},
+      {"PSI_SHARED", {""}},
+  };
+  for (const auto& [name, values] : bad)
+    for (const std::string& v : values)
+      expect_rejected(run_psi({"list"}, {name + "=" + v}), {name + "='" + v + "'", "list"}, Exit::bad_input,
+                      {"environment variable " + name});
+  // The values they take.
+  for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
+           {"PSI_THREADS", "010"}, {"PSI_PROGRESS_SECONDS", "0"}, {"PSI_PROGRESS_SECONDS", "2.5"},
+           {"PSI_H5_CHECK_SECONDS", "30"}}) {
+    const PsiRun r = run_psi({"list"}, {name + "=" + v});
+    EXPECT_EQ(r.status, 0) << name << "=" << v << ": " << r.err;
+  }
+  // Read lazily inside the library (a thread count, a progress period), a bad value is the same
+  // psi::Error, which a command reports, not an exception that ends psi with std::terminate.
+  ::setenv("PSI_THREADS", "many", 1);
+  expect_error([] { psi::env_threads(); }, Exit::bad_input, {"PSI_THREADS='many'"}, "env_threads");
+  ::unsetenv("PSI_THREADS");
+  ::setenv("PSI_PROGRESS_SECONDS", "inf", 1);
+  expect_error([] { psi::env_progress_seconds(); }, Exit::bad_input, {"PSI_PROGRESS_SECONDS='inf'"}, "env_progress_seconds");
+  ::unsetenv("PSI_PROGRESS_SECONDS");
+  ::setenv("PSI_H5_CHECK_SECONDS", "1e400", 1);
+  expect_error([] { psi::env_h5_check_seconds(); }, Exit::bad_input, {"PSI_H5_CHECK_SECONDS='1e400'"}, "env_h5_check_seconds");
+  ::unsetenv("PSI_H5_CHECK_SECONDS");
+}
+
+// The one real-number parser (engine/real_number.h): what it reads, bit for bit, and what it
+// refuses, with range errors apart from malformed text.
+TEST(RealNumber, FormAndRangeAreChecked) {
+  for (const auto& [text, value] : std::vector<std::pair<std::string, double>>{
+           {"0", 0.0}, {"-0", -0.0}, {"0.1", 0.1}, {"1.5", 1.5}, {"-2e3", -2000.0}, {"30", 30.0}, {"1e308", 1e308},
+           {"2.2250738585072014e-308", 2.2250738585072014e-308}, {"0e-400", 0.0}, {"010", 10.0}}) {
+    const auto v = psi::parse_real(text);
+    ASSERT_TRUE(v) << text;
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(*v), std::bit_cast<std::uint64_t>(value)) << text;
+  }
+  for (const std::string text : std::vector<std::string>{"1e999", "-1e999", "1e-400", "-1e-400", "4.9e-324", std::string(400, '9')}) {
+    std::string why;
+    EXPECT_FALSE(psi::parse_real(text, &why)) << text;
+    EXPECT_EQ(why, "out of the range of a double") << text;
+  }
+  for (const std::string text : {"", "-", "inf", "-inf", "infinity", "nan", "NaN", "+1", ".5", " 1", "1 ", "0x10", "1e",
+                                 "1.5s", "1,5", "--1"}) {
+    std::string why;
+    EXPECT_FALSE(psi::parse_real(text, &why)) << text;
+    EXPECT_EQ(why, "not a decimal number") << text;
+  }
 }

@@ -76,8 +76,10 @@ inline void write_bytes(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
 }
 
-// Starts psi with `args`; stdout and stderr go to files in `io_dir`. Returns the pid.
-inline pid_t spawn_psi(const std::vector<std::string>& args, const fs::path& io_dir) {
+// Starts psi with `args`; stdout and stderr go to files in `io_dir`; `env` ("NAME=value") is set
+// over this process's environment. Returns the pid.
+inline pid_t spawn_psi(const std::vector<std::string>& args, const fs::path& io_dir,
+                       const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv_s{PSI_BINARY};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -91,14 +93,20 @@ inline pid_t spawn_psi(const std::vector<std::string>& args, const fs::path& io_
   // The contract checked here is the error line; progress lines are stderr too, and a run slowed
   // down (a sanitizer, a busy machine) past the 30 s period would print one before it. Progress
   // is tested on its own (test_progress.cpp).
-  std::vector<std::string> env_s{"PSI_PROGRESS_SECONDS=86400"};
+  std::vector<std::string> env_s = env;
+  env_s.emplace_back("PSI_PROGRESS_SECONDS=86400");
+  const auto set_already = [&](std::string_view e) {
+    for (const std::string& s : env_s)
+      if (e.substr(0, e.find('=') + 1) == std::string_view(s).substr(0, s.find('=') + 1)) return true;
+    return false;
+  };
   for (char** e = environ; *e; ++e)
-    if (!std::string_view(*e).starts_with("PSI_PROGRESS_SECONDS=")) env_s.emplace_back(*e);
-  std::vector<char*> env;
-  for (auto& e : env_s) env.push_back(e.data());
-  env.push_back(nullptr);
+    if (!set_already(*e)) env_s.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), env.data());
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
 }
@@ -118,9 +126,9 @@ inline PsiRun wait_psi(pid_t pid, const fs::path& io_dir) {
 
 // Runs psi to completion from the scratch folder's "io" folder (so a default output path
 // lands there too, not in the test's working directory).
-inline PsiRun run_psi(const std::vector<std::string>& args) {
+inline PsiRun run_psi(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   static const fs::path io = fresh_dir("io");
-  return wait_psi(spawn_psi(args, io), io);
+  return wait_psi(spawn_psi(args, io, env), io);
 }
 
 inline std::string join(const std::vector<std::string>& args) {

@@ -103,3 +103,22 @@ TEST(DiffFigures, AFileIsNoFiguresFolder) {
   EXPECT_NE(r.err.find("--figures " + (dir / "file").string() + ": not a folder"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
+
+// The PNG converter never reads a file name as an option (issue 41.6): a --figures folder whose
+// relative name starts with '-' gave rsvg-convert "-figs/....png" after -o and "-figs/....svg",
+// which it took for options, and no PNG was written.
+TEST(DiffFigures, AFolderNamedLikeAnOptionGetsItsPngs) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_diff_figures_dash_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);  // the name is relative: psi runs in `dir`
+  const auto r = psi::testing::run_psi_in("probe audio-ff-up --variant dense --figures=-figs", dir);
+  fs::current_path(cwd);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  for (const std::string kind : {"ulp-map", "ulp-histogram"}) {
+    const fs::path png = dir / "-figs" / ("audio-ff-up.dense.proj_out.official." + kind + ".png");
+    EXPECT_EQ(psi::testing::slurp(png).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << png << "\n" << r.out;
+  }
+  fs::remove_all(dir);
+}

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/json_read.h"
 
 namespace psi::ckpt {
 namespace {
@@ -179,15 +180,13 @@ void SafetensorsFile::parse_header(std::string_view text, const std::string& str
   // catches duplicates per object; then the plain parse. (nlohmann's callback parser would do
   // both at once, but it rescans an object's members at each nested object's end: quadratic in
   // the tensor count, minutes for a 100,000-tensor header.)
-  json header;
-  try {
-    DuplicateKeys dup;
-    json::sax_parse(text.begin(), text.end(), &dup);
-    if (!dup.duplicate.empty()) throw Error(p + ": duplicate key \"" + dup.duplicate + "\" in the header");
-    header = json::parse(text.begin(), text.end());
-  } catch (const json::exception& ex) {
-    throw Error(p + ": header is not valid JSON: " + ex.what());
-  }
+  DuplicateKeys dup;
+  json::sax_parse(text.begin(), text.end(), &dup);
+  if (!dup.duplicate.empty()) throw Error(p + ": duplicate key \"" + dup.duplicate + "\" in the header");
+  std::string why;
+  auto parsed = read_json_if_valid(text, p + ": header", &why);
+  if (!parsed) throw Error(p + ": header is not valid JSON: " + why);
+  json header = std::move(*parsed);
   if (!header.is_object()) throw Error(p + ": header is not a JSON object");
 
   for (const auto& [key, value] : header.items()) {

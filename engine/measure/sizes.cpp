@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/whole_number.h"
 
 namespace psi::rt {
 
@@ -33,14 +34,12 @@ std::uint64_t parse_capacity(std::string_view text, std::string_view what) {
                  " (expected a whole number with an optional unit: bytes, KiB, MiB, GiB)");
   };
   std::size_t i = 0;
-  std::uint64_t n = 0;
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-    const std::uint64_t d = std::uint64_t(text[i] - '0');
-    if (n > (kMax - d) / 10) throw bad("too large");
-    n = n * 10 + d;
-  }
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
   if (i == 0) throw bad("no number");
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  const auto parsed = parse_whole(text.substr(0, i), 0, kMax);
+  if (!parsed) throw bad("too large");
+  const std::uint64_t n = *parsed;
   while (i < text.size() && text[i] == ' ') ++i;
   const std::string_view unit = text.substr(i);
   int shift = 0;
