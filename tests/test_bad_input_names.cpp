@@ -297,7 +297,7 @@ TEST(RealNumber, FormAndRangeAreChecked) {
     ASSERT_TRUE(v) << text;
     EXPECT_EQ(std::bit_cast<std::uint64_t>(*v), std::bit_cast<std::uint64_t>(value)) << text;
   }
-  for (const std::string text : std::vector<std::string>{"1e999", "-1e999", "1e-400", "-1e-400", "4.9e-324", std::string(400, '9')}) {
+  for (const std::string& text : std::vector<std::string>{"1e999", "-1e999", "1e-400", "-1e-400", "4.9e-324", std::string(400, '9')}) {
     std::string why;
     EXPECT_FALSE(psi::parse_real(text, &why)) << text;
     EXPECT_EQ(why, "out of the range of a double") << text;

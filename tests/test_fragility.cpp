@@ -58,7 +58,9 @@ TEST(Fragility, FragileElementsAreThoseSomeOrderChanges) {
     EXPECT_LE(f.fragile, f.elements) << f.site;
     EXPECT_GE(f.largest_margin, 0.0) << f.site;
     EXPECT_LE(f.largest_margin, 0.5) << f.site;
-    if (f.fragile == 0) EXPECT_EQ(f.largest_margin, 0.0) << f.site;
+    if (f.fragile == 0) {
+      EXPECT_EQ(f.largest_margin, 0.0) << f.site;
+    }
     EXPECT_EQ(f.by_order.size(), f.attention ? 7u : 5u) << f.site;
     fragile += f.fragile;
   }

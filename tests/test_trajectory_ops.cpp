@@ -219,8 +219,12 @@ TEST(TrajectoryOps, ChangeInsideTheForwardIsNamedAndDownstreamIsInherited) {
     const auto v = verdicts(rep);
     int inherited = 0;
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (int(i) < at) EXPECT_EQ(v[i], "equal") << rep.ops[i].site;
-      if (int(i) > at) EXPECT_NE(v[i], "departs") << rep.ops[i].site;
+      if (int(i) < at) {
+        EXPECT_EQ(v[i], "equal") << rep.ops[i].site;
+      }
+      if (int(i) > at) {
+        EXPECT_NE(v[i], "departs") << rep.ops[i].site;
+      }
       inherited += v[i] == "inherited";
     }
     EXPECT_EQ(v[std::size_t(at)], "departs");
