@@ -89,6 +89,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                  "product shape instead of the recorded choices; recorded in the report's options");
   sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)");
   add_allow_links_option(sub);
+  add_allow_unverified_flag(sub);
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
       ->check(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));

@@ -9,6 +9,7 @@
 #include "engine/error.h"
 #include "hdf5/h5.h"
 #include "hdf5/output_path.h"
+#include "hdf5/unverified.h"
 
 namespace psi::exp {
 
@@ -49,6 +50,23 @@ std::string random_run_id() {
 }
 
 constexpr const char* kRunId = "run_id";
+constexpr const char* kUnverified = "unverified";
+
+// Tables whose cases rest on data read unchecked (each case's `unverified`): the title says so and
+// a note names the cases and the data.
+void mark_unverified(std::vector<Table>& tables, const nlohmann::json& cases) {
+  std::string which, what;
+  for (const auto& c : cases)
+    if (c.is_object() && c.contains(kUnverified)) {
+      which += (which.empty() ? "" : ", ") + std::to_string(case_index(c));
+      if (what.empty() && c[kUnverified].is_string()) what = c[kUnverified].get<std::string>();
+    }
+  if (which.empty()) return;
+  for (Table& t : tables) {
+    t.title = "UNVERIFIED: " + t.title;
+    t.notes.push_back("UNVERIFIED: case(s) " + which + " rest on data psi could not check (--allow-unverified): " + what);
+  }
+}
 }  // namespace
 
 Report::Report(const Experiment& e, const Options& o, const std::string& device_name,
@@ -80,6 +98,8 @@ std::int64_t case_index(const nlohmann::json& record) { return record.at(kIndex)
 
 void Report::add_case(std::int64_t index, nlohmann::json record) {
   record[kIndex] = index;
+  // A case computed after data was read unchecked may rest on it: marked, with what that was.
+  if (!hdf5::unverified_data().empty()) record[kUnverified] = hdf5::unverified_summary();
   cases_.push_back(std::move(record));
 }
 
@@ -87,6 +107,7 @@ std::vector<Table> Report::commit() {
   std::sort(cases_.begin(), cases_.end(),
             [](const nlohmann::json& a, const nlohmann::json& b) { return case_index(a) < case_index(b); });
   std::vector<Table> tables = experiment_.tabulate(cases_, options_.to_json());
+  mark_unverified(tables, cases_);
   nlohmann::json tj = nlohmann::json::array();
   for (const Table& t : tables) tj.push_back(t.to_json());
   writer_.write_text(kCases, cases_.dump());

@@ -18,6 +18,7 @@
 #include "engine/sign_flip.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
+#include "hdf5/unverified.h"
 
 namespace psi::hdf5 {
 
@@ -127,6 +128,31 @@ std::vector<T> load(const h5::File& f, const h5::DatasetInfo& di) {
   else return read_native<T>(f, di.path, H5T_NATIVE_INT64, numel(di.shape));
 }
 
+std::string string_attr(const h5::File& f, const std::string& ds, const char* name) {
+  auto v = f.attr(ds, name);
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
+}
+
+std::string file_format(const h5::File& f) {
+  for (const char* name : {"schema", "format"}) {
+    std::string v = string_attr(f, "/", name);
+    if (!v.empty()) return v;
+  }
+  return "plain HDF5";
+}
+
+// psi files and the recordings hash every tensor they hold: one without sha256_full was edited
+// (hdf5/unverified.h refuses it, or records it under --allow-unverified); a plain HDF5 file
+// records no hashes, and its data is compared as it is. Returns why, or empty.
+std::string unverified_tensor(const h5::File& f, const h5::DatasetInfo& di, const char* side) {
+  const std::string format = file_format(f);
+  if ((format != kSchema && format != kRecordingFormat) || is_text_dataset(f, di)) return "";
+  const std::string why = unverifiable_reason(read_integrity(f, di.path));
+  if (why.empty()) return "";
+  unverifiable(f.path().string() + ":" + di.path, why);
+  return std::string(side) + ": " + why;
+}
+
 // ---- stored regions ------------------------------------------------------------------------
 
 // One side of a comparison: where its stored elements sit in the full tensor.
@@ -137,10 +163,6 @@ struct Side {
   Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
 };
 
-std::string string_attr(const h5::File& f, const std::string& ds, const char* name) {
-  auto v = f.attr(ds, name);
-  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
-}
 
 Side describe(const h5::File& f, const h5::DatasetInfo& di) {
   const std::string where = f.path().string() + ":" + di.path;
@@ -294,13 +316,6 @@ void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, co
   out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
 }
 
-std::string file_format(const h5::File& f) {
-  for (const char* name : {"schema", "format"}) {
-    std::string v = string_attr(f, "/", name);
-    if (!v.empty()) return v;
-  }
-  return "plain HDF5";
-}
 
 std::string dataset_label(const DatasetComparison& d) {
   if (d.path_a.empty()) return d.path_b;
@@ -488,6 +503,9 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     return out;
   }
   out.full_shape = sa.full;
+  for (const std::string& u : {unverified_tensor(a, ia, "A"), unverified_tensor(b, ib, "B")})
+    if (!u.empty()) out.unverified += (out.unverified.empty() ? "" : "; ") + u;
+  if (!out.unverified.empty()) out.note = "UNVERIFIED (" + out.unverified + ")";
   if (sa.full != sb.full) {
     out.status = CompareStatus::shape_mismatch;
     out.note = "shape " + shape_str(sa.full) + " in A vs " + shape_str(sb.full) + " in B";
@@ -523,7 +541,7 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     return out;
   }
   if (partial && (lo != Shape(lo.size(), 0) || hi != sa.full))
-    out.note = "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
+    out.note += std::string(out.note.empty() ? "" : "; ") + "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
   switch (ia.kind) {
     case h5::ElemKind::bf16: load_and_compare<Bf16>(a, sa, b, sb, lo, hi, out); break;
     case h5::ElemKind::f32: load_and_compare<float>(a, sa, b, sb, lo, hi, out); break;
@@ -612,6 +630,8 @@ int CompareReport::exit_code() const {
   if (count(CompareStatus::differs) + count(CompareStatus::shape_mismatch) > 0) return int(Exit::differs);
   if (count(CompareStatus::equal) == 0) return int(Exit::differs);
   if (strict && count(CompareStatus::only_a) + count(CompareStatus::only_b) > 0) return int(Exit::differs);
+  if (std::any_of(datasets.begin(), datasets.end(), [](const auto& d) { return !d.unverified.empty(); }))
+    return int(Exit::unverified);
   return int(Exit::ok);
 }
 
@@ -715,6 +735,7 @@ std::string format_json(const CompareReport& r) {
                                {"b", d.first->b_value}};
     e["note"] = d.note;
     e["sha256_checked"] = {{"a", d.sha256_checked_a}, {"b", d.sha256_checked_b}};
+    e["unverified"] = d.unverified.empty() ? json(nullptr) : json(d.unverified);
     j["datasets"].push_back(e);
   }
   j["summary"] = {{"equal", r.count(CompareStatus::equal)},

@@ -10,6 +10,7 @@
 #include "engine/synthinit.h"
 #include "engine/whole_number.h"
 #include "hdf5/schema.h"
+#include "hdf5/unverified.h"
 
 namespace psi::probes {
 
@@ -107,12 +108,17 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
   const hdf5::Integrity integrity = hdf5::read_integrity(file_, abs(rel));
   st.sha256_full = integrity.sha256_full;
   const std::string& stored = integrity.stored;
+  // Stored whole, the data is checked below; in part or not at all, only a sha256_full can be.
+  if (stored != "full" && st.sha256_full.empty()) {
+    st.unverified = hdf5::unverifiable_reason(integrity);
+    hdf5::unverifiable(where, st.unverified);
+  }
   if (stored == "full") {
     st.full = true;
     if (st.data.shape != st.full_shape)
       throw Error(where + ": stored in full as " + shape_str(st.data.shape) + " but full_shape is " +
                   shape_str(st.full_shape));
-    hdf5::verify_sha256_full(file_, abs(rel), st.data);
+    if (!hdf5::verify_sha256_full(file_, abs(rel), st.data)) st.unverified = hdf5::unverifiable_reason(integrity);
   } else if (stored == "none") {
     st.full = false;
   } else if (const auto range = row_range_digits(stored)) {
