@@ -194,6 +194,12 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
   add_allow_links_option(sub);
   sub.add_flag("--allow-partial", m->allow_partial,
                "merge partial shards (an interrupted run's <report>.partial.h5) too; the merged report is marked partial");
+  add_allow_unverified_flag(sub);
+  sub.footer(std::string(psi::cli::kExitRule) +
+             "\npsi merge: 2 a shard of another run (psi version, git revision, experiment, model config, backend, "
+             "seed or an option differs: named with both values), a state whose data does not match its sha256_full "
+             "or has none, a shard count outside 1 to 2^31 - 1, a missing or repeated shard; 3 the merged report "
+             "could not be written (a full disk, a file-size limit: nothing is left).");
   return [m] {
     std::vector<std::filesystem::path> paths(m->shards.begin(), m->shards.end());
     const auto partial = exp::merge_reports(paths, m->out, m->allow_partial);

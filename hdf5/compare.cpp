@@ -330,7 +330,8 @@ std::string index_str(const Shape& s) {
 }
 
 bool bad_input(CompareStatus s) {
-  return s == CompareStatus::dtype_mismatch || s == CompareStatus::unsupported || s == CompareStatus::corrupt;
+  return s == CompareStatus::dtype_mismatch || s == CompareStatus::unsupported || s == CompareStatus::corrupt ||
+         s == CompareStatus::unverifiable;
 }
 
 }  // namespace
@@ -346,6 +347,7 @@ std::string_view status_name(CompareStatus s) {
     case CompareStatus::dtype_mismatch: return "dtype_mismatch";
     case CompareStatus::unsupported: return "unsupported";
     case CompareStatus::corrupt: return "corrupt";
+    case CompareStatus::unverifiable: return "unverifiable";
   }
   return "unsupported";
 }
@@ -503,8 +505,14 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     return out;
   }
   out.full_shape = sa.full;
-  for (const std::string& u : {unverified_tensor(a, ia, "A"), unverified_tensor(b, ib, "B")})
-    if (!u.empty()) out.unverified += (out.unverified.empty() ? "" : "; ") + u;
+  try {
+    for (const std::string& u : {unverified_tensor(a, ia, "A"), unverified_tensor(b, ib, "B")})
+      if (!u.empty()) out.unverified += (out.unverified.empty() ? "" : "; ") + u;
+  } catch (const Error& e) {
+    out.status = CompareStatus::unverifiable;
+    out.note = e.what();
+    return out;
+  }
   if (!out.unverified.empty()) out.note = "UNVERIFIED (" + out.unverified + ")";
   if (sa.full != sb.full) {
     out.status = CompareStatus::shape_mismatch;
@@ -638,8 +646,8 @@ int CompareReport::exit_code() const {
 std::vector<std::string> CompareReport::errors() const {
   std::vector<std::string> out;
   for (const auto& d : datasets)
-    if (d.status == CompareStatus::corrupt)
-      out.push_back(d.note);  // names the corrupt file(s) and dataset itself
+    if (d.status == CompareStatus::corrupt || d.status == CompareStatus::unverifiable)
+      out.push_back(d.note);  // names the file(s) and dataset itself
     else if (bad_input(d.status))
       out.push_back(file_a + ":" + d.path_a + " vs " + file_b + ":" + d.path_b + ": " +
                     std::string(status_name(d.status)) + ": " + d.note);
@@ -685,7 +693,7 @@ std::string format_table(const CompareReport& r) {
   const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
   const auto n_shape = r.count(CompareStatus::shape_mismatch);
   const auto n_bad = r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
-                     r.count(CompareStatus::corrupt);
+                     r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable);
   // The shape count only when there is one, so that the usual line keeps its form.
   const std::string shape_part = n_shape ? ", " + std::to_string(n_shape) + " differ in shape" : "";
   std::snprintf(buf, sizeof buf,
@@ -745,7 +753,7 @@ std::string format_json(const CompareReport& r) {
                   {"only_a", r.count(CompareStatus::only_a)},
                   {"only_b", r.count(CompareStatus::only_b)},
                   {"bad", r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
-                              r.count(CompareStatus::corrupt)}};
+                              r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable)}};
   j["exit_code"] = r.exit_code();
   return j.dump(2) + "\n";
 }

@@ -56,6 +56,7 @@ enum class CompareStatus {
   shape_mismatch,  // a difference: the full shapes differ (e.g. texts of different lengths)
   dtype_mismatch,  // bad input
   corrupt,         // bad input: a side's data does not match its sha256_full
+  unverifiable,    // bad input: a psi file's or recording's tensor with no sha256_full (hdf5/unverified.h)
   unsupported,     // bad input: an element type psi cannot compare, or inconsistent attributes
 };
 

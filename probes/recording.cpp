@@ -108,11 +108,6 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
   const hdf5::Integrity integrity = hdf5::read_integrity(file_, abs(rel));
   st.sha256_full = integrity.sha256_full;
   const std::string& stored = integrity.stored;
-  // Stored whole, the data is checked below; in part or not at all, only a sha256_full can be.
-  if (stored != "full" && st.sha256_full.empty()) {
-    st.unverified = hdf5::unverifiable_reason(integrity);
-    hdf5::unverifiable(where, st.unverified);
-  }
   if (stored == "full") {
     st.full = true;
     if (st.data.shape != st.full_shape)
@@ -139,6 +134,11 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
       throw Error(where + ": stored '" + stored + "' but the dataset is " + shape_str(st.data.shape));
   } else {
     throw Error(where + ": unknown stored convention '" + stored + "'");
+  }
+  // Stored whole, the data was checked above; in part or not at all, only a sha256_full can be.
+  if (!st.full && st.sha256_full.empty()) {
+    st.unverified = hdf5::unverifiable_reason(integrity);
+    hdf5::unverifiable(where, st.unverified);
   }
   return st;
 }
