@@ -163,7 +163,6 @@ struct Side {
   Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
 };
 
-
 Side describe(const h5::File& f, const h5::DatasetInfo& di) {
   const std::string where = f.path().string() + ":" + di.path;
   Side s;
@@ -315,7 +314,6 @@ void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, co
   compare_box(a, sa, b, sb, lo, hi, out);
   out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
 }
-
 
 std::string dataset_label(const DatasetComparison& d) {
   if (d.path_a.empty()) return d.path_b;
