@@ -824,6 +824,18 @@ TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
   EXPECT_NE(v.out.find("psi verify " + rec.string() + ": 3 problems"), std::string::npos) << v.out;
   const std::vector<std::string> cmp{"compare", rec.string(), rec.string(), "--only", "^/g/whole$"};
   expect_rejected(run_psi(cmp), cmp, Exit::bad_input, {rec.string() + ":/g/whole: no sha256_full"});
+  // Under --allow-unverified each is read and marked, and the status is 4, never 0.
+  const PsiRun va = run_psi({"verify", rec.string(), "--allow-unverified"});
+  EXPECT_EQ(va.status, int(Exit::unverified)) << va.out << va.err;
+  for (const auto& [name, why] : tensors)
+    EXPECT_NE(va.out.find("note: UNVERIFIED: " + rec.string() + ":/g/" + name + ": " + why), std::string::npos) << va.out;
+  EXPECT_NE(va.err.find("psi: warning: UNVERIFIED: 3 dataset(s)"), std::string::npos) << va.err;
+  std::vector<std::string> cmp_allowed = cmp;
+  cmp_allowed.insert(cmp_allowed.end(), {"--allow-unverified", "--json"});
+  const PsiRun ca = run_psi(cmp_allowed);
+  EXPECT_EQ(ca.status, int(Exit::unverified)) << ca.out << ca.err;
+  EXPECT_NE(ca.out.find("\"unverified\": \"A: no sha256_full"), std::string::npos) << ca.out;
+  EXPECT_NE(ca.out.find("\"exit_code\": 4"), std::string::npos) << ca.out;
 
   // A psi report whose tensor lost its sha256_full (and the same with the hash of the wrong
   // kind, which read_integrity refuses) is an edited file: refused by compare and verify.
