@@ -45,13 +45,17 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
                "(--only and --map imply it)");
   sub.add_flag("--json", o->json, "machine-readable output");
   psi::cli::add_allow_links_option(sub);
+  psi::cli::add_allow_unverified_flag(sub);
   sub.add_flag("--timing", o->timing,
                "also compare the timing fields of JSON text datasets (a report's wall times and the tables' "
                "timing columns), which differ from run to run and are otherwise listed as not compared");
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi compare: 0 every dataset compared and bitwise equal; 1 something differs (elements or shape), "
              "nothing was compared, or a dataset is in one file only (unless --only, --map or --subset); 2 a "
-             "missing or non-HDF5 file, a dtype mismatch, or data that does not match its sha256_full.");
+             "missing or non-HDF5 file, a dtype mismatch, data that does not match its sha256_full, or a tensor of a psi "
+             "file or a recording with no sha256_full (psi and the recordings hash every tensor; a plain HDF5 file's "
+             "data is compared as it is); with --allow-unverified such a tensor is compared, marked UNVERIFIED, and "
+             "the exit status is 4 where it would be 0.");
   sub.add_flag("--allow-partial", o->allow_partial,
                "compare a partial file (an interrupted run's <report>.partial.h5) too; the output marks it PARTIAL");
   return [o] {

@@ -92,6 +92,7 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
       ->check(psi::cli::non_empty());
   sub.add_option("--shard", r->shard, "run only shard i of n of the cases (i/n)")->check(psi::cli::non_empty());
   add_allow_links_option(sub);
+  add_allow_unverified_flag(sub);
   sub.add_flag("--quick", r->o.quick, "reduced size (fewer cases or cycles), as the tests run it");
   sub.add_option("--chaos", r->o.chaos_seed, "CPU backend chaos mode with this seed (random stream delays)")
       ->transform(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
@@ -196,6 +197,12 @@ psi::cli::Registrar merge_reg("merge", "join the shard reports of one experiment
   add_allow_links_option(sub);
   sub.add_flag("--allow-partial", m->allow_partial,
                "merge partial shards (an interrupted run's <report>.partial.h5) too; the merged report is marked partial");
+  add_allow_unverified_flag(sub);
+  sub.footer(std::string(psi::cli::kExitRule) +
+             "\npsi merge: 2 a shard of another run (psi version, git revision, experiment, model config, backend, "
+             "seed or an option differs: named with both values), a state whose data does not match its sha256_full "
+             "or has none, a shard count outside 1 to 2^31 - 1, a missing or repeated shard; 3 the merged report "
+             "could not be written (a full disk, a file-size limit: nothing is left).");
   return [m] {
     std::vector<std::filesystem::path> paths(m->shards.begin(), m->shards.end());
     const auto partial = exp::merge_reports(paths, m->out, m->allow_partial);

@@ -21,6 +21,7 @@
 #include "engine/progress.h"
 #include "hdf5/h5.h"
 #include "hdf5/output_path.h"
+#include "hdf5/unverified.h"
 #include "oracle/certify.h"
 #include "oracle/explain.h"
 #include "oracle/f32_orders.h"
@@ -146,6 +147,16 @@ void require_projection_output(const Loaded& l, const psi::Bf16Tensor& y, const 
                 " elements within 1 ULP of the exact x W^T + b); certify decides projection outputs only");
 }
 
+// The operands or output read under --allow-unverified (hdf5/unverified.h): the verdict rests on
+// them, so each is named before it (text) or listed beside it (JSON `unverified`, null if none).
+void print_unverified() {
+  for (const auto& u : psi::hdf5::unverified_data()) std::printf("UNVERIFIED: %s\n", psi::one_line(u).c_str());
+}
+void add_unverified(nlohmann::json& j) {
+  const auto& u = psi::hdf5::unverified_data();
+  j["unverified"] = u.empty() ? nlohmann::json(nullptr) : nlohmann::json(u);
+}
+
 int run_certify(const CertifyOpts& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!o.list.empty()) check_list_path(o.list, o.in.file);
@@ -173,6 +184,7 @@ int run_certify(const CertifyOpts& o) {
     j["rows"]["of"] = p.rows;
     j["threads"] = o.threads;
     j["list"] = o.list.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.list);
+    add_unverified(j);
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -182,6 +194,7 @@ int run_certify(const CertifyOpts& o) {
   if (p.b) std::printf("  b        %s\n", operand_desc(s.b, s.b_synthinit, p.b->shape, s.seed).c_str());
   else std::printf("  b        none\n");
   std::printf("  output   %s (%s)\n", l.output.c_str(), l.output_reason.c_str());
+  print_unverified();
   std::printf("rows %" PRId64 ":%" PRId64 " of %" PRId64 ", N = %" PRId64 ", K = %" PRId64 "\n", rep.row_begin,
               rep.row_end, p.rows, rep.N, rep.K);
   std::printf("elements checked         %" PRId64 "\n", rep.checked);
@@ -253,8 +266,10 @@ int run_explain(const ExplainOpts& o) {
     auto j = po::to_json(e);
     if (!l.output.empty()) j["source"]["output"] = l.output;
     if (trace) po::add_json(*trace, j);
+    add_unverified(j);
     std::cout << j.dump(2) << "\n";
   } else {
+    print_unverified();
     std::cout << po::to_text(e);
     if (!l.output.empty()) std::cout << "recorded output " << l.output << " (" << l.output_reason << ")\n";
     if (trace) std::cout << po::to_text(*trace);
@@ -277,7 +292,11 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(*cert);
   psi::cli::add_allow_links_option(*cert);
+  psi::cli::add_allow_unverified_flag(*cert);
   cert->footer(std::string(psi::cli::kExitRule) +
+               "\nAn operand or output with nothing to check it against (no sha256_full) is refused, exit 2; with "
+               "--allow-unverified the verdict is printed with an UNVERIFIED line per such dataset (--json: "
+               "unverified) and the exit status is 4."
                "\nThe two ULP measures of the worst element (--json: worst.ulps, worst.signed_ulps; the text: "
                "\"N ULP, signed error S ULP\"):\n"
                "  ulps         the BF16 ULP distance between the recorded value and the correctly rounded one: the "
@@ -296,6 +315,7 @@ psi::cli::Registrar oracle_reg("oracle", "exact-rational oracle: certify recorde
   expl->add_option("--trace", e->trace, "ORDER: the order's steps against the exact sum (h200-tensor-core)")->check(psi::cli::non_empty());
   expl->add_flag("--json", e->json, "print one JSON object");
   psi::cli::add_allow_links_option(*expl);
+  psi::cli::add_allow_unverified_flag(*expl);
   return [c, e, cert]() { return cert->parsed() ? run_certify(*c) : run_explain(*e); };
 });
 

@@ -99,6 +99,7 @@ void print_report(const psi::probes::ProbeReport& r) {
               r.group.c_str(), (unsigned long long)r.seed);
   if (!r.flash_file.empty()) std::printf("  FLASH probes from %s\n", psi::one_line(r.flash_file.string()).c_str());
   for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
+  for (const auto& u : r.unverified) std::printf("  UNVERIFIED: %s\n", psi::one_line(u).c_str());
   // The float64 block is the reference of its rows: the recording is measured against it.
   const auto float64_row = [](const psi::probes::TensorResult& t) { return t.variant == psi::probes::kFloat64Variant; };
   if (!std::all_of(r.results.begin(), r.results.end(), float64_row))
@@ -115,6 +116,9 @@ void print_report(const psi::probes::ProbeReport& r) {
                           ? psi::probes::format_distance(*t.distance, float64_row(t) ? "rel_l2_to_float64" : "rel_l2")
                           : std::string("(not stored)");
     if (t.full_sha_equal) res += *t.full_sha_equal ? "; full tensor sha256 equal" : "; full tensor sha256 differs";
+    // Every result rests on the inputs too: any unchecked read marks them all.
+    if (!t.unverified.empty()) res += "; UNVERIFIED (the recorded tensor: " + t.unverified + ")";
+    else if (!r.unverified.empty()) res += "; UNVERIFIED (rests on data listed above)";
     std::printf("%-19s %-26s %-8s %-18s %s\n", t.variant.c_str(), t.tensor.c_str(), t.backend.c_str(),
                 t.rows.c_str(), res.c_str());
   }
@@ -184,6 +188,7 @@ void print_claims(const std::vector<psi::probes::ClaimCheck>& claims) {
     }
     std::string path = c.path;
     for (char& ch : path) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (c.unverified) verdict += ", UNVERIFIED (on data psi could not check)";
     std::printf("claim: %s reproduces the recorded %s path bit for bit: %s\n", c.variant.c_str(), path.c_str(),
                 verdict.c_str());
   }
@@ -218,6 +223,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
   psi::cli::add_allow_links_option(sub);
+  psi::cli::add_allow_unverified_flag(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
       ->transform(psi::cli::whole_number(1, 1024));
   sub.add_option("--backend", o->backend,
@@ -236,7 +242,9 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                "inherited, from which upstream probe (teacher forcing with the recorded MATH probes)");
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi probe: the distances to the recording are a measurement, so a tensor that differs is exit 0 "
-             "(as in psi run probes); with --require-bitwise a failed claim is exit 1. psi probe " + kTrajectoryStep +
+             "(as in psi run probes); with --require-bitwise a failed claim is exit 1. A recorded tensor with nothing to "
+             "check it against (no sha256_full) is refused, exit 2; with --allow-unverified its results and claims "
+             "are marked UNVERIFIED and the exit status is 4. psi probe " + kTrajectoryStep +
              ": exit 0 when no operator departs, 1 when one does.");
   return [o, &sub] {
     if (o->name == kTrajectoryStep) return run_step_replay(*o, sub);

@@ -1,8 +1,9 @@
 // psi verify FILE…: each file checked on its own (hdf5/verify.h) — what a user runs before
 // trusting a recording or a report they were sent. Exit 0 every check of every file held; 1 a
-// check failed (a hash, a non-finite count, the schema, a partial file), each named; 2 a file
-// psi cannot read as a whole (not HDF5, links or storage outside the file, a malformed integrity
-// attribute), one line.
+// check failed (a hash, a non-finite count, a dtype label, the schema, a partial file), each
+// named; 2 a file psi cannot read as a whole (not HDF5, links or storage outside the file, a
+// malformed integrity attribute), one line, or a tensor with no sha256_full, each named.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -20,11 +21,15 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
   auto files = std::make_shared<std::vector<std::string>>();
   sub.add_option("files", *files, "psi reports, state files or recordings")->required()->check(psi::cli::non_empty());
   psi::cli::add_allow_links_option(sub);
+  psi::cli::add_allow_unverified_flag(sub);
   sub.footer(std::string(psi::cli::kExitRule) +
              "\npsi verify: 0 every check of every file held; 1 a check failed (data that does not match its "
-             "sha256_full, a non-finite count that does not match nonfinite_count, another psi-h5 schema, a partial "
-             "file), each named; 2 a file psi cannot read as a whole (not HDF5, a soft link or an external link --allow-link-to does not allow, external "
-             "storage, a virtual dataset, a malformed integrity attribute).");
+             "sha256_full, a non-finite count that does not match nonfinite_count, a dtype label that does not match "
+             "the stored type, another psi-h5 schema, a partial file), each named; 2 a file psi cannot read as a "
+             "whole (not HDF5, a soft link or an external link --allow-link-to does not allow, external "
+             "storage, a virtual dataset, a malformed integrity attribute) or a tensor with nothing to check it "
+             "against (no sha256_full; stored rows or stored='none' without one), each named; with "
+             "--allow-unverified such a tensor is a note marked UNVERIFIED and the exit status 4 where it would be 0.");
   return [files] {
     int status = int(psi::Exit::ok);
     for (const std::string& name : *files) {
@@ -39,7 +44,7 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
                     r.unchecked ? (", " + std::to_string(r.unchecked) + " not read").c_str() : "");
       else
         std::printf("psi verify %s: %zu problem%s\n", psi::one_line(name).c_str(), r.problems.size(), r.problems.size() == 1 ? "" : "s");
-      if (!r.ok()) status = int(psi::Exit::differs);
+      if (!r.ok()) status = std::max(status, int(r.unverifiable ? psi::Exit::bad_input : psi::Exit::differs));
     }
     return status;
   };

@@ -13,6 +13,7 @@
 
 #include "engine/whole_number.h"
 #include "hdf5/output_path.h"
+#include "hdf5/unverified.h"
 
 namespace psi::cli {
 
@@ -81,13 +82,25 @@ inline void add_allow_links_option(CLI::App& sub) {
       ->check(output_path());
 }
 
+// --allow-unverified on a command that reads recordings or reports: a tensor with nothing to
+// check it against (no sha256_full; part of a tensor, or stored='none', without one) is read and
+// the verdict marked unverified (hdf5/unverified.h) instead of refused with exit 2.
+inline constexpr std::string_view kAllowUnverifiedHelp =
+    "read tensors that cannot be checked (no sha256_full; stored rows or stored='none' without one) instead of "
+    "refusing them (exit 2); the verdicts resting on them are marked UNVERIFIED in the output and in the report "
+    "written (root attribute unverified), and the exit status is 4 where it would be 0";
+inline void add_allow_unverified_flag(CLI::App& sub) {
+  sub.add_flag_callback("--allow-unverified", [] { hdf5::set_allow_unverified(true); }, std::string(kAllowUnverifiedHelp));
+}
+
 // The exit-status rule of every psi command (psi::Exit), printed under each command's help.
 inline constexpr std::string_view kExitRule =
     "Exit status: 0 it ran, and every bitwise claim the command makes held (results written); "
     "1 a comparison asked for found a difference (psi compare; psi probe --require-bitwise) or a "
     "bitwise claim of the command failed (psi run: e.g. transport-control's states, scheduling's "
     "probes); measurements (distances to a recording, oracle verdicts) are not claims; 2 bad input "
-    "or usage; 3 internal error or a failed run; 128 + n interrupted by signal n (130 SIGINT, 143 SIGTERM).";
+    "or usage; 3 internal error or a failed run; 4 it ran with --allow-unverified, read data it could not check "
+    "and would otherwise have exited 0 (its verdicts are unverified); 128 + n interrupted by signal n (130 SIGINT, 143 SIGTERM).";
 
 struct Registrar {
   Registrar(std::string name, std::string description, Setup setup) {

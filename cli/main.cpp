@@ -1,5 +1,5 @@
 // psi: the command-line front end. Exit codes are psi::Exit's (0 ok or bitwise equal,
-// 1 differs, 2 bad input, 3 run failed, 128 + n interrupted by signal n).
+// 1 differs, 2 bad input, 3 run failed, 4 unverified, 128 + n interrupted by signal n).
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "hdf5/h5.h"
+#include "hdf5/unverified.h"
 #include "psi_version.h"
 
 namespace psi::cli {
@@ -121,6 +122,16 @@ int stdout_delivered(int status) {
   return status;
 }
 
+// A success (equal, held) that rests on data read under --allow-unverified is not one: exit 4,
+// with the data named on stderr. A failure (1 and above) stays what it is.
+int unverified_status(int status) {
+  if (psi::hdf5::unverified_data().empty() || status != int(psi::Exit::ok)) return status;
+  std::cerr << "psi: warning: UNVERIFIED: " << psi::hdf5::unverified_data().size()
+            << " dataset(s) read with nothing to check them against (--allow-unverified): "
+            << psi::one_line(psi::hdf5::unverified_summary()) << "\n";
+  return int(psi::Exit::unverified);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,7 +186,7 @@ int main(int argc, char** argv) {
       const int status = run();
       // A signal that arrived where no check point saw it: the command did not finish as asked.
       check_interrupt("the end of psi " + sub->get_name());
-      return stdout_delivered(status);
+      return stdout_delivered(unverified_status(status));
     }
   } catch (const Error& e) {
     std::cerr << "psi: error: " << one_line(e.what()) << limit_note() << "\n";

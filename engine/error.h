@@ -7,9 +7,10 @@
 namespace psi {
 
 // Exit codes: 0 ok / bitwise equal, 1 a comparison found differences, 2 bad input or usage,
-// 3 a run failed (resource outcome, internal error), 128 + n interrupted by signal n (130 for
-// SIGINT, 143 for SIGTERM, 129 SIGHUP, … engine/interrupt.h).
-enum class Exit : int { ok = 0, differs = 1, bad_input = 2, run_failed = 3, interrupted = 130 };
+// 3 a run failed (resource outcome, internal error), 4 a verdict rests on data psi could not
+// check (read under --allow-unverified, hdf5/unverified.h), 128 + n interrupted by signal n (130
+// for SIGINT, 143 for SIGTERM, 129 SIGHUP, … engine/interrupt.h).
+enum class Exit : int { ok = 0, differs = 1, bad_input = 2, run_failed = 3, unverified = 4, interrupted = 130 };
 
 // The exit status of an interruption by signal `sig`, and whether a status is one.
 inline Exit interrupted_by(int sig) { return Exit(128 + sig); }

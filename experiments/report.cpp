@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -10,6 +11,7 @@
 #include "engine/json_read.h"
 #include "hdf5/h5.h"
 #include "hdf5/output_path.h"
+#include "hdf5/unverified.h"
 
 namespace psi::exp {
 
@@ -50,6 +52,23 @@ std::string random_run_id() {
 }
 
 constexpr const char* kRunId = "run_id";
+constexpr const char* kUnverified = "unverified";
+
+// Tables whose cases rest on data read unchecked (each case's `unverified`): the title says so and
+// a note names the cases and the data.
+void mark_unverified(std::vector<Table>& tables, const nlohmann::json& cases) {
+  std::string which, what;
+  for (const auto& c : cases)
+    if (c.is_object() && c.contains(kUnverified)) {
+      which += (which.empty() ? "" : ", ") + std::to_string(case_index(c));
+      if (what.empty() && c[kUnverified].is_string()) what = c[kUnverified].get<std::string>();
+    }
+  if (which.empty()) return;
+  for (Table& t : tables) {
+    t.title = "UNVERIFIED: " + t.title;
+    t.notes.push_back("UNVERIFIED: case(s) " + which + " rest on data psi could not check (--allow-unverified): " + what);
+  }
+}
 }  // namespace
 
 Report::Report(const Experiment& e, const Options& o, const std::string& device_name,
@@ -81,6 +100,8 @@ std::int64_t case_index(const nlohmann::json& record) { return record.at(kIndex)
 
 void Report::add_case(std::int64_t index, nlohmann::json record) {
   record[kIndex] = index;
+  // A case computed after data was read unchecked may rest on it: marked, with what that was.
+  if (!hdf5::unverified_data().empty()) record[kUnverified] = hdf5::unverified_summary();
   cases_.push_back(std::move(record));
 }
 
@@ -88,6 +109,7 @@ std::vector<Table> Report::commit() {
   std::sort(cases_.begin(), cases_.end(),
             [](const nlohmann::json& a, const nlohmann::json& b) { return case_index(a) < case_index(b); });
   std::vector<Table> tables = experiment_.tabulate(cases_, options_.to_json());
+  mark_unverified(tables, cases_);
   nlohmann::json tj = nlohmann::json::array();
   for (const Table& t : tables) tj.push_back(t.to_json());
   writer_.write_text(kCases, cases_.dump());
@@ -130,6 +152,95 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
   return out;
 }
 
+namespace {
+
+// A value of a shard quoted in a message: at most 120 characters of it.
+std::string quoted(const std::string& v) { return "'" + (v.size() > 120 ? v.substr(0, 120) + "..." : v) + "'"; }
+
+// The provenance that makes shards parts of one run: refused, naming the field and both values,
+// where a shard's differs from the first shard's.
+void check_same_run(const std::filesystem::path& first, const hdf5::RunInfo& a, const hdf5::RunInfo& b) {
+  const std::pair<const char*, std::pair<std::string, std::string>> fields[] = {
+      {"psi_version", {a.psi_version, b.psi_version}},
+      {"psi_git_revision", {a.psi_git_revision, b.psi_git_revision}},
+      {"experiment", {a.experiment, b.experiment}},
+      {"model_config", {a.model_config, b.model_config}},
+      {"backend", {a.backend, b.backend}},
+      {"seed", {std::to_string(a.seed), std::to_string(b.seed)}},
+  };
+  for (const auto& [name, v] : fields)
+    if (v.first != v.second)
+      throw Error(std::string(name) + " " + quoted(v.second) + " differs from " + quoted(v.first) + " of the first shard " +
+                  first.string() + "; shards of one run share it");
+}
+
+// The first option (a key of /report/options) whose value differs, named with both values.
+void check_same_options(const std::filesystem::path& first, const nlohmann::json& a, const nlohmann::json& b) {
+  for (const auto* side : {&a, &b})
+    for (const auto& [key, value] : side->items()) {
+      const bool in_a = a.contains(key), in_b = b.contains(key);
+      if (in_a && in_b && a[key] == b[key]) continue;
+      throw Error("option " + key + " " + (in_b ? quoted(b[key].dump()) : std::string("(absent)")) + " differs from " +
+                  (in_a ? quoted(a[key].dump()) : std::string("(absent)")) + " of the first shard " + first.string() +
+                  "; shards of one run share their options");
+    }
+}
+
+// At most this many missing shards are named; the rest are counted.
+constexpr std::int64_t kMissingNamed = 10;
+
+// "3/8, 5/8 and 2 more": the first shards `given` lacks, found by walking the gaps between the
+// indexes given (never the whole count, which a shard may claim to be 2^31 - 1).
+std::string missing_shards(const std::map<std::int64_t, std::filesystem::path>& given, std::int64_t count) {
+  std::string named;
+  std::int64_t listed = 0, next = 0;
+  auto gap = [&](std::int64_t end) {
+    for (std::int64_t i = next; i < end && listed < kMissingNamed; ++i, ++listed)
+      named += (named.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(count);
+  };
+  for (const auto& entry : given) {
+    gap(entry.first);
+    next = entry.first + 1;
+  }
+  gap(count);
+  const std::int64_t missing = count - std::int64_t(given.size());
+  if (missing > listed) named += " and " + std::to_string(missing - listed) + " more";
+  return named;
+}
+
+// Every dataset a shard contributes is checked against its sha256_full before it is copied: a
+// shard changed after it was written must not pass into a merged report as psi's.
+void check_before_copy(const hdf5::StateReader& r, const h5::DatasetInfo& di) {
+  const std::string where = r.path().string() + ":" + di.path;
+  std::vector<std::uint8_t> bytes;
+  const auto take = [&](const auto& t) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
+    bytes.assign(p, p + t.bytes());
+  };
+  switch (di.kind) {
+    case h5::ElemKind::bf16: take(r.read_bf16(di.path)); break;
+    case h5::ElemKind::f32: take(r.read_f32(di.path)); break;
+    case h5::ElemKind::f64: take(r.read_f64(di.path)); break;
+    case h5::ElemKind::u8: bytes = r.file().read_u8(di.path); break;
+    default:
+      throw Error(where + ": " + std::string(h5::kind_name(di.kind)) +
+                  " data, which psi does not write in a report; psi merge copies only what it can check");
+  }
+  switch (hdf5::check_sha256_full(r.file(), di.path, bytes.data(), bytes.size())) {
+    case hdf5::Sha256Check::match: return;
+    case hdf5::Sha256Check::mismatch: throw Error(hdf5::sha256_mismatch_message(r.file(), di.path) + "; not merged");
+    case hdf5::Sha256Check::not_recorded:
+      hdf5::unverifiable(where, hdf5::unverifiable_reason(hdf5::read_integrity(r.file(), di.path)));
+      return;
+    case hdf5::Sha256Check::not_whole:
+      hdf5::unverifiable(where, "stores part of the tensor (stored='" + hdf5::read_integrity(r.file(), di.path).stored +
+                                    "'): its sha256_full, over the whole tensor, cannot check what would be copied");
+      return;
+  }
+}
+
+}  // namespace
+
 std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesystem::path>& shards,
                                                  const std::filesystem::path& out, bool allow_partial) {
   if (shards.empty()) throw Error("psi merge: no shard reports given");
@@ -150,11 +261,18 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
                     "); psi merge refuses it unless --allow-partial is given (the merged report is then marked partial)");
       partial.push_back(path);
     }
+    // A shard whose cases rest on data it read unchecked passes that on to the merged report.
+    if (const std::string marker = hdf5::unverified_marker(r.file()); !marker.empty())
+      hdf5::unverifiable(path.string(), "a report resting on data read unchecked (" + marker + ")");
     const hdf5::RunInfo info = r.run_info();
-    const Experiment& e = find_experiment(info.experiment);
-    if (experiment && experiment != &e)
-      throw Error(path.string() + ": experiment '" + e.name + "' differs from '" + experiment->name + "'");
-    experiment = &e;
+    if (readers.size() > 1) {
+      try {
+        check_same_run(shards.front(), readers.front().run_info(), info);
+      } catch (const Error& e) {
+        throw Error(path.string() + ": " + e.what());
+      }
+    }
+    experiment = &find_experiment(info.experiment);
     if (!r.file().exists(kCases) || !r.file().exists(kOptions))
       throw Error(path.string() + ": not a psi experiment report (no " + kCases + ")");
     // The JSON is psi's own, but a shard is a file a user hands over: anything but what psi
@@ -166,6 +284,10 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
       const std::int64_t count = o.at("shard_count").get<std::int64_t>();
       o.erase("shard_index");
       o.erase("shard_count");
+      // psi run takes --shard i/n with n < 2^31 (Options::shard_count is an int).
+      if (count < 1 || count > std::numeric_limits<int>::max())
+        throw Error("shard_count " + std::to_string(count) + " is not what psi writes (1 to " +
+                    std::to_string(std::numeric_limits<int>::max()) + ")");
       if (shard_count != 0 && count != shard_count)
         throw Error("written as one of " + std::to_string(count) + " shards, the first shard as one of " +
                     std::to_string(shard_count));
@@ -175,8 +297,7 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
       if (const auto [it, fresh] = shard_files.emplace(index, path); !fresh)
         throw Error("shard " + std::to_string(index) + "/" + std::to_string(count) + " given twice (also " +
                     it->second.string() + ")");
-      if (!options.is_null() && o != options)
-        throw Error("options differ from the first shard's: " + o.dump() + " vs " + options.dump());
+      if (!options.is_null()) check_same_options(shards.front(), options, o);
       options = o;
       const nlohmann::json shard_cases = nlohmann::json::parse(r.read_text(kCases));
       if (!shard_cases.is_array()) throw Error(std::string(kCases) + " is not a JSON list");
@@ -193,9 +314,7 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
   }
   // A shard whose job failed left no report: named, so that it can be run again alone.
   if (std::int64_t(shard_files.size()) != shard_count) {
-    std::string missing;
-    for (std::int64_t i = 0; i < shard_count; ++i)
-      if (!shard_files.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i) + "/" + std::to_string(shard_count);
+    const std::string missing = missing_shards(shard_files, shard_count);
     throw Error("shard" + std::string(shard_count - std::int64_t(shard_files.size()) > 1 ? "s " : " ") +
                 missing + " missing (" + std::to_string(shard_files.size()) + " of " + std::to_string(shard_count) +
                 " given); run " + (shard_count - std::int64_t(shard_files.size()) > 1 ? "them" : "it") +
@@ -216,7 +335,10 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
   }
   for (const auto& r : readers)
     for (auto& ds : r.datasets())
-      if (!ds.path.starts_with("/report/")) report.writer().file().copy_from(r.file(), ds.path);
+      if (!ds.path.starts_with("/report/")) {
+        check_before_copy(r, ds);
+        report.writer().file().copy_from(r.file(), ds.path);
+      }
   for (auto& c : cases) report.add_case(case_index(c), c);
   try {
     report.commit();

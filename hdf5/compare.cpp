@@ -19,6 +19,7 @@
 #include "engine/sign_flip.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
+#include "hdf5/unverified.h"
 
 namespace psi::hdf5 {
 
@@ -134,6 +135,31 @@ std::vector<T> load(const h5::File& f, const h5::DatasetInfo& di) {
   else return read_native<T>(f, di.path, H5T_NATIVE_INT64, numel(di.shape));
 }
 
+std::string string_attr(const h5::File& f, const std::string& ds, const char* name) {
+  auto v = f.attr(ds, name);
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
+}
+
+std::string file_format(const h5::File& f) {
+  for (const char* name : {"schema", "format"}) {
+    std::string v = string_attr(f, "/", name);
+    if (!v.empty()) return v;
+  }
+  return "plain HDF5";
+}
+
+// psi files and the recordings hash every tensor they hold: one without sha256_full was edited
+// (hdf5/unverified.h refuses it, or records it under --allow-unverified); a plain HDF5 file
+// records no hashes, and its data is compared as it is. Returns why, or empty.
+std::string unverified_tensor(const h5::File& f, const h5::DatasetInfo& di, const char* side) {
+  const std::string format = file_format(f);
+  if ((format != kSchema && format != kRecordingFormat) || is_text_dataset(f, di)) return "";
+  const std::string why = unverifiable_reason(read_integrity(f, di.path));
+  if (why.empty()) return "";
+  unverifiable(f.path().string() + ":" + di.path, why);
+  return std::string(side) + ": " + why;
+}
+
 // ---- stored regions ------------------------------------------------------------------------
 
 // One side of a comparison: where its stored elements sit in the full tensor.
@@ -143,11 +169,6 @@ struct Side {
   StoredRegion region;
   Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
 };
-
-std::string string_attr(const h5::File& f, const std::string& ds, const char* name) {
-  auto v = f.attr(ds, name);
-  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
-}
 
 Side describe(const h5::File& f, const h5::DatasetInfo& di) {
   const std::string where = f.path().string() + ":" + di.path;
@@ -301,14 +322,6 @@ void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, co
   out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
 }
 
-std::string file_format(const h5::File& f) {
-  for (const char* name : {"schema", "format"}) {
-    std::string v = string_attr(f, "/", name);
-    if (!v.empty()) return v;
-  }
-  return "plain HDF5";
-}
-
 std::string dataset_label(const DatasetComparison& d) {
   if (d.path_a.empty()) return d.path_b;
   if (d.path_b.empty() || d.path_b == d.path_a) return d.path_a;
@@ -322,7 +335,8 @@ std::string index_str(const Shape& s) {
 }
 
 bool bad_input(CompareStatus s) {
-  return s == CompareStatus::dtype_mismatch || s == CompareStatus::unsupported || s == CompareStatus::corrupt;
+  return s == CompareStatus::dtype_mismatch || s == CompareStatus::unsupported || s == CompareStatus::corrupt ||
+         s == CompareStatus::unverifiable;
 }
 
 }  // namespace
@@ -338,6 +352,7 @@ std::string_view status_name(CompareStatus s) {
     case CompareStatus::dtype_mismatch: return "dtype_mismatch";
     case CompareStatus::unsupported: return "unsupported";
     case CompareStatus::corrupt: return "corrupt";
+    case CompareStatus::unverifiable: return "unverifiable";
   }
   return "unsupported";
 }
@@ -511,6 +526,15 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     return out;
   }
   out.full_shape = sa.full;
+  try {
+    for (const std::string& u : {unverified_tensor(a, ia, "A"), unverified_tensor(b, ib, "B")})
+      if (!u.empty()) out.unverified += (out.unverified.empty() ? "" : "; ") + u;
+  } catch (const Error& e) {
+    out.status = CompareStatus::unverifiable;
+    out.note = e.what();
+    return out;
+  }
+  if (!out.unverified.empty()) out.note = "UNVERIFIED (" + out.unverified + ")";
   if (sa.full != sb.full) {
     out.status = CompareStatus::shape_mismatch;
     out.note = "shape " + shape_str(sa.full) + " in A vs " + shape_str(sb.full) + " in B";
@@ -546,7 +570,7 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     return out;
   }
   if (partial && (lo != Shape(lo.size(), 0) || hi != sa.full))
-    out.note = "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
+    out.note += std::string(out.note.empty() ? "" : "; ") + "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
   switch (ia.kind) {
     case h5::ElemKind::bf16: load_and_compare<Bf16>(a, sa, b, sb, lo, hi, out); break;
     case h5::ElemKind::f32: load_and_compare<float>(a, sa, b, sb, lo, hi, out); break;
@@ -635,14 +659,16 @@ int CompareReport::exit_code() const {
   if (count(CompareStatus::differs) + count(CompareStatus::shape_mismatch) > 0) return int(Exit::differs);
   if (count(CompareStatus::equal) == 0) return int(Exit::differs);
   if (strict && count(CompareStatus::only_a) + count(CompareStatus::only_b) > 0) return int(Exit::differs);
+  if (std::any_of(datasets.begin(), datasets.end(), [](const auto& d) { return !d.unverified.empty(); }))
+    return int(Exit::unverified);
   return int(Exit::ok);
 }
 
 std::vector<std::string> CompareReport::errors() const {
   std::vector<std::string> out;
   for (const auto& d : datasets)
-    if (d.status == CompareStatus::corrupt)
-      out.push_back(d.note);  // names the corrupt file(s) and dataset itself
+    if (d.status == CompareStatus::corrupt || d.status == CompareStatus::unverifiable)
+      out.push_back(d.note);  // names the file(s) and dataset itself
     else if (bad_input(d.status))
       out.push_back(file_a + ":" + d.path_a + " vs " + file_b + ":" + d.path_b + ": " +
                     std::string(status_name(d.status)) + ": " + d.note);
@@ -688,7 +714,7 @@ std::string format_table(const CompareReport& r) {
   const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
   const auto n_shape = r.count(CompareStatus::shape_mismatch);
   const auto n_bad = r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
-                     r.count(CompareStatus::corrupt);
+                     r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable);
   // The shape count only when there is one, so that the usual line keeps its form.
   const std::string shape_part = n_shape ? ", " + std::to_string(n_shape) + " differ in shape" : "";
   std::snprintf(buf, sizeof buf,
@@ -738,6 +764,7 @@ std::string format_json(const CompareReport& r) {
                                {"b", d.first->b_value}};
     e["note"] = d.note;
     e["sha256_checked"] = {{"a", d.sha256_checked_a}, {"b", d.sha256_checked_b}};
+    e["unverified"] = d.unverified.empty() ? json(nullptr) : json(d.unverified);
     j["datasets"].push_back(e);
   }
   j["summary"] = {{"equal", r.count(CompareStatus::equal)},
@@ -747,7 +774,7 @@ std::string format_json(const CompareReport& r) {
                   {"only_a", r.count(CompareStatus::only_a)},
                   {"only_b", r.count(CompareStatus::only_b)},
                   {"bad", r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
-                              r.count(CompareStatus::corrupt)}};
+                              r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable)}};
   j["exit_code"] = r.exit_code();
   return j.dump(2) + "\n";
 }

@@ -64,6 +64,7 @@ enum class CompareStatus {
   shape_mismatch,  // a difference: the full shapes differ (e.g. texts of different lengths)
   dtype_mismatch,  // bad input
   corrupt,         // bad input: a side's data does not match its sha256_full
+  unverifiable,    // bad input: a psi file's or recording's tensor with no sha256_full (hdf5/unverified.h)
   unsupported,     // bad input: an element type psi cannot compare, or inconsistent attributes
 };
 
@@ -96,6 +97,9 @@ struct DatasetComparison {
   std::string note;  // which rows were compared, why nothing was, or the bad-input reason
   // Whether each side's data was checked against its sha256_full (only whole datasets can be).
   bool sha256_checked_a = false, sha256_checked_b = false;
+  // A tensor of a psi file or a recording (which always hash their tensors) with no sha256_full,
+  // compared under --allow-unverified (refused otherwise, hdf5/unverified.h): why, per side.
+  std::string unverified;
 };
 
 struct CompareReport {
@@ -108,8 +112,8 @@ struct CompareReport {
   std::int64_t count(CompareStatus s) const;
   // 0: everything compared is bitwise equal; 1: something differs (elements or full shape),
   // nothing was compared, or (strict) a dataset is in one file only; 2: a shared dataset has a
-  // dtype mismatch, cannot be read, or its data does not match its sha256_full. A
-  // bitwise-equality check never passes on nothing.
+  // dtype mismatch, cannot be read, or its data does not match its sha256_full; 4 it would be 0
+  // but a dataset was compared unverified. A bitwise-equality check never passes on nothing.
   int exit_code() const;
   // One line per bad-input dataset, naming both files and datasets.
   std::vector<std::string> errors() const;

@@ -13,6 +13,7 @@
 #include "engine/error.h"
 #include "engine/json_read.h"
 #include "engine/sha256.h"
+#include "hdf5/unverified.h"
 
 namespace psi::hdf5 {
 
@@ -107,9 +108,46 @@ std::string sha256_mismatch_message(const h5::File& f, const std::string& datase
          ": data does not match its sha256_full attribute (the file is corrupt or was changed after it was written)";
 }
 
-void verify_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
-  if (check_sha256_full(f, dataset, data, bytes) == Sha256Check::mismatch)
-    throw Error(sha256_mismatch_message(f, dataset));
+std::string unverifiable_reason(const Integrity& in) {
+  if (!in.sha256_full.empty()) return "";
+  if (in.stored == "full") return "no sha256_full: nothing to check its data against";
+  if (in.stored == "none") return "stored='none' and no sha256_full: nothing to check the tensor against";
+  return "stores part of the tensor (stored='" + in.stored.substr(0, 80) +
+         "') and no sha256_full: nothing to check the rows against";
+}
+
+bool is_text_dataset(const h5::File& f, const h5::DatasetInfo& di) {
+  return di.kind == h5::ElemKind::u8 && (di.dtype_attr == "utf8" || f.has_attr(di.path, "encoding"));
+}
+
+std::string dtype_label_problem(const h5::DatasetInfo& di) {
+  if (di.dtype_attr.empty()) return "";
+  struct Label {
+    const char* name;
+    h5::ElemKind kind;
+  };
+  static constexpr Label kLabels[] = {{"bfloat16", h5::ElemKind::bf16}, {"float32", h5::ElemKind::f32},
+                                      {"float64", h5::ElemKind::f64},   {"uint8", h5::ElemKind::u8},
+                                      {"utf8", h5::ElemKind::u8},       {"uint16", h5::ElemKind::u16},
+                                      {"int64", h5::ElemKind::i64}};
+  for (const Label& l : kLabels)
+    if (di.dtype_attr == l.name) {
+      if (di.kind == l.kind) return "";
+      // A bfloat16 label is read as BF16 only on uint16 storage.
+      const std::string stored = di.kind == h5::ElemKind::bf16 ? "uint16" : std::string(h5::kind_name(di.kind));
+      return "its dtype attribute says '" + di.dtype_attr + "' but the data is stored as " + stored +
+             (l.kind == h5::ElemKind::bf16 ? " (bfloat16 is stored as uint16)" : "");
+    }
+  return "its dtype attribute '" + di.dtype_attr.substr(0, 80) +
+         "' names no element type psi knows (bfloat16, float32, float64, uint8, utf8, uint16, int64)";
+}
+
+bool verify_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
+  const Sha256Check c = check_sha256_full(f, dataset, data, bytes);
+  if (c == Sha256Check::mismatch) throw Error(sha256_mismatch_message(f, dataset));
+  if (c != Sha256Check::not_recorded) return true;
+  unverifiable(f.path().string() + ":" + dataset, unverifiable_reason(read_integrity(f, dataset)));
+  return false;
 }
 
 StoredRegion parse_stored(std::string_view stored, const std::string& where) {

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "engine/error.h"
+#include "hdf5/unverified.h"
 #include "psi_version.h"
 
 namespace psi::hdf5 {
@@ -27,6 +28,7 @@ constexpr const char* end_time_utc = "end_time_utc";
 constexpr const char* command_line = "command_line";
 constexpr const char* bf16_storage = "bf16_storage";
 constexpr const char* partial = "partial";
+constexpr const char* unverified = "unverified";
 }  // namespace root
 
 template <class T>
@@ -138,6 +140,8 @@ void StateWriter::write_root_attrs() {
                                        "attribute dtype='bfloat16'; sha256_full is over the "
                                        "little-endian bytes of the full row-major tensor")},
   });
+  // What this file holds rests on data read unchecked (--allow-unverified): said in the file too.
+  if (!unverified_data().empty()) file_.set_attr("/", root::unverified, unverified_summary(64));
 }
 
 void StateWriter::commit() {
@@ -152,6 +156,12 @@ void StateWriter::abandon_to(const std::filesystem::path& partial) {
 }
 
 void StateWriter::mark_partial(const std::string& why) { file_.set_attr("/", root::partial, why); }
+
+std::string unverified_marker(const h5::File& f) {
+  if (!f.attr("/", root::unverified)) return "";
+  const std::string what = string_or_empty(f, "/", root::unverified);
+  return what.empty() ? "marked unverified" : what;
+}
 
 std::string partial_marker(const h5::File& f) {
   if (!f.attr("/", root::partial)) return "";

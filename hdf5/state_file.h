@@ -90,6 +90,10 @@ class StateWriter {
 // merge of such files): its text says why; empty for any other file.
 std::string partial_marker(const h5::File& f);
 
+// The root attribute `unverified` of a file whose content rests on data psi read unchecked
+// (--allow-unverified, hdf5/unverified.h): what that data was; empty for any other file.
+std::string unverified_marker(const h5::File& f);
+
 enum class FileKind { psi, recording };
 
 // One dataset's description as the reader sees it.

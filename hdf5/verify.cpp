@@ -8,6 +8,7 @@
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
+#include "hdf5/unverified.h"
 
 namespace psi::hdf5 {
 
@@ -44,6 +45,16 @@ VerifyReport verify_file(const std::filesystem::path& file) {
     check_interrupt("psi verify " + file.string());
     const Integrity in = read_integrity(f, di.path);
     const std::string where = file.string() + ":" + di.path;
+    if (const std::string p = dtype_label_problem(di); !p.empty()) r.problems.push_back(where + ": " + p);
+    if (const std::string why = unverifiable_reason(in); !why.empty() && di.kind != h5::ElemKind::other && !is_text_dataset(f, di)) {
+      if (unverified_allowed()) {
+        unverifiable(where, why);
+        r.notes.push_back("UNVERIFIED: " + where + ": " + why);
+      } else {
+        ++r.unverifiable;
+        r.problems.push_back(where + ": " + why);
+      }
+    }
     std::vector<std::uint8_t> bytes;
     std::int64_t nonfinite = -1;  // -1: not a float dataset
     const auto take_float = [&](const auto& t) {

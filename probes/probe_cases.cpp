@@ -11,6 +11,7 @@
 #include "engine/sha256.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
+#include "hdf5/unverified.h"
 #include "probes/probe_internal.h"
 #include "psi_version.h"
 
@@ -86,6 +87,8 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   report.file = files.file;
   report.flash_file = files.flash_file;
 
+  // What this probe reads unchecked is what the process's record gains while it runs.
+  const std::size_t unverified_before = hdf5::unverified_data().size();
   Recording rec(report.file, pc.group);
   report.seed = rec.seed();
   std::optional<Recording> flash;
@@ -120,6 +123,8 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   else
     detail::run_block_case(ctx);
   report.seconds = seconds_since(t0);
+  const auto& unverified = hdf5::unverified_data();
+  report.unverified.assign(unverified.begin() + std::ptrdiff_t(unverified_before), unverified.end());
   return report;
 }
 
@@ -207,6 +212,7 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
       TensorResult r;
       r.variant = variant;
       r.tensor = name;
+      r.unverified = st.unverified;
       r.backend = b.empty() ? "official" : b;
       // Channels: every axis after the token axis (axis 1, or axis 0 of a matrix).
       const std::int64_t channels = ours.shape.size() > 2 ? ours.numel() / (ours.dim(0) * ours.dim(1)) : ours.shape.back();
@@ -244,7 +250,7 @@ std::vector<ClaimCheck> check_claims(const ProbeReport& r) {
     const std::string& path = model::numerics_variant(t.variant).claims;
     if (path.empty()) continue;
     auto it = std::find_if(checks.begin(), checks.end(), [&](const ClaimCheck& c) { return c.variant == t.variant; });
-    if (it == checks.end()) it = checks.insert(checks.end(), ClaimCheck{t.variant, path, 0, {}});
+    if (it == checks.end()) it = checks.insert(checks.end(), ClaimCheck{t.variant, path, 0, {}, !r.unverified.empty()});
     if (t.backend != path && t.backend != "official") continue;
     if (!t.distance && !t.full_sha_equal) continue;  // nothing stored to compare with
     ++it->checked;

@@ -79,6 +79,8 @@ struct TensorResult {
   std::string rows;     // what was compared: "all", "rows 0-255 of 4928", or "sha256 only"
   std::optional<Distance> distance;     // absent when nothing is stored
   std::optional<bool> full_sha_equal;   // our whole tensor against sha256_full, when recorded
+  // Why the recorded tensor could not be checked (read under --allow-unverified); empty when it was.
+  std::string unverified;
   // Where psi's tensor differs from the recording, on the rows compared (absent when it does not,
   // and for the float64 rows, which measure the recording).
   std::optional<DiffMap> diff;
@@ -111,6 +113,9 @@ struct ProbeReport {
   std::string backend;  // ProbeOptions::backend it ran with
   std::uint64_t seed = 0;
   std::vector<std::string> notes;  // input checks: RoPE tables, weights, regenerated inputs
+  // Every dataset the probe read that could not be checked ("<file>:<dataset>: why", under
+  // --allow-unverified, hdf5/unverified.h): when any is, every result rests on unverified data.
+  std::vector<std::string> unverified;
   std::vector<TensorResult> results;
   // Per variant, psi's output tensors in full (for --out).
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, Bf16Tensor>>>> outputs;
@@ -138,6 +143,7 @@ struct ClaimCheck {
   std::string path;                 // the claimed recording: "math" or "flash"
   std::int64_t checked = 0;         // tensors compared with it
   std::vector<std::string> failed;  // those not bitwise equal
+  bool unverified = false;          // the probe read data it could not check (ProbeReport::unverified)
   bool held() const { return checked > 0 && failed.empty(); }
 };
 // One entry per variant of the report that claims a path, in the report's order.

@@ -11,6 +11,7 @@
 #include "engine/synthinit.h"
 #include "engine/whole_number.h"
 #include "hdf5/schema.h"
+#include "hdf5/unverified.h"
 
 namespace psi::probes {
 
@@ -111,7 +112,7 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
     if (st.data.shape != st.full_shape)
       throw Error(where + ": stored in full as " + shape_str(st.data.shape) + " but full_shape is " +
                   shape_str(st.full_shape));
-    hdf5::verify_sha256_full(file_, abs(rel), st.data);
+    if (!hdf5::verify_sha256_full(file_, abs(rel), st.data)) st.unverified = hdf5::unverifiable_reason(integrity);
   } else if (stored == "none") {
     st.full = false;
   } else if (const auto range = row_range_digits(stored)) {
@@ -132,6 +133,11 @@ StoredTensor Recording::stored_bf16(const std::string& rel) {
       throw Error(where + ": stored '" + stored + "' but the dataset is " + shape_str(st.data.shape));
   } else {
     throw Error(where + ": unknown stored convention '" + stored + "'");
+  }
+  // Stored whole, the data was checked above; in part or not at all, only a sha256_full can be.
+  if (!st.full && st.sha256_full.empty()) {
+    st.unverified = hdf5::unverifiable_reason(integrity);
+    hdf5::unverifiable(where, st.unverified);
   }
   return st;
 }

@@ -11,6 +11,7 @@
 #include "engine/backend/backend_factory.h"
 #include "hdf5/h5.h"
 #include "tests/test_bad_input_checkpoint.h"
+#include "tests/hashed.h"
 #include "tests/test_bad_input_support.h"
 
 namespace h5 = psi::h5;
@@ -174,8 +175,8 @@ TEST(FoundBug, OracleExplainNamesTheNonFiniteOperand) {
     psi::Bf16Tensor x({1, 2}), w({1, 2});
     x.data = {psi::Bf16::from_bits(0x7fc0), psi::bf16_rne(1.0f)};
     w.data = {psi::bf16_rne(1.0f), psi::bf16_rne(1.0f)};
-    f.write_bf16("/x", x, {});
-    f.write_bf16("/w", w, {});
+    f.write_bf16("/x", x, psi::test::hashed(x));
+    f.write_bf16("/w", w, psi::test::hashed(w));
     f.commit();
   }
   const std::vector<std::string> args{"oracle", "explain", "--file", p.string(), "--x", "x", "--w", "w", "--row", "0", "--col", "0"};

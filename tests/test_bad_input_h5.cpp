@@ -221,12 +221,18 @@ TEST(BadHdf5, OracleRefusesBadOperands) {
   const fs::path dir = fresh_dir("h5_oracle");
   auto operands = [&](const std::string& name, const psi::Shape& xs, const psi::Shape& ws, const psi::Shape& bs,
                       const psi::Shape& ys, bool x_as_f32 = false) {
+    // Each with its sha256_full: the oracle refuses operands it cannot check.
+    const auto hashed = [](const psi::Bf16Tensor& t) { return h5::Attrs{{"sha256_full", psi::sha256_hex(t)}}; };
     return plain_file(dir / name, [&](h5::File& f) {
-      if (x_as_f32) f.write_f32("/x", f32_tensor(xs), {});
-      else f.write_bf16("/x", bf16_tensor(xs, 1.0f), {});
-      f.write_bf16("/w", bf16_tensor(ws, -0.5f), {});
-      f.write_bf16("/b", bf16_tensor(bs, 0.25f), {});
-      f.write_bf16("/y", bf16_tensor(ys, 2.0f), {});
+      if (x_as_f32) {
+        const psi::F32Tensor x = f32_tensor(xs);
+        f.write_f32("/x", x, {{"sha256_full", psi::sha256_hex(x.ptr(), x.bytes())}});
+      } else {
+        f.write_bf16("/x", bf16_tensor(xs, 1.0f), hashed(bf16_tensor(xs, 1.0f)));
+      }
+      f.write_bf16("/w", bf16_tensor(ws, -0.5f), hashed(bf16_tensor(ws, -0.5f)));
+      f.write_bf16("/b", bf16_tensor(bs, 0.25f), hashed(bf16_tensor(bs, 0.25f)));
+      f.write_bf16("/y", bf16_tensor(ys, 2.0f), hashed(bf16_tensor(ys, 2.0f)));
     });
   };
   const std::string good = operands("good.h5", {2, 8}, {3, 8}, {3}, {2, 3}).string();
@@ -263,15 +269,32 @@ TEST(BadHdf5, OracleRefusesBadOperands) {
 // std::bad_alloc" (exit 3; AddressSanitizer: allocation-size-too-big). The second is valid HDF5
 // (chunked, never written) whose element count overflows int64.
 TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
-  const fs::path found = fs::path(PSI_TEST_DATA) / "bad_input" / "h5_tables_claims_huge_dims.h5";
+  const fs::path dir = fresh_dir("h5_huge");
+  // The finding's tensor carries no sha256_full (compare would refuse it too): given its hash in a
+  // copy, so that the refusal tested is the claim's alone.
+  const fs::path found = dir / "h5_tables_claims_huge_dims.h5";
+  fs::copy_file(fs::path(PSI_TEST_DATA) / "bad_input" / "h5_tables_claims_huge_dims.h5", found);
+  fs::permissions(found, fs::perms::owner_write, fs::perm_options::add);
+  {
+    h5::Handle f(H5Fopen(found.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle d(H5Dopen2(f.get(), "/states/dense/x", H5P_DEFAULT), H5Dclose);
+    std::vector<std::uint16_t> x(8);  // [2, 4] uint16
+    ASSERT_GE(H5Dread(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data()), 0);
+    const std::string sha = psi::sha256_hex(x.data(), x.size() * 2);
+    h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+    h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(ty.get(), sha.size());
+    h5::Handle a(H5Acreate2(d.get(), "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    ASSERT_GE(H5Awrite(a.get(), ty.get(), sha.c_str()), 0);
+  }
   for (const auto& args : std::vector<std::vector<std::string>>{{"report", found.string()},
                                                                {"compare", found.string(), found.string()}})
     expect_rejected(run_psi(args), args, Exit::bad_input,
-                    {found.string() + ":/report/tables: claims 844424930132064 elements", "12192-byte file"});
+                    {found.string() + ":/report/tables: claims 844424930132064 elements",
+                     std::to_string(fs::file_size(found)) + "-byte file"});
   expect_error([&] { h5::File::open_read(found).read_text("/report/tables"); }, Exit::bad_input, {"claims"},
                "read_text of the fuzzer's file");
 
-  const fs::path dir = fresh_dir("h5_huge");
   const fs::path big = plain_file(dir / "chunked_2_64.h5", [](h5::File& f) {
     const hsize_t dims[2] = {hsize_t(1) << 62, 4}, chunk[2] = {1, 1};
     h5::Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
@@ -507,7 +530,8 @@ TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
 TEST(BadHdf5, ExternalLinksAreFollowedOnlyIntoFilesTheUserNames) {
   const fs::path dir = fresh_dir("h5_allow_links");
   const psi::Bf16Tensor y = bf16_tensor({16}, 2.0f);
-  const fs::path other = plain_file(dir / "other.h5", [&](h5::File& f) { f.write_bf16("/y", y); });
+  // Hashed: psi verify checks what the link leads to.
+  const fs::path other = plain_file(dir / "other.h5", [&](h5::File& f) { f.write_bf16("/y", y, {{"sha256_full", psi::sha256_hex(y)}}); });
   const fs::path unrelated = plain_file(dir / "unrelated.h5", [&](h5::File& f) { f.write_bf16("/y", y); });
   const fs::path same = plain_file(dir / "same.h5", [&](h5::File& f) { f.write_bf16("/x", y); });
   const fs::path changed = plain_file(dir / "changed.h5", [&](h5::File& f) { f.write_bf16("/x", bf16_tensor({16}, 3.0f)); });
@@ -713,14 +737,16 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
     std::vector<std::uint16_t> v(8, 0x3f80);
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
   }
-  // A NaN the recorded nonfinite_count (0) does not count, without a hash.
+  // A NaN the recorded nonfinite_count (0) does not count (its sha256_full is of the data as it is).
   const fs::path nan = plain_file(dir / "nan.h5", [](h5::File& f) {
     psi::Bf16Tensor t = bf16_tensor({4}, 1.0f);
     t.data[2] = psi::Bf16::from_bits(0x7fc0);
-    f.write_bf16("/x", t, {{"nonfinite_count", std::int64_t(0)}});
+    f.write_bf16("/x", t, {{"nonfinite_count", std::int64_t(0)}, {"sha256_full", psi::sha256_hex(t)}});
   });
-  const fs::path v2 = plain_file(dir / "v2.h5", [](h5::File& f) { f.write_bf16("/x", bf16_tensor({4}, 1.0f)); },
-                                 {{"schema", std::string("psi-h5/2")}});
+  const fs::path v2 = plain_file(dir / "v2.h5", [](h5::File& f) {
+    const psi::Bf16Tensor t = bf16_tensor({4}, 1.0f);
+    f.write_bf16("/x", t, {{"sha256_full", psi::sha256_hex(t)}});
+  }, {{"schema", std::string("psi-h5/2")}});
   const std::vector<std::pair<fs::path, std::string>> problems{
       {dir / "edited.h5", ":/states/x: data does not match its sha256_full"},
       {nan, ":/x: 1 non-finite elements, its nonfinite_count says 0"},
@@ -811,4 +837,117 @@ TEST(BadHdf5, ShapesFromAFileAreBoundedBeforeAllocation) {
     const std::vector<std::string> args{"oracle", "certify", "--file", file, "--probe", "g"};
     expect_rejected(run_psi(args), args, Exit::bad_input, {file + ":/g/weights_json", "SynthInit tensor 'proj.weight'", why});
   }
+}
+
+// Integrity is never optional by omission (class 2 of the round-four trust issue): a tensor with
+// nothing to check it against (no sha256_full, stored whole, in rows or not at all) used to be
+// trusted silently. Every reader refuses it, exit 2, one line naming file:dataset and why; a psi
+// file's tensor without its hash (psi always writes one) is refused as an edited file; a plain
+// HDF5 file, which records no hashes, is still compared as it is. --allow-unverified reads such
+// data and marks the verdict UNVERIFIED, exit 4 (tests/test_integrity.cpp).
+TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
+  const fs::path dir = fresh_dir("h5_unverifiable");
+  const psi::Bf16Tensor full = bf16_tensor({1, 4, 2}, 1.0f);
+  const fs::path rec = plain_file(dir / "rec.h5", [&](h5::File& f) {
+    f.write_bf16("/g/ok", full, {{"sha256_full", psi::sha256_hex(full)}});
+    f.write_bf16("/g/whole", full);
+    f.write_bf16("/g/rows", bf16_tensor({1, 2, 2}, 1.0f),
+                 {{"stored", std::string("rows_0_to_1_of_axis_1")}, {"full_shape", std::string("[1, 4, 2]")}});
+    f.write_bf16("/g/none", psi::Bf16Tensor(psi::Shape{0}),
+                 {{"stored", std::string("none")}, {"full_shape", std::string("[1, 4, 2]")}});
+  }, {{"format", std::string("record_official/1")}, {"synthinit_global_seed", std::int64_t(0)}});
+  const std::vector<std::pair<std::string, std::string>> tensors{
+      {"whole", "no sha256_full: nothing to check its data against"},
+      {"rows", "stores part of the tensor (stored='rows_0_to_1_of_axis_1') and no sha256_full"},
+      {"none", "stored='none' and no sha256_full: nothing to check the tensor against"}};
+  for (const auto& [name, why] : tensors)
+    expect_error([&, n = name] { psi::probes::Recording(rec, "g").stored_bf16(n); }, Exit::bad_input,
+                 {rec.string() + ":/g/" + name + ": " + why, "--allow-unverified"}, "the recording's " + name);
+  EXPECT_NO_THROW(psi::probes::Recording(rec, "g").stored_bf16("ok"));
+  // psi verify names every one of them and exits 2.
+  const PsiRun v = run_psi({"verify", rec.string()});
+  EXPECT_EQ(v.status, 2) << v.out << v.err;
+  for (const auto& [name, why] : tensors)
+    EXPECT_NE(v.out.find("problem: " + rec.string() + ":/g/" + name + ": " + why), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("psi verify " + rec.string() + ": 3 problems"), std::string::npos) << v.out;
+  const std::vector<std::string> cmp{"compare", rec.string(), rec.string(), "--only", "^/g/whole$"};
+  expect_rejected(run_psi(cmp), cmp, Exit::bad_input, {rec.string() + ":/g/whole: no sha256_full"});
+  // Under --allow-unverified each is read and marked, and the status is 4, never 0.
+  const PsiRun va = run_psi({"verify", rec.string(), "--allow-unverified"});
+  EXPECT_EQ(va.status, int(Exit::unverified)) << va.out << va.err;
+  for (const auto& [name, why] : tensors)
+    EXPECT_NE(va.out.find("note: UNVERIFIED: " + rec.string() + ":/g/" + name + ": " + why), std::string::npos) << va.out;
+  EXPECT_NE(va.err.find("psi: warning: UNVERIFIED: 3 dataset(s)"), std::string::npos) << va.err;
+  std::vector<std::string> cmp_allowed = cmp;
+  cmp_allowed.insert(cmp_allowed.end(), {"--allow-unverified", "--json"});
+  const PsiRun ca = run_psi(cmp_allowed);
+  EXPECT_EQ(ca.status, int(Exit::unverified)) << ca.out << ca.err;
+  EXPECT_NE(ca.out.find("\"unverified\": \"A: no sha256_full"), std::string::npos) << ca.out;
+  EXPECT_NE(ca.out.find("\"exit_code\": 4"), std::string::npos) << ca.out;
+
+  // A psi report whose tensor lost its sha256_full (and the same with the hash of the wrong
+  // kind, which read_integrity refuses) is an edited file: refused by compare and verify.
+  const fs::path report = report_file(dir / "report.h5", kGoodTables);
+  fs::copy_file(report, dir / "no_hash.h5");
+  {
+    h5::Handle f(H5Fopen((dir / "no_hash.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    h5::Handle d(H5Dopen2(f.get(), "/states/x", H5P_DEFAULT), H5Dclose);
+    ASSERT_GE(H5Adelete(d.get(), "sha256_full"), 0);
+  }
+  const fs::path edited = dir / "no_hash.h5";
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"compare", edited.string(), report.string()},
+                                               {"compare", report.string(), edited.string(), "--json"}})
+    expect_rejected(run_psi(args), args, Exit::bad_input, {edited.string() + ":/states/x: no sha256_full"});
+  const PsiRun ve = run_psi({"verify", edited.string()});
+  EXPECT_EQ(ve.status, 2) << ve.out << ve.err;
+  EXPECT_NE(ve.out.find("problem: " + edited.string() + ":/states/x: no sha256_full"), std::string::npos) << ve.out;
+
+  // A plain HDF5 file records no hashes: compared as it is, as before.
+  const fs::path plain = plain_file(dir / "plain.h5", [&](h5::File& f) { f.write_bf16("/x", full); });
+  const PsiRun p = run_psi({"compare", plain.string(), plain.string()});
+  EXPECT_EQ(p.status, 0) << p.out << p.err;
+}
+
+// psi verify checks that a dataset's dtype label is its stored type: a 'bfloat16' label on
+// float32 data, a 'float32' label on uint16, a label psi does not know are each a named problem.
+TEST(BadHdf5, VerifyChecksTheDtypeLabelAgainstTheStoredType) {
+  const fs::path dir = fresh_dir("h5_dtype_label");
+  const psi::F32Tensor f = f32_tensor({4});
+  const std::vector<std::uint16_t> u(4, 0x3f80);
+  // Four elements of `data` as `file_type` with the label `label` and their hash.
+  const auto labelled = [](h5::File& file, const char* path, hid_t file_type, hid_t mem_type, const void* data,
+                           std::size_t bytes, const char* label) {
+    const hsize_t n = 4;
+    h5::Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    h5::Handle d(H5Dcreate2(file.id(), path, file_type, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    file.set_attrs(path, {{"dtype", std::string(label)}, {"sha256_full", psi::sha256_hex(data, bytes)}});
+  };
+  const auto f32 = [&](h5::File& file, const char* path, const char* label) {
+    labelled(file, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f.ptr(), f.bytes(), label);
+  };
+  const auto u16 = [&](h5::File& file, const char* path, const char* label) {
+    labelled(file, path, H5T_STD_U16LE, H5T_NATIVE_UINT16, u.data(), u.size() * 2, label);
+  };
+  const std::vector<std::pair<fs::path, std::string>> cases{
+      {plain_file(dir / "bf16_label_on_f32.h5", [&](h5::File& file) { f32(file, "/x", "bfloat16"); }),
+       ":/x: its dtype attribute says 'bfloat16' but the data is stored as float32 (bfloat16 is stored as uint16)"},
+      {plain_file(dir / "f32_label_on_u16.h5", [&](h5::File& file) { u16(file, "/x", "float32"); }),
+       ":/x: its dtype attribute says 'float32' but the data is stored as uint16"},
+      {plain_file(dir / "unknown_label.h5", [&](h5::File& file) { f32(file, "/x", "complex64"); }),
+       ":/x: its dtype attribute 'complex64' names no element type psi knows"},
+  };
+  for (const auto& [file, mention] : cases) {
+    const PsiRun r = run_psi({"verify", file.string()});
+    EXPECT_EQ(r.status, 1) << file << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("problem: " + file.string() + mention), std::string::npos) << r.out;
+    ++rejected_count();
+  }
+  // The labels psi writes, on the types it stores them with, pass.
+  const fs::path good = plain_file(dir / "good.h5", [&](h5::File& file) {
+    f32(file, "/f", "float32");
+    u16(file, "/b", "bfloat16");
+  });
+  const PsiRun g = run_psi({"verify", good.string()});
+  EXPECT_EQ(g.status, 0) << g.out << g.err;
 }

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "engine/sha256.h"
 #include "experiments/experiment.h"
@@ -19,6 +20,7 @@
 #include "hdf5/h5.h"
 #include "hdf5/output_path.h"
 #include "hdf5/state_file.h"
+#include "hdf5/unverified.h"
 #include "tests/test_bad_input_support.h"
 
 using namespace psi::badinput;
@@ -612,4 +614,186 @@ TEST(BadOutputs, TheLongestLegalNameIsWritten) {
     ASSERT_EQ(r.status, 0) << r.err;
   }
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{out.filename().string()});
+}
+
+namespace {
+
+// A copy of capacity shard `from` (its run attributes, options, cases and tables) that also holds
+// a tensor at /states/<name>, written by StateWriter with its sha256_full: a shard with a state
+// as the drivers save them. `edit` changes the run attributes or the options first.
+fs::path shard_with_state(const fs::path& from, const fs::path& to, const std::string& name,
+                          const std::function<void(psi::hdf5::RunInfo&, nlohmann::json&)>& edit = {}) {
+  const psi::hdf5::StateReader r(from);
+  psi::hdf5::RunInfo info = r.run_info();
+  nlohmann::json options = nlohmann::json::parse(r.read_text("/report/options"));
+  if (edit) edit(info, options);
+  psi::Bf16Tensor t({2, 8});
+  for (std::size_t i = 0; i < t.data.size(); ++i) t.data[i] = psi::Bf16::from_bits(std::uint16_t(0x3f80 + i));
+  psi::hdf5::StateWriter w(to, info);
+  w.write("/states/" + name, t, {"dense", "[2, 8] test state", "", {}});
+  w.write_text("/report/options", options.dump());
+  w.write_text("/report/cases", r.read_text("/report/cases"));
+  w.write_text("/report/tables", r.read_text("/report/tables"));
+  w.commit();
+  return to;
+}
+
+// The C API on a file psi wrote, as another tool would edit it.
+void edit_h5(const fs::path& file, const std::function<void(hid_t)>& edit) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << file;
+  edit(f);
+  H5Fclose(f);
+}
+
+void set_root_text(hid_t f, const char* name, const std::string& value) {
+  if (H5Aexists(f, name) > 0) H5Adelete(f, name);
+  const hid_t s = H5Screate(H5S_SCALAR), ty = H5Tcopy(H5T_C_S1);
+  H5Tset_size(ty, value.size());
+  const hid_t a = H5Acreate2(f, name, ty, s, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, ty, value.c_str());
+  H5Aclose(a);
+  H5Tclose(ty);
+  H5Sclose(s);
+}
+
+}  // namespace
+
+// Merge proves what it copies (class 3 of the round-four trust issue): each state a shard holds
+// is checked against its sha256_full before it is copied. A shard with one element flipped used
+// to merge with exit 0, the flipped element now under a fresh, matching hash; it is refused
+// naming the shard's dataset, nothing written. A state without its hash (psi always writes one)
+// is refused too, or merged with --allow-unverified and the result marked (exit 4).
+TEST(BadOutputs, MergeChecksEveryStateBeforeCopyingIt) {
+  const fs::path dir = fresh_dir("merge_hash");
+  const fs::path t0 = shard_with_state(capacity_shard(dir, 0), dir / "t0.h5", "shard0");
+  const fs::path t1 = shard_with_state(capacity_shard(dir, 1), dir / "t1.h5", "shard1");
+  const std::vector<std::string> present{"shard0.h5", "shard1.h5", "t0.h5", "t1.h5", "flipped.h5", "no_hash.h5"};
+  const fs::path merged = dir / "merged.h5";
+  const PsiRun ok = run_psi({"merge", t0.string(), t1.string(), "--out", merged.string()});
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(psi::h5::File::open_read(merged).read_bf16("/states/shard1").data,
+            psi::h5::File::open_read(t1).read_bf16("/states/shard1").data);
+  fs::remove(merged);
+
+  fs::copy_file(t1, dir / "flipped.h5");
+  edit_h5(dir / "flipped.h5", [](hid_t f) {
+    const hid_t d = H5Dopen2(f, "/states/shard1", H5P_DEFAULT);
+    std::vector<std::uint16_t> v(16);
+    H5Dread(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    v[5] ^= 1;
+    H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Dclose(d);
+  });
+  const std::vector<std::string> flipped{"merge", t0.string(), (dir / "flipped.h5").string(), "--out", merged.string()};
+  expect_rejected(run_psi(flipped), flipped, Exit::bad_input,
+                  {(dir / "flipped.h5").string() + ":/states/shard1: data does not match its sha256_full", "not merged"});
+  fs::copy_file(t1, dir / "no_hash.h5");
+  edit_h5(dir / "no_hash.h5", [](hid_t f) {
+    const hid_t d = H5Dopen2(f, "/states/shard1", H5P_DEFAULT);
+    H5Adelete(d, "sha256_full");
+    H5Dclose(d);
+  });
+  const std::vector<std::string> unhashed{"merge", t0.string(), (dir / "no_hash.h5").string(), "--out", merged.string()};
+  expect_rejected(run_psi(unhashed), unhashed, Exit::bad_input,
+                  {(dir / "no_hash.h5").string() + ":/states/shard1: no sha256_full", "--allow-unverified"});
+  EXPECT_EQ(leftovers(dir, present), std::vector<std::string>{});
+
+  std::vector<std::string> allowed = unhashed;
+  allowed.push_back("--allow-unverified");
+  const PsiRun u = run_psi(allowed);
+  EXPECT_EQ(u.status, int(Exit::unverified)) << u.err;
+  EXPECT_NE(u.err.find("UNVERIFIED"), std::string::npos) << u.err;
+  const std::string marker = psi::hdf5::unverified_marker(psi::h5::File::open_read(merged));
+  EXPECT_NE(marker.find((dir / "no_hash.h5").string() + ":/states/shard1: no sha256_full"), std::string::npos) << marker;
+  EXPECT_NE(u.out.find("UNVERIFIED: "), std::string::npos) << u.out;  // the table's title and note
+  // Merged again, the unverified report passes its mark on, or is refused.
+  const std::vector<std::string> again{"merge", merged.string(), "--out", (dir / "again.h5").string()};
+  expect_rejected(run_psi(again), again, Exit::bad_input, {merged.string() + ": a report resting on data read unchecked"});
+}
+
+// Shards of different runs are refused, naming the field and both values: psi version, git
+// revision, experiment, model config, backend, seed, and each option. They used to be joined
+// (only the experiment and the options as a whole were compared) into one report of no run.
+TEST(BadOutputs, MergeRefusesShardsOfAnotherRun) {
+  const fs::path dir = fresh_dir("merge_provenance");
+  const fs::path s0 = capacity_shard(dir, 0), s1 = capacity_shard(dir, 1);
+  using Edit = std::function<void(psi::hdf5::RunInfo&, nlohmann::json&)>;
+  const std::vector<std::tuple<std::string, Edit, std::string>> runs{
+      {"model", [](auto& i, auto&) { i.model_config = "small/ltx25"; }, "model_config 'small/ltx25' differs from 'tiny/ltx25'"},
+      {"backend", [](auto& i, auto&) { i.backend = "cuda"; }, "backend 'cuda' differs from 'cpu'"},
+      {"seed", [](auto& i, auto&) { i.seed = 7; }, "seed '7' differs from '0'"},
+      {"experiment", [](auto& i, auto&) { i.experiment = "probes"; }, "experiment 'probes' differs from 'capacity'"},
+      {"option", [](auto&, auto& o) { o["quick"] = false; }, "option quick 'false' differs from 'true'"},
+  };
+  for (const auto& [name, edit, mention] : runs) {
+    const fs::path other = shard_with_state(s1, dir / (name + ".h5"), "x", edit);
+    const std::vector<std::string> args{"merge", s0.string(), other.string(), "--out", (dir / "m.h5").string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {other.string() + ": ", mention, "first shard " + s0.string()});
+  }
+  for (const char* field : {"psi_version", "psi_git_revision"}) {
+    const fs::path other = dir / (std::string(field) + ".h5");
+    fs::copy_file(s1, other);
+    edit_h5(other, [&](hid_t f) { set_root_text(f, field, "0.0.0-elsewhere"); });
+    const std::vector<std::string> args{"merge", s0.string(), other.string(), "--out", (dir / "m.h5").string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {other.string() + ": ", std::string(field) + " '0.0.0-elsewhere' differs"});
+  }
+  EXPECT_FALSE(fs::exists(dir / "m.h5"));
+}
+
+// A shard count from the file is not a size to allocate or to list: a shard claiming to be one
+// of 2^31 - 1 names the first ten missing and counts the rest (the loop and the message used to
+// grow with the count), one of 4,000,000,000 (more than psi run writes) is refused.
+TEST(BadOutputs, MergeMessagesStayBoundedForAbsurdShardCounts) {
+  const fs::path dir = fresh_dir("merge_counts");
+  const fs::path s0 = capacity_shard(dir, 0);
+  const auto claiming = [&](const std::string& name, std::int64_t index, std::int64_t count) {
+    return shard_with_state(s0, dir / name, "x", [=](auto&, nlohmann::json& o) {
+      o["shard_index"] = index;
+      o["shard_count"] = count;
+    });
+  };
+  const fs::path huge = claiming("huge.h5", 5, 2147483647);
+  const std::vector<std::string> args{"merge", huge.string(), "--out", (dir / "m.h5").string()};
+  const PsiRun r = run_psi(args);
+  expect_rejected(r, args, Exit::bad_input,
+                  {"shards 0/2147483647, 1/2147483647, 2/2147483647, 3/2147483647, 4/2147483647, 6/2147483647",
+                   "10/2147483647 and 2147483636 more missing (1 of 2147483647 given)"});
+  EXPECT_LT(r.err.size(), 600u) << r.err;
+  for (const std::int64_t count : {std::int64_t(4000000000), std::int64_t(0), std::int64_t(-1)}) {
+    const fs::path bad = claiming("count_" + std::to_string(count) + ".h5", 0, count);
+    const std::vector<std::string> a{"merge", bad.string(), "--out", (dir / "m.h5").string()};
+    expect_rejected(run_psi(a), a, Exit::bad_input,
+                    {bad.string() + ": shard_count " + std::to_string(count) + " is not what psi writes (1 to 2147483647)"});
+  }
+  EXPECT_FALSE(fs::exists(dir / "m.h5"));
+}
+
+// A merge that cannot write its report (here the file size limit, `ulimit -f`, SIGXFSZ ignored
+// so that the write returns EFBIG; and with SIGXFSZ as it comes) ends with one line, exit 3 and
+// no temporary, never a crash.
+TEST(BadOutputs, MergeEndsCleanlyOnAFileSizeLimit) {
+  const fs::path dir = fresh_dir("merge_fsize"), io = fresh_dir("merge_fsize_io");
+  const fs::path t0 = shard_with_state(capacity_shard(dir, 0), dir / "t0.h5", "shard0");
+  const fs::path t1 = shard_with_state(capacity_shard(dir, 1), dir / "t1.h5", "shard1");
+  const fs::path out = dir / "merged.h5";
+  for (const std::string trap : {"trap '' XFSZ; ", ""}) {
+    const std::string cmd = "bash -c \"" + trap + "ulimit -f 8; exec '" + std::string(PSI_BINARY) + "' merge '" +
+                            t0.string() + "' '" + t1.string() + "' --out '" + out.string() + "'\" >'" +
+                            (io / "stdout").string() + "' 2>'" + (io / "stderr").string() + "'";
+    const int st = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(st)) << cmd;
+    const std::string err = slurp(io / "stderr");
+    EXPECT_NE(WEXITSTATUS(st), 0) << trap << err;
+    // bash passes a signal death on as 128 + N: a crash (SIGSEGV, SIGABRT) is none of psi's statuses.
+    for (const int sig : {SIGSEGV, SIGABRT, SIGBUS})
+      EXPECT_NE(WEXITSTATUS(st), 128 + sig) << trap << err;
+    if (!trap.empty()) {
+      EXPECT_EQ(WEXITSTATUS(st), 3) << err;
+      EXPECT_TRUE(err.starts_with("psi: error: " + out.string() + ":")) << err;
+      EXPECT_EQ(err.find('\n'), err.size() - 1) << "not one line: " << err;
+      ++rejected_count();
+    }
+    EXPECT_EQ(leftovers(dir, {"shard0.h5", "shard1.h5", "t0.h5", "t1.h5"}), std::vector<std::string>{}) << trap;
+  }
 }

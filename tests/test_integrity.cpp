@@ -197,3 +197,99 @@ TEST(Sha256Full, RecordingReaderRefusesCorruptData) {
                          ":/probe_audio_ff_up/x: data does not match its sha256_full attribute (the file is corrupt "
                          "or was changed after it was written)\n");
 }
+
+namespace {
+
+// Removes `dataset`'s sha256_full, the rest of the file as it was: a recording made by a tool
+// that hashes nothing, or edited to pass.
+void drop_sha256(const fs::path& file, const std::string& dataset) {
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << file;
+  const hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  ASSERT_GE(d, 0) << dataset;
+  ASSERT_GE(H5Adelete(d, "sha256_full"), 0) << dataset;
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
+// Lines of `text` holding `a` that do not also hold `b`.
+std::vector<std::string> lines_without(const std::string& text, const std::string& a, const std::string& b) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    if (line.find(a) != std::string::npos && line.find(b) == std::string::npos) out.push_back(line);
+    at = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+// Integrity is never optional by omission (class 2 of the round-four trust issue). A recording
+// whose tensors lost their sha256_full is refused by psi probe, psi oracle certify and psi run on
+// it (exit 2, one line naming file:dataset); with --allow-unverified the verdict is given and
+// marked: every result row and claim of the table, the report's root attribute `unverified` and
+// each case's field, the JSON's `unverified`, and the exit status 4 (not 0).
+TEST(Sha256Full, UnverifiedDataIsRefusedOrItsVerdictMarked) {
+  TempDir dir;
+  const fs::path copy = dir / "probes_linear.h5";
+  fs::copy_file(kRef / "probes_linear.h5", copy);
+  drop_sha256(copy, "/probe_audio_ff_up/x");
+  drop_sha256(copy, "/probe_audio_ff_up/proj_out");
+  drop_sha256(copy, "/probe_video_q_proj/x");
+  const std::string x_missing = copy.string() + ":/probe_audio_ff_up/x: no sha256_full: nothing to check its data against";
+
+  const std::string probe = "probe audio-ff-up --variant dense --reference " + copy.string();
+  const Outcome refused = run_psi_in(probe, dir / "");
+  EXPECT_EQ(refused.status, 2) << refused.out << refused.err;
+  EXPECT_TRUE(refused.err.starts_with("psi: error: " + x_missing)) << refused.err;
+  EXPECT_EQ(refused.err.find('\n'), refused.err.size() - 1) << refused.err;
+
+  const fs::path out = dir / "outputs.h5";
+  const Outcome allowed = run_psi_in(probe + " --allow-unverified --out " + out.string(), dir / "");
+  EXPECT_EQ(allowed.status, int(Exit::unverified)) << allowed.out << allowed.err;
+  EXPECT_NE(allowed.out.find("UNVERIFIED: " + x_missing), std::string::npos) << allowed.out;
+  EXPECT_NE(allowed.out.find("proj_out"), std::string::npos) << allowed.out;
+  EXPECT_NE(allowed.out.find("UNVERIFIED (the recorded tensor: no sha256_full"), std::string::npos) << allowed.out;
+  // Every result row of the table carries the mark (gelu_out's hash was kept, but its input was not).
+  EXPECT_EQ(lines_without(allowed.out, "dense ", "UNVERIFIED"), std::vector<std::string>{}) << allowed.out;
+  EXPECT_NE(allowed.err.find("psi: warning: UNVERIFIED: 2 dataset(s)"), std::string::npos) << allowed.err;
+  EXPECT_NE(unverified_marker(h5::File::open_read(out)).find(x_missing), std::string::npos);
+
+  const std::string certify = "oracle certify --file " + copy.string() + " --probe probe_video_q_proj --rows 0:1 --json";
+  const Outcome oracle_refused = run_psi_in(certify, dir / "");
+  EXPECT_EQ(oracle_refused.status, 2) << oracle_refused.out << oracle_refused.err;
+  EXPECT_NE(oracle_refused.err.find(copy.string() + ":/probe_video_q_proj/x: no sha256_full"), std::string::npos)
+      << oracle_refused.err;
+  const Outcome oracle_allowed = run_psi_in(certify + " --allow-unverified", dir / "");
+  EXPECT_EQ(oracle_allowed.status, int(Exit::unverified)) << oracle_allowed.out << oracle_allowed.err;
+  const auto j = nlohmann::json::parse(oracle_allowed.out);
+  ASSERT_TRUE(j["unverified"].is_array()) << oracle_allowed.out;
+  EXPECT_NE(j["unverified"][0].get<std::string>().find(copy.string() + ":/probe_video_q_proj/x: no sha256_full"),
+            std::string::npos);
+  // The same certification of the recording as it was: no mark, exit 0.
+  const Outcome oracle_clean = run_psi_in("oracle certify --file " + (kRef / "probes_linear.h5").string() +
+                                              " --probe probe_video_q_proj --rows 0:1 --json --allow-unverified",
+                                          dir / "");
+  EXPECT_EQ(oracle_clean.status, 0) << oracle_clean.err;
+  EXPECT_TRUE(nlohmann::json::parse(oracle_clean.out)["unverified"].is_null());
+
+  // psi run on the recording: the report says so at the root, in its case and its tables.
+  const std::string run = "run projection-oracle --reference " + (dir / "").parent_path().string() + " --out " + (dir / "r.h5").string();
+  const Outcome run_refused = run_psi_in(run, dir / "");
+  EXPECT_EQ(run_refused.status, 2) << run_refused.err;
+  EXPECT_FALSE(fs::exists(dir / "r.h5"));
+  const Outcome run_allowed = run_psi_in(run + " --allow-unverified", dir / "");
+  EXPECT_EQ(run_allowed.status, int(Exit::unverified)) << run_allowed.err;
+  EXPECT_NE(run_allowed.out.find("UNVERIFIED: "), std::string::npos) << run_allowed.out;
+  const StateReader report(dir / "r.h5");
+  EXPECT_NE(unverified_marker(report.file()).find(copy.string() + ":/probe_video_q_proj/x"), std::string::npos);
+  const auto cases = nlohmann::json::parse(report.read_text("/report/cases"));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_NE(cases[0]["unverified"].get<std::string>().find(":/probe_video_q_proj/x: no sha256_full"), std::string::npos);
+  const Outcome rendered = run_psi_in("report " + (dir / "r.h5").string(), dir / "");
+  EXPECT_NE(rendered.out.find("UNVERIFIED: "), std::string::npos) << rendered.out;
+}

@@ -27,6 +27,7 @@
 #include "oracle/operands.h"
 #include "oracle/rounding.h"
 #include "tests/recordings.h"
+#include "tests/hashed.h"
 
 namespace fs = std::filesystem;
 namespace po = psi::oracle;
@@ -172,10 +173,10 @@ const TcRecording& tc_recording() {
     const Bf16 right = tc_correct(r, kPlantedRow, kPlantedCol);
     r.Y.data[kPlantedRow * kTcN + kPlantedCol] = Bf16::from_bits(std::uint16_t(right.bits + 1000));
     auto out = psi::h5::File::create(r.file);
-    out.write_bf16("/x", r.X);
-    out.write_bf16("/w", r.W);
-    out.write_bf16("/b", r.B);
-    out.write_bf16("/y", r.Y);
+    out.write_bf16("/x", r.X, psi::test::hashed(r.X));
+    out.write_bf16("/w", r.W, psi::test::hashed(r.W));
+    out.write_bf16("/b", r.B, psi::test::hashed(r.B));
+    out.write_bf16("/y", r.Y, psi::test::hashed(r.Y));
     out.commit();
     return r;
   }();
@@ -264,9 +265,9 @@ TEST(OracleCertify, SynthInitProbeFileWrittenWithH5) {
     auto out = psi::h5::File::create(file);
     out.set_attr("/", "synthinit_global_seed", seed);
     for (const char* g : {"/probe_t", "/probe_bad"}) {
-      out.write_bf16(std::string(g) + "/x", X);
-      out.write_bf16(std::string(g) + "/proj", good);
-      out.write_bf16(std::string(g) + "/act", act);
+      out.write_bf16(std::string(g) + "/x", X, psi::test::hashed(X));
+      out.write_bf16(std::string(g) + "/proj", good, psi::test::hashed(good));
+      out.write_bf16(std::string(g) + "/act", act, psi::test::hashed(act));
     }
     out.write_text("/probe_t/weights_json",
                    nlohmann::json::array({entry(wname, W, psi::sha256_hex(W)), entry(bname, B, psi::sha256_hex(B))}).dump());
@@ -343,11 +344,12 @@ TEST(OracleExplain, OperandFileWrittenWithH5) {
   Y.data[4 * 4 + 1] = Bf16::from_bits(std::uint16_t(right.bits + 2));
   {
     auto out = psi::h5::File::create(file);
-    out.write_bf16("/ops/x", X);
-    out.write_bf16("/ops/w", W);
-    out.write_bf16("/ops/b", B);
-    out.write_bf16("/ops/y", Y);
-    out.write_bf16("/ops/w_bad", psi::Bf16Tensor({4, 23}));
+    out.write_bf16("/ops/x", X, psi::test::hashed(X));
+    out.write_bf16("/ops/w", W, psi::test::hashed(W));
+    out.write_bf16("/ops/b", B, psi::test::hashed(B));
+    out.write_bf16("/ops/y", Y, psi::test::hashed(Y));
+    const psi::Bf16Tensor w_bad({4, 23});
+    out.write_bf16("/ops/w_bad", w_bad, psi::test::hashed(w_bad));
     out.commit();
   }
   const std::string ops = " --file " + file.string() + " --x ops/x --w ops/w --b ops/b";
@@ -596,8 +598,9 @@ TEST(OracleCertify, RefusesAnOperandThatDoesNotMatchItsSha256) {
     psi::Bf16Tensor other = X;
     other.data[0] = Bf16::from_bits(std::uint16_t(other.data[0].bits ^ 1));
     out.write_bf16("/x", X, {{"sha256_full", psi::sha256_hex(other)}});
-    out.write_bf16("/w", W);
-    out.write_bf16("/y", gmp_linear(X, W, psi::Bf16Tensor({3}), {2, 3}));
+    out.write_bf16("/w", W, psi::test::hashed(W));
+    const psi::Bf16Tensor y = gmp_linear(X, W, psi::Bf16Tensor({3}), {2, 3});
+    out.write_bf16("/y", y, psi::test::hashed(y));
     out.commit();
   }
   CliRun run = psi_run("oracle certify --file " + file.string() + " --x x --w w --y y");

@@ -18,6 +18,7 @@
 #include "hdf5/h5.h"
 #include "probes/probe_cases.h"
 #include "tests/recordings.h"
+#include "tests/hashed.h"
 
 namespace fs = std::filesystem;
 namespace probes = psi::probes;
@@ -169,9 +170,9 @@ TEST(Probe, AnyRecordingOfTheLayoutWorks) {
   {
     auto f = psi::h5::File::create(file);
     f.set_attr("/", "synthinit_global_seed", std::int64_t(seed));
-    f.write_bf16("/probe_audio_ff_up/x", x, {{"synthinit_name", std::string("input.other.x")}});
-    f.write_bf16("/probe_audio_ff_up/proj_out", proj);
-    f.write_bf16("/probe_audio_ff_up/gelu_out", gelu);
+    f.write_bf16("/probe_audio_ff_up/x", x, psi::test::hashed(x, {{"synthinit_name", std::string("input.other.x")}}));
+    f.write_bf16("/probe_audio_ff_up/proj_out", proj, psi::test::hashed(proj));
+    f.write_bf16("/probe_audio_ff_up/gelu_out", gelu, psi::test::hashed(gelu));
     f.write_text("/probe_audio_ff_up/weights_json",
                  "[{\"name\": \"" + w_name + "\", \"shape\": [128, 64]}, {\"name\": \"" + b_name + "\", \"shape\": [128]}]");
     f.commit();
@@ -283,8 +284,9 @@ TEST(Probe, ARecordingWithoutAComputedTensorIsRefused) {
   {
     auto f = psi::h5::File::create(file);
     f.set_attr("/", "synthinit_global_seed", std::int64_t(0));
-    f.write_bf16("/probe_audio_ff_up/x", x, {{"synthinit_name", std::string("input.other.x")}});
-    f.write_bf16("/probe_audio_ff_up/proj_out", psi::ops::linear(x, w, &b));
+    f.write_bf16("/probe_audio_ff_up/x", x, psi::test::hashed(x, {{"synthinit_name", std::string("input.other.x")}}));
+    const psi::Bf16Tensor proj = psi::ops::linear(x, w, &b);
+    f.write_bf16("/probe_audio_ff_up/proj_out", proj, psi::test::hashed(proj));
     f.write_text("/probe_audio_ff_up/weights_json",
                  "[{\"name\": \"" + w_name + "\", \"shape\": [128, 64]}, {\"name\": \"" + b_name + "\", \"shape\": [128]}]");
     f.commit();

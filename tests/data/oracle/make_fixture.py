@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes fixture.h5 the way a user would hand operands to `psi oracle`: plain h5py, BF16 as
-uint16 raw bits with attribute dtype='bfloat16', W stored [out, in].
+uint16 raw bits with attribute dtype='bfloat16', W stored [out, in], each tensor with its
+sha256_full (of its little-endian bytes: psi refuses a tensor it cannot check).
 
 Element (0, 0) is the paper's eq. (5) case: x.w = 257/256 and b = 1/256. Its recorded value is
 what a kernel that writes the matrix product as BF16 before adding the bias produces,
@@ -9,6 +10,7 @@ element's exact value is a BF16 number, recorded as is.
 
 Run: python3 make_fixture.py  (writes fixture.h5 next to this script)
 """
+import hashlib
 from fractions import Fraction
 from pathlib import Path
 
@@ -26,8 +28,10 @@ def bf16_bits(values):
 
 
 def write_bf16(f, name, values):
-    ds = f.create_dataset(name, data=bf16_bits(values))
+    bits = bf16_bits(values)
+    ds = f.create_dataset(name, data=bits)
     ds.attrs["dtype"] = "bfloat16"
+    ds.attrs["sha256_full"] = hashlib.sha256(bits.astype("<u2").tobytes()).hexdigest()
 
 
 x = np.array([[1.0, 2.0**-8, 0, 0, 0, 0, 0, 0],
