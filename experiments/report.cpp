@@ -278,7 +278,7 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     // The JSON is psi's own, but a shard is a file a user hands over: anything but what psi
     // writes is refused naming the shard, never an escaped JSON exception.
     try {
-      nlohmann::json o = nlohmann::json::parse(r.read_text(kOptions));
+      nlohmann::json o = read_json(r.read_text(kOptions), path.string() + ":" + kOptions);
       if (!o.is_object()) throw Error("not a JSON object");
       const std::int64_t index = o.value("shard_index", std::int64_t(0));
       const std::int64_t count = o.at("shard_count").get<std::int64_t>();
@@ -299,7 +299,7 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
                     it->second.string() + ")");
       if (!options.is_null()) check_same_options(shards.front(), options, o);
       options = o;
-      const nlohmann::json shard_cases = nlohmann::json::parse(r.read_text(kCases));
+      const nlohmann::json shard_cases = read_json(r.read_text(kCases), path.string() + ":" + kCases);
       if (!shard_cases.is_array()) throw Error(std::string(kCases) + " is not a JSON list");
       for (const auto& c : shard_cases) {
         const std::int64_t index = case_index(c);

@@ -360,6 +360,27 @@ TEST(BadOutputs, MergeRefusesShardsWithMalformedJson) {
     expect_rejected(run_psi(args), args, Exit::bad_input, {shard.string() + ": ", b.mention});
     EXPECT_FALSE(fs::exists(dir / "merged.h5")) << b.name;
   }
+  // JSON nested 100,000 deep in a shard's options or cases: refused by the one JSON reader
+  // (engine/json_read.h), naming the shard's dataset.
+  for (const auto& [name, options, cases] :
+       {std::tuple{"deep_options", std::string(100000, '['), std::string("[]")},
+        std::tuple{"deep_cases", good_options, std::string(100000, '[')}}) {
+    const fs::path shard = dir / (std::string(name) + ".h5");
+    {
+      psi::hdf5::RunInfo info;
+      info.experiment = "probes";
+      info.model_config = "tiny/ltx25";
+      info.backend = "cpu";
+      info.device_name = "cpu";
+      psi::hdf5::StateWriter w(shard, info);
+      w.write_text("/report/options", options);
+      w.write_text("/report/cases", cases);
+      w.commit();
+    }
+    const std::vector<std::string> args{"merge", shard.string(), "--out", (dir / "merged.h5").string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, {shard.string() + ":/report/", "nested deeper than 64 levels"});
+    EXPECT_FALSE(fs::exists(dir / "merged.h5")) << name;
+  }
 }
 
 // An existing output is replaced only if psi wrote it (class 2 of the round-three trust issue):
