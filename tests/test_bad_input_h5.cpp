@@ -805,7 +805,8 @@ TEST(BadHdf5, DeeplyNestedJsonIsRefused) {
                             }, {{"synthinit_global_seed", std::int64_t(0)}}).string();
   const std::string probe = plain_file(dir / "deep_weights.h5", [&](h5::File& f) {
                               f.write_text("/g/weights_json", deep, {});
-                              f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {});
+                              const psi::Bf16Tensor x = bf16_tensor({2, 4}, 1.0f);
+             f.write_bf16("/g/x", x, {{"sha256_full", psi::sha256_hex(x)}});
                             }).string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"report", tables}, tables + ":/report/tables"},
@@ -827,7 +828,8 @@ TEST(BadHdf5, ShapesFromAFileAreBoundedBeforeAllocation) {
   const auto probe = [&](const std::string& name, const std::string& shape) {
     return plain_file(dir / name, [&](h5::File& f) {
              f.write_text("/g/weights_json", R"([{"name": "proj.weight", "shape": )" + shape + R"(, "sha256": "00"}])", {});
-             f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {});
+             const psi::Bf16Tensor x = bf16_tensor({2, 4}, 1.0f);
+             f.write_bf16("/g/x", x, {{"sha256_full", psi::sha256_hex(x)}});
            }).string();
   };
   const std::string huge = probe("huge.h5", "[1099511627776, 1048576]"), negative = probe("negative.h5", "[-4, 4]");
