@@ -203,7 +203,7 @@ void ordered_product(Matrix<const TA> A, Matrix<const TW> W, Begin&& begin, End&
   const bool wide = false;
 #endif
   parallel_for(mblocks * nblocks, [&](std::int64_t task) {
-    const std::int64_t m0 = (task / nblocks) * kMb, n0 = (task % nblocks) * kNb;
+    const std::int64_t m0 = (task % mblocks) * kMb, n0 = (task / mblocks) * kNb;
     const std::int64_t mb = std::min(kMb, M - m0), nb = std::min(kNb, N - n0);
     const std::int64_t mb_pad = round_up(mb, kMr), nb_pad = round_up(nb, wide ? kNrWide : kNr);
     const std::int64_t kc_max = round_up(std::min(kChunk, std::max<std::int64_t>(K, 1)), kLanes);
