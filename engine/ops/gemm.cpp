@@ -79,7 +79,8 @@ void chunk_kernel(const float* Ap, const float* Wp, std::int64_t kc_pad, std::in
 // AVX-512 unit). W's panel holds its rows in pairs, each pair's columns interleaved by eights
 // ([nr_pad/2][kc_pad/8][2][8], load_panel_pairs), so one load gives rows j and j+1 at k..k+7,
 // and A's eight are broadcast to both halves. A block is kMr rows of A by kNrWide rows of W:
-// 16 accumulators, enough independent additions to cover their latency.
+// 16 accumulators, enough independent additions to cover their latency. Blocks go down A's rows
+// for one group of W's rows, which stays in L1 while A's half-line broadcasts come from L2.
 #if defined(__x86_64__)
 // Row s's columns from group g0 on into its half of a pair (d: the pair's first float plus the
 // half's offset), zero past kc.
@@ -130,8 +131,8 @@ __attribute__((target("avx512f"))) void chunk_kernel_avx512(const float* Ap, con
                                                             std::int64_t mr, std::int64_t nr, float* P,
                                                             std::int64_t ldp) {
   constexpr int kPairs = kNrWide / 2;
-  for (std::int64_t m = 0; m < mr; m += kMr) {
-    for (std::int64_t n = 0; n < nr; n += kNrWide) {
+  for (std::int64_t n = 0; n < nr; n += kNrWide) {
+    for (std::int64_t m = 0; m < mr; m += kMr) {
       __m512 acc[kMr][kPairs];
 #pragma GCC unroll 4
       for (int i = 0; i < kMr; ++i)
