@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "engine/error.h"
 #include "engine/official/op_observer.h"
@@ -172,24 +173,31 @@ bool have_avx512() {
 }
 #endif
 
-// One chunk: W's panel in the layout of the kernel the machine runs, and the chunk's products.
+// W's panel for one chunk in the layout of the kernel the machine runs, and the chunk's products
+// of an A panel with it.
 template <class TW>
-void chunk_products(bool wide, Matrix<const TW> W, std::int64_t n0, std::int64_t nb, std::int64_t k0,
-                    std::int64_t kc, std::int64_t kc_pad, const float* Ap, std::int64_t mb_pad, std::int64_t nb_pad,
-                    float* Wp, float* P) {
+void load_w_panel(bool wide, Matrix<const TW> W, std::int64_t n0, std::int64_t nb, std::int64_t k0,
+                  std::int64_t kc, std::int64_t kc_pad, std::int64_t nb_pad, float* Wp) {
 #if defined(__x86_64__)
-  if (wide) {
-    load_panel_pairs(W, n0, nb, k0, kc, nb_pad, kc_pad, Wp);
-    return chunk_kernel_avx512(Ap, Wp, kc_pad, mb_pad, nb_pad, P, kNb);
-  }
+  if (wide) return load_panel_pairs(W, n0, nb, k0, kc, nb_pad, kc_pad, Wp);
 #endif
   load_panel(W, n0, nb, k0, kc, nb_pad, kc_pad, Wp);
+}
+
+void chunk_products(bool wide, const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mb_pad,
+                    std::int64_t nb_pad, float* P) {
+#if defined(__x86_64__)
+  if (wide) return chunk_kernel_avx512(Ap, Wp, kc_pad, mb_pad, nb_pad, P, kNb);
+#endif
   chunk_kernel(Ap, Wp, kc_pad, mb_pad, nb_pad, P, kNb);
 }
 
 // Runs the ordered product block by block. For each (A rows, W rows) block, `begin` fills the
 // block's float32 accumulator (kMb x kNb, row stride kNb), chunk results are added to it in
-// order, and `end` consumes it. Blocks are independent, so they run in parallel.
+// order, and `end` consumes it. Blocks are independent, so they run in parallel. A task takes
+// one block of W's rows and a group of consecutive blocks of A's rows, so that W's panel is
+// widened once a chunk for the whole group: all of A's rows where the blocks of W alone give
+// the threads enough tasks (four each), fewer otherwise. The grouping changes no output.
 template <class TA, class TW, class Begin, class End>
 void ordered_product(Matrix<const TA> A, Matrix<const TW> W, Begin&& begin, End&& end) {
   const std::int64_t M = A.rows, N = W.rows, K = A.cols;
@@ -198,31 +206,42 @@ void ordered_product(Matrix<const TA> A, Matrix<const TW> W, Begin&& begin, End&
                 std::to_string(W.cols) + ")");
   if (M == 0 || N == 0) return;
   const std::int64_t mblocks = (M + kMb - 1) / kMb, nblocks = (N + kNb - 1) / kNb;
+  const std::int64_t wanted = 4 * std::int64_t(thread_count());
+  const std::int64_t groups = std::min(mblocks, (wanted + nblocks - 1) / nblocks);
+  const std::int64_t per_group = (mblocks + groups - 1) / groups;
 #if defined(__x86_64__)
   const bool wide = have_avx512();
 #else
   const bool wide = false;
 #endif
-  parallel_for(mblocks * nblocks, [&](std::int64_t task) {
-    const std::int64_t m0 = (task % mblocks) * kMb, n0 = (task / mblocks) * kNb;
-    const std::int64_t mb = std::min(kMb, M - m0), nb = std::min(kNb, N - n0);
-    const std::int64_t mb_pad = round_up(mb, kMr), nb_pad = round_up(nb, wide ? kNrWide : kNr);
+  parallel_for(groups * nblocks, [&](std::int64_t task) {
+    const std::int64_t n0 = (task / groups) * kNb, nb = std::min(kNb, N - n0);
+    const std::int64_t b0 = (task % groups) * per_group, b1 = std::min(mblocks, b0 + per_group);
+    if (b0 >= b1) return;
+    const std::int64_t nb_pad = round_up(nb, wide ? kNrWide : kNr);
     const std::int64_t kc_max = round_up(std::min(kChunk, std::max<std::int64_t>(K, 1)), kLanes);
     // Not zero-filled: every element read is written first (the panels by load_panel, P by
     // chunk_kernel, acc by begin). The fill was a seventh of a sanitized block run.
-    const auto Ap = std::make_unique_for_overwrite<float[]>(std::size_t(mb_pad * kc_max));
+    const auto Ap = std::make_unique_for_overwrite<float[]>(std::size_t(kMb * kc_max));
     const auto Wp = std::make_unique_for_overwrite<float[]>(std::size_t(nb_pad * kc_max));
     const auto P = std::make_unique_for_overwrite<float[]>(std::size_t(kMb * kNb));
-    const auto acc = std::make_unique_for_overwrite<float[]>(std::size_t(kMb * kNb));
-    begin(m0, mb, n0, nb, acc.get());
+    const auto acc = std::make_unique_for_overwrite<float[]>(std::size_t((b1 - b0) * kMb * kNb));
+    auto rows = [&](std::int64_t b) { return std::pair{b * kMb, std::min(kMb, M - b * kMb)}; };
+    for (std::int64_t b = b0; b < b1; ++b) begin(rows(b).first, rows(b).second, n0, nb, acc.get() + (b - b0) * kMb * kNb);
     for (std::int64_t k0 = 0; k0 < K; k0 += kChunk) {
       const std::int64_t kc = std::min(kChunk, K - k0), kc_pad = round_up(kc, kLanes);
-      load_panel(A, m0, mb, k0, kc, mb_pad, kc_pad, Ap.get());
-      chunk_products(wide, W, n0, nb, k0, kc, kc_pad, Ap.get(), mb_pad, nb_pad, Wp.get(), P.get());
-      for (std::int64_t i = 0; i < mb; ++i)
-        for (std::int64_t j = 0; j < nb; ++j) acc[i * kNb + j] = acc[i * kNb + j] + P[i * kNb + j];
+      load_w_panel(wide, W, n0, nb, k0, kc, kc_pad, nb_pad, Wp.get());
+      for (std::int64_t b = b0; b < b1; ++b) {
+        const auto [m0, mb] = rows(b);
+        const std::int64_t mb_pad = round_up(mb, kMr);
+        float* block = acc.get() + (b - b0) * kMb * kNb;
+        load_panel(A, m0, mb, k0, kc, mb_pad, kc_pad, Ap.get());
+        chunk_products(wide, Ap.get(), Wp.get(), kc_pad, mb_pad, nb_pad, P.get());
+        for (std::int64_t i = 0; i < mb; ++i)
+          for (std::int64_t j = 0; j < nb; ++j) block[i * kNb + j] = block[i * kNb + j] + P[i * kNb + j];
+      }
     }
-    end(m0, mb, n0, nb, acc.get());
+    for (std::int64_t b = b0; b < b1; ++b) end(rows(b).first, rows(b).second, n0, nb, acc.get() + (b - b0) * kMb * kNb);
   });
 }
 
