@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "engine/error.h"
@@ -128,6 +129,28 @@ __attribute__((target("avx512f"))) void load_panel_pairs(CBf16Mat src, std::int6
   }
 }
 
+// A's BF16 rows for the AVX-512 kernel, 16 values a vector, shifted up as Bf16::to_float does;
+// the columns that kc cuts and the padding as load_panel.
+__attribute__((target("avx512f"))) void load_panel_a_wide(CBf16Mat src, std::int64_t r0, std::int64_t nr,
+                                                          std::int64_t k0, std::int64_t kc, std::int64_t nr_pad,
+                                                          std::int64_t kc_pad, float* dst) {
+  const std::int64_t full = kc / 16 * 16;
+  for (std::int64_t i = 0; i < nr_pad; ++i) {
+    float* d = dst + i * kc_pad;
+    if (i >= nr) {
+      std::fill(d, d + kc_pad, 0.0f);
+      continue;
+    }
+    const Bf16* s = src.row(r0 + i) + k0;
+    std::int64_t k = 0;
+    for (; k < full; k += 16) {
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + k));
+      _mm512_storeu_ps(d + k, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
+    }
+    for (; k < kc_pad; ++k) d[k] = k < kc ? widen(s[k]) : 0.0f;
+  }
+}
+
 __attribute__((target("avx512f"))) void chunk_kernel_avx512(const float* Ap, const float* Wp, std::int64_t kc_pad,
                                                             std::int64_t mr, std::int64_t nr, float* P,
                                                             std::int64_t ldp) {
@@ -184,6 +207,16 @@ void load_w_panel(bool wide, Matrix<const TW> W, std::int64_t n0, std::int64_t n
   load_panel(W, n0, nb, k0, kc, nb_pad, kc_pad, Wp);
 }
 
+template <class TA>
+void load_a_panel(bool wide, Matrix<const TA> A, std::int64_t m0, std::int64_t mb, std::int64_t k0,
+                  std::int64_t kc, std::int64_t kc_pad, std::int64_t mb_pad, float* Ap) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<TA, Bf16>)
+    if (wide) return load_panel_a_wide(A, m0, mb, k0, kc, mb_pad, kc_pad, Ap);
+#endif
+  load_panel(A, m0, mb, k0, kc, mb_pad, kc_pad, Ap);
+}
+
 void chunk_products(bool wide, const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mb_pad,
                     std::int64_t nb_pad, float* P) {
 #if defined(__x86_64__)
@@ -235,7 +268,7 @@ void ordered_product(Matrix<const TA> A, Matrix<const TW> W, Begin&& begin, End&
         const auto [m0, mb] = rows(b);
         const std::int64_t mb_pad = round_up(mb, kMr);
         float* block = acc.get() + (b - b0) * kMb * kNb;
-        load_panel(A, m0, mb, k0, kc, mb_pad, kc_pad, Ap.get());
+        load_a_panel(wide, A, m0, mb, k0, kc, kc_pad, mb_pad, Ap.get());
         chunk_products(wide, Ap.get(), Wp.get(), kc_pad, mb_pad, nb_pad, P.get());
         for (std::int64_t i = 0; i < mb; ++i)
           for (std::int64_t j = 0; j < nb; ++j) block[i * kNb + j] = block[i * kNb + j] + P[i * kNb + j];
