@@ -1,8 +1,16 @@
 // Products per second of the H200 tensor-core model (engine/official/tensor_core.h) on the recorded
 // projections' shapes with SynthInit operands: the audio FFN up-projection (126 x 2048 -> 8192)
 // and the video Q projection (256 x 4096 -> 4096), on 1 and 2 threads; beside them psi's own
-// float32 product on the same shape, and the scalar chain one output at a time.
+// float32 product on the same shape, and the scalar chain one output at a time. Each product also
+// reports its FLOP/s (2·M·N·K a call) as a fraction of this CPU's FMA peak on the same threads
+// (fma_peak.h), the peak measured before every timed call of the same run: `of_peak` is the
+// median over the calls of the call's rate over the peak just before it.
 #include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <vector>
+
+#include "bench/fma_peak.h"
 
 #include "engine/official/tensor_core.h"
 #include "engine/ops/gemm.h"
@@ -22,6 +30,29 @@ constexpr Shape kShapes[] = {{"audio-ff-up 126x2048->8192", 126, 2048, 8192},
 struct Operands {
   psi::Bf16Tensor x, w, b;
 };
+
+// Times `product` by hand, one call an iteration, with the FMA peak on `threads` threads measured
+// before each call, outside the timing.
+template <class Product>
+void run_against_peak(benchmark::State& st, const Shape& s, int threads, Product&& product) {
+  const psi::bench::PeakLoop loop = psi::bench::widest_peak_loop();
+  const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
+  std::vector<double> rates, peaks, fractions;
+  for (auto _ : st) {
+    if (loop.run) peaks.push_back(psi::bench::fma_peak_flops(loop, threads));
+    const auto t0 = std::chrono::steady_clock::now();
+    product();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    st.SetIterationTime(secs);
+    rates.push_back(flop / secs);
+    if (loop.run) fractions.push_back(rates.back() / peaks.back());
+  }
+  st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
+  st.counters["GFLOPs"] = psi::bench::median(rates) * 1e-9;
+  if (!loop.run) return;
+  st.counters["peak_GFLOPs"] = psi::bench::median(peaks) * 1e-9;
+  st.counters["of_peak"] = psi::bench::median(fractions);
+}
 
 const Operands& operands(int i) {
   static const Operands o[2] = {
@@ -45,36 +76,55 @@ void BM_TensorCoreLinear(benchmark::State& st) {
     return;
   }
   psi::official::tc::set_lane_kernel(kernel);
-  psi::set_thread_count(int(st.range(1)));
-  for (auto _ : st) {
+  const int threads = int(st.range(1));
+  psi::set_thread_count(threads);
+  run_against_peak(st, s, threads, [&] {
     auto y = psi::ops::linear(o.x, o.w, &o.b, psi::BiasRule::fused_f32, psi::ops::Product::h200_tensor_core);
     benchmark::DoNotOptimize(y.data.data());
-  }
+  });
   psi::set_thread_count(0);
   psi::official::tc::set_lane_kernel(psi::official::tc::LaneKernel::best);
   static const char* kNames[] = {"best", "portable", "AVX2", "AVX-512", "AVX-512 FP32-product"};
-  st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
   st.SetLabel(std::string(s.name) + ", " + kNames[st.range(2)] + " lanes, products/s");
 }
 BENCHMARK(BM_TensorCoreLinear)
     ->ArgsProduct({{0, 1}, {1, 2}, {1, 2, 3, 4}})
     ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+    ->UseManualTime();
 
 void BM_Float32Linear(benchmark::State& st) {
   const int i = int(st.range(0));
   const Shape& s = kShapes[i];
   const Operands& o = operands(i);
-  psi::set_thread_count(2);
-  for (auto _ : st) {
+  const int threads = int(st.range(1));
+  psi::set_thread_count(threads);
+  run_against_peak(st, s, threads, [&] {
     auto y = psi::ops::linear(o.x, o.w, &o.b);
     benchmark::DoNotOptimize(y.data.data());
-  }
+  });
   psi::set_thread_count(0);
-  st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
-  st.SetLabel(std::string(s.name) + ", psi float32 order, 2 threads, products/s");
+  st.SetLabel(std::string(s.name) + ", psi float32 order, products/s");
 }
-BENCHMARK(BM_Float32Linear)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Second argument: threads.
+BENCHMARK(BM_Float32Linear)->ArgsProduct({{0, 1}, {1, 2}})->Unit(benchmark::kMillisecond)->UseManualTime();
+
+// The yardstick alone: FLOP/s of the FMA loop on 1 and 2 threads (median of five).
+void BM_FmaPeak(benchmark::State& st) {
+  const psi::bench::PeakLoop loop = psi::bench::widest_peak_loop();
+  if (!loop.run) {
+    st.SkipWithError("this CPU has neither AVX-512 nor AVX2 with FMA");
+    return;
+  }
+  const int threads = int(st.range(0));
+  psi::set_thread_count(threads);
+  std::vector<double> peaks;
+  for (auto _ : st)
+    for (int i = 0; i < 5; ++i) peaks.push_back(psi::bench::fma_peak_flops(loop, threads));
+  psi::set_thread_count(0);
+  st.counters["peak_GFLOPs"] = psi::bench::median(peaks) * 1e-9;
+  st.SetLabel(std::string(loop.isa) + " FMA loop, " + std::to_string(threads) + " thread(s)");
+}
+BENCHMARK(BM_FmaPeak)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_TensorCoreDot(benchmark::State& st) {
   const Operands& o = operands(1);

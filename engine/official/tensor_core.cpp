@@ -171,9 +171,9 @@ namespace {
 // rows of A once (signed significand pre-shifted by 11, exponent) and, per panel of 16 output
 // columns, W's rows into a k-major panel of int32 lanes, then runs the chain with the 16
 // columns in vector lanes (two AVX2 vectors, or one AVX-512): pass 1 takes E as a lane-wise
-// max over the block's 16 k, pass 2 aligns and sums, and the normalisation runs per lane (AVX2)
-// or in the vector (AVX-512). The FP32-product kernel decodes into layouts of its own (FP32
-// values, int16 exponents), in the vector unit, with K padded by zeros to whole blocks: a zero
+// max over the block's 16 k, pass 2 aligns and sums, and the normalisation runs in the vector
+// (the rare blocks it cannot take lane by lane). The FP32-product kernel decodes into layouts of
+// its own (FP32 values, int16 exponents), in the vector unit, with K padded by zeros to whole blocks: a zero
 // takes no part in a block (its exponent never sets E, its term is 0), so a padded block is the
 // model's short last block. Outputs whose row or column holds a non-finite value, or whose
 // entering accumulator is not finite, are recomputed with dot() afterwards (the rule above), so
@@ -281,20 +281,68 @@ void chain_rows_portable(const std::int32_t* xs, const std::int32_t* xe, const P
 #if defined(__x86_64__)
 // AVX2: 8 lanes of int32, the panel's 16 columns as two halves. |x_sig * 2^11 * w_sig| < 2^27
 // and a block's 16 aligned product terms sum to less than 2^31 in magnitude, so S fits an
-// int32; the accumulator's term joins in 64 bits in finish_lane. vpsrlvd yields 0 for counts
-// above 31, which is the truncation of a term shifted past all its bits.
+// int32. vpsrlvd yields 0 for counts above 31, which is the truncation of a term shifted past
+// all its bits.
+//
+// The block's end in the lanes, as finish_block does it with AVX-512 (below): the accumulator's
+// fields from max(field, 1), its term A·4 >> (E − a) signed, T = S + term, and the result
+// sign(T) · trunc24(|T|) · 2^(E−25). AVX2 has no round-toward-zero conversion, so |T| is
+// truncated to 24 significant bits first: |T| >> 8 converts exactly, its exponent e gives |T|'s
+// width e + 9, and the low max(e − 15, 0) bits are cleared; the conversion of what is left is
+// exact, and so is the multiply by 2^(E−25) for −126 ≤ E − 25 ≤ 96. Lanes outside that, with a
+// T that overflowed int32, or entering with an infinite accumulator, send the half's block to
+// finish_lane.
+__attribute__((target("avx2"))) inline __m256 finish_block_avx2(__m256 A, __m256i S, __m256i E, __m256i acc_bits,
+                                                                __m256i acc_mag, __m256i acc_exp,
+                                                                __m256i acc_finite) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i term =
+      _mm256_sign_epi32(_mm256_srlv_epi32(_mm256_slli_epi32(acc_mag, kExtraBits), _mm256_sub_epi32(E, acc_exp)), acc_bits);
+  const __m256i T = _mm256_add_epi32(S, term);
+  // Signed overflow: the sign bit of (S^T) & (term^T).
+  const __m256i overflow = _mm256_and_si256(_mm256_xor_si256(S, T), _mm256_xor_si256(term, T));
+  const __m256i t_nonzero = _mm256_xor_si256(_mm256_cmpeq_epi32(T, zero), _mm256_set1_epi32(-1));
+  const __m256i unit = _mm256_add_epi32(E, _mm256_set1_epi32(127 - kUnitExp));
+  const __m256i unit_ok =
+      _mm256_and_si256(_mm256_cmpgt_epi32(unit, zero), _mm256_cmpgt_epi32(_mm256_set1_epi32(224), unit));
+  const __m256i t_zero_or_unit_ok = _mm256_or_si256(_mm256_cmpeq_epi32(T, zero), unit_ok);
+  const __m256i ok = _mm256_andnot_si256(overflow, _mm256_and_si256(acc_finite, t_zero_or_unit_ok));
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(ok)) == 0xff) {
+    const __m256i mag = _mm256_abs_epi32(T);  // −2^31 stays 0x80000000, read unsigned below
+    const __m256i high = _mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_srli_epi32(mag, 8)));
+    const __m256i drop = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(high, 23), _mm256_set1_epi32(127 + 15)), zero);
+    const __m256i kept = _mm256_sign_epi32(_mm256_and_si256(mag, _mm256_sllv_epi32(_mm256_set1_epi32(-1), drop)), T);
+    const __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(kept), _mm256_castsi256_ps(_mm256_slli_epi32(unit, 23)));
+    return _mm256_and_ps(r, _mm256_castsi256_ps(t_nonzero));
+  }
+  alignas(32) float a_lane[8];
+  alignas(32) std::int32_t e_lane[8], s_lane[8];
+  _mm256_store_ps(a_lane, A);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(e_lane), E);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(s_lane), S);
+  for (int l = 0; l < 8; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
+  return _mm256_load_ps(a_lane);
+}
+
 __attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, const std::int32_t* xe,
                                                       const PanelData& p, std::int64_t K, float* acc) {
   const __m256i min_e = _mm256_set1_epi32(kMinAlignExp);
-  alignas(32) std::int32_t e_lane[8], s_lane[8];
   for (int half = 0; half < kLanes; half += 8) {
     const std::int32_t* ws = p.sig.data() + half;
     const std::int32_t* we = p.exp.data() + half;
-    float* a = acc + half;
+    __m256 A = _mm256_loadu_ps(acc + half);
     for (std::int64_t k0 = 0; k0 < K; k0 += kBlock) {
       const std::int64_t k1 = std::min(K, k0 + kBlock);
-      for (int l = 0; l < 8; ++l) e_lane[l] = acc_exp(a[l]);
-      __m256i E = _mm256_load_si256(reinterpret_cast<const __m256i*>(e_lane));
+      // The accumulator's fields, as acc_lanes() below.
+      const __m256i bits = _mm256_castps_si256(A);
+      const __m256i abs_bits = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+      const __m256i field1 = _mm256_max_epi32(_mm256_srli_epi32(abs_bits, 23), _mm256_set1_epi32(1));
+      const __m256i a_exp = _mm256_sub_epi32(field1, _mm256_set1_epi32(127));
+      const __m256i a_mag =
+          _mm256_sub_epi32(abs_bits, _mm256_slli_epi32(_mm256_sub_epi32(field1, _mm256_set1_epi32(1)), 23));
+      const __m256i a_finite = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), abs_bits);
+      const __m256i a_zero = _mm256_cmpeq_epi32(abs_bits, _mm256_setzero_si256());
+      __m256i E = _mm256_blendv_epi8(a_exp, _mm256_set1_epi32(kZeroExp), a_zero);
       for (std::int64_t k = k0; k < k1; ++k) {
         const __m256i pe = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(we + k * kLanes)),
                                             _mm256_set1_epi32(xe[k]));
@@ -310,10 +358,9 @@ __attribute__((target("avx2"))) void chain_rows_avx2(const std::int32_t* xs, con
         const __m256i t = _mm256_srlv_epi32(_mm256_abs_epi32(prod), shift);
         S = _mm256_add_epi32(S, _mm256_sign_epi32(t, prod));
       }
-      _mm256_store_si256(reinterpret_cast<__m256i*>(e_lane), E);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(s_lane), S);
-      for (int l = 0; l < 8; ++l) a[l] = finish_lane(s_lane[l], e_lane[l], a[l]);
+      A = finish_block_avx2(A, S, E, bits, a_mag, a_exp, a_finite);
     }
+    _mm256_storeu_ps(acc + half, A);
   }
 }
 

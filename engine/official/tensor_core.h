@@ -86,7 +86,9 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
 // bits; `avx512_fp` is `avx512` with each product formed in FP32 and aligned by a multiply and
 // a truncating conversion, for products whose every x·w is a normal FP32 value (no subnormal
 // operand, exponent sums in [−100, 125]: all real activations and weights), `avx512` for the
-// others (and for a W whose row stride is over 2^31 / 16 elements, past its gather's indices); `avx2` finishes every block lane by lane; `portable` is the reference loop.
+// others (and for a W whose row stride is over 2^31 / 16 elements, past its gather's indices);
+// `avx2` is `avx512`'s integer kernel in 8-lane halves, its block finish in the lanes too (a
+// truncation to 24 bits before an exact conversion); `portable` is the reference loop.
 enum class LaneKernel { best, portable, avx2, avx512, avx512_fp };
 bool lane_kernel_available(LaneKernel k);
 // psi::Error for a kernel this machine cannot run.
