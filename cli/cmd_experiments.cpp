@@ -157,7 +157,10 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     std::cout << report::render(tables, report::Format::markdown);
     std::cout << "\nreport: " << one_line(report.path().string()) << "\n";
     for (const auto& fig : report.figure_files()) std::cout << "figure: " << one_line(fig.string()) << "\n";
-    for (const auto& f : report.failures()) std::cerr << "psi: error: " << one_line(f) << "\n";
+    for (const auto& f : report.failures()) {
+      std::cerr << "psi: error: " << one_line(f.message) << "\n";
+      for (const auto& w : f.where) std::cerr << "  " << one_line(w) << "\n";
+    }
     if (!report.failures().empty()) return int(Exit::differs);
     return 0;
   };

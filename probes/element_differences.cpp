@@ -47,4 +47,20 @@ std::string format_difference(const ElementDifference& d, const std::string& our
          " " + ref_name + " " + value(d.ref) + ", " + how;
 }
 
+std::vector<std::string> difference_lines(const std::string& what, const Bf16Tensor& ours, const Bf16Tensor& ref,
+                                          const std::string& ours_name, const std::string& ref_name,
+                                          std::int64_t limit) {
+  if (ours.shape != ref.shape)
+    throw Error("difference_lines: " + what + ": shape " + shape_str(ours.shape) + " against " + shape_str(ref.shape));
+  const auto shown = first_differences(ours.span(), ref.span(), ours.shape, 0, limit);
+  if (shown.empty()) return {};
+  std::int64_t differing = 0;
+  for (std::size_t i = 0; i < ours.data.size(); ++i) differing += ours.data[i].bits != ref.data[i].bits;
+  std::vector<std::string> lines{what + ": the first " + std::to_string(shown.size()) + " of " +
+                                 std::to_string(differing) + " differing elements, by index in the " +
+                                 shape_str(ours.shape) + " tensor"};
+  for (const auto& d : shown) lines.push_back("  " + format_difference(d, ours_name, ref_name));
+  return lines;
+}
+
 }  // namespace psi::probes

@@ -31,4 +31,11 @@ std::vector<ElementDifference> first_differences(std::span<const Bf16> ours, std
 // an ULP count (the ULP distance across zero says nothing of the error).
 std::string format_difference(const ElementDifference& d, const std::string& ours_name, const std::string& ref_name);
 
+// Where `ours` differs from `ref` (same shapes), as a failed bitwise claim of a run prints it:
+// "<what>: the first K of D differing elements, by index in the [..] tensor", then one
+// format_difference line each. Empty when the tensors are bitwise equal.
+std::vector<std::string> difference_lines(const std::string& what, const Bf16Tensor& ours, const Bf16Tensor& ref,
+                                          const std::string& ours_name, const std::string& ref_name,
+                                          std::int64_t limit = kShownDifferences);
+
 }  // namespace psi::probes

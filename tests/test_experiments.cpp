@@ -20,6 +20,7 @@
 #include "engine/sha256.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
+#include "experiments/trajectory_support.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
 #include "report/diff_figures.h"
@@ -665,4 +666,28 @@ TEST_F(Experiments, TablesNameTheRecordingFolderAndSeed) {
           << r.out;
     }
   }
+}
+
+// A failed bitwise claim of a run says where (issue 43.3): transport-control and fixed-budget
+// print, under the failure, which latents differ and the first differing elements of the first.
+TEST(RunFailures, StateDifferencesSayWhere) {
+  auto state = [](const std::string& name) {
+    pipeline::SavedState s;
+    s.name = name;
+    s.video = Bf16Tensor({2, 3}, std::vector<Bf16>(6, Bf16::from_bits(0x3f80)));
+    s.audio = Bf16Tensor({1, 4}, std::vector<Bf16>(4, Bf16::from_bits(0x3f80)));
+    return s;
+  };
+  std::vector<pipeline::SavedState> ref{state("00_a"), state("01_b")}, ours = ref;
+  EXPECT_TRUE(exp::state_difference_lines(ours, ref, "psi", "ref").empty());
+  ours[1].audio.data[2] = Bf16::from_bits(0x3f82);  // 1.015625 against 1: 2 ULPs
+  ours[1].video.data[5] = Bf16::from_bits(0xbf80);  // -1 against 1: a sign flip
+  const auto lines = exp::state_difference_lines(ours, ref, "psi", "ref");
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0], "2 of 4 latents differ: 01_b/video_latent, 01_b/audio_latent");
+  EXPECT_EQ(lines[1], "01_b/video_latent: the first 1 of 1 differing elements, by index in the [2, 3] tensor");
+  EXPECT_EQ(lines[2], "  [1, 2] (flat 5): psi 0xbf80 (-1) ref 0x3f80 (1), sign flip");
+  ours[1].video = ref[1].video;
+  EXPECT_EQ(exp::state_difference_lines(ours, ref, "psi", "ref").back(),
+            "  [0, 2] (flat 2): psi 0x3f82 (1.015625) ref 0x3f80 (1), 2 ulps");
 }
