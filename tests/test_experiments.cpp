@@ -157,6 +157,12 @@ TEST_F(Experiments, OneToken) {
   EXPECT_NE(rep.out.find("path,mode,"), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("final rel L2 to float64 (video / audio)"), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("official MATH (recorded),free-running,"), std::string::npos) << rep.out;
+  // The one-token context's tables come before the 1,024-row context's, as the run replays them.
+  const std::size_t first_one = rep.out.find(" one-token context"), first_ctx = rep.out.find(" ctx1024 context");
+  ASSERT_NE(first_one, std::string::npos) << rep.out;
+  ASSERT_NE(first_ctx, std::string::npos) << rep.out;
+  EXPECT_LT(first_one, first_ctx) << rep.out;
+  EXPECT_LT(rep.out.rfind(" one-token context"), first_ctx) << rep.out;
   EXPECT_EQ(psi_cmd("report " + f.string() + " --format yaml").status, 2);
 }
 
