@@ -33,6 +33,7 @@ struct ProbeOpts {
   int threads = 0;
   std::string backend = "host";
   bool explain = false;
+  bool log_counts = false;
   bool require_bitwise = false;
   int step = 0;
   std::int64_t differences = psi::probes::kShownDifferences;
@@ -79,7 +80,7 @@ void print_step_replay(const psi::exp::StepReplay& r) {
 // one does.
 int run_step_replay(const ProbeOpts& o, const CLI::App& sub) {
   for (const char* opt : {"--flash-reference", "--variant", "--out", "--figures", "--backend", "--require-bitwise",
-                          "--explain-differences", "--differences"})
+                          "--explain-differences", "--differences", "--log-counts"})
     if (sub.count(opt))
       throw psi::Error(std::string("probe ") + kTrajectoryStep + ": " + opt + " does not apply (the replay runs "
                        "official-h200 on a per-operator capture and prints where it departs)");
@@ -145,7 +146,7 @@ void print_report(const psi::probes::ProbeReport& r) {
 
 // The figures of every comparison that differs, as <case>.<variant>.<tensor>.<recording>.ulp-map
 // and .ulp-histogram (.svg, .png) in `dir`, each checked by the output rule before any is written.
-std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r) {
+std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r, bool log_counts) {
   std::vector<psi::report::Figure> figs;
   for (const auto& t : r.results) {
     if (!t.diff) continue;
@@ -153,7 +154,7 @@ std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r
     for (char& ch : path) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     const std::string against = t.backend == "official" ? "the recording" : "the " + path + " recording";
     for (auto& f : psi::report::diff_figures(t.variant + "." + t.tensor + "." + t.backend,
-                                          t.variant + " " + t.tensor + " vs " + against, *t.diff))
+                                          t.variant + " " + t.tensor + " vs " + against, *t.diff, log_counts))
       figs.push_back(std::move(f));
   }
   return figs;
@@ -264,6 +265,9 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "DIR: draw, for every tensor that differs from its recording, where it differs (tokens x channels, "
                  "coloured by ULP distance) and a histogram of the ULP distances, as SVG and PNG")
       ->check(psi::cli::output_path());
+  sub.add_flag("--log-counts", o->log_counts,
+               "with --figures: the ULP histograms' counts on a log axis, so that the few elements of large "
+               "distances show beside the many of 1 ULP");
   psi::cli::add_force_flag(sub);
   psi::cli::add_allow_links_option(sub);
   sub.add_option("--threads", o->threads, "CPU threads (results do not depend on it)")
@@ -293,6 +297,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
              ": exit 0 when no operator departs, 1 when one does.");
   return [o, &sub] {
     if (o->name == kTrajectoryStep) return run_step_replay(*o, sub);
+    if (o->log_counts && o->figures.empty()) throw psi::Error("probe: --log-counts applies to --figures' histograms");
     if (sub.count("--step"))
       throw psi::Error("probe " + o->name + ": --step applies to " + kTrajectoryStep + " only");
     // "all" stands for every numerics variant; float64 (and any other name) is added beside it.
@@ -344,7 +349,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     print_claims(*o, r, claims);
     if (!o->figures.empty()) {
       // The figures' names come from the comparisons: checked once they are known, before any is written.
-      const std::vector<psi::report::Figure> figs = probe_figures(r);
+      const std::vector<psi::report::Figure> figs = probe_figures(r, o->log_counts);
       const std::filesystem::path dir = o->figures;
       std::filesystem::create_directories(dir);
       for (const auto& f : figs)

@@ -522,6 +522,11 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   EXPECT_EQ(ms[0]["result"]["outcome"], "complete");
   EXPECT_LE(ms[0]["run"]["managed_peak_bytes"].get<long long>(), ms[0]["run"]["bound_bytes"].get<long long>());
   EXPECT_TRUE(fs::exists(dir_ / "ms.memory_scopes.svg"));
+  // The process peak beside the managed peak (issue 43.5), a bar per stage.
+  std::ifstream fig(dir_ / "ms.memory_scopes.svg");
+  const std::string svg((std::istreambuf_iterator<char>(fig)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find(">process peak (host VmHWM (CPU backend))</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>process peak (host VmHWM (CPU backend)) stage 2 "), std::string::npos) << svg;
 }
 
 // transport-control --quick under chaos: the synchronous journal and the asynchronous journal
