@@ -13,6 +13,7 @@
 #include "engine/progress.h"
 #include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
+#include "experiments/partial_report.h"
 #include "experiments/report.h"
 #include "report/table.h"
 
@@ -174,11 +175,20 @@ struct ReportOpts {
 psi::cli::Registrar report_reg("report", "re-render an experiment report's tables from the file alone",
                                [](CLI::App& sub) {
   auto r = std::make_shared<ReportOpts>();
-  sub.add_option("file", r->file, "report written by psi run")->required()->check(psi::cli::non_empty());
+  sub.add_option("file", r->file,
+                 "report written by psi run, or an interrupted run's <report>.partial.h5 (its tables made from the "
+                 "cases it finished, each title marked PARTIAL)")
+      ->required()
+      ->check(psi::cli::non_empty());
   sub.add_option("--format", r->format, "markdown (default), csv, json");
   add_allow_links_option(sub);
   return [r] {
     const report::Format f = report::parse_format(r->format);
+    // An interrupted run's partial report holds cases but no tables: tabulated from its cases.
+    if (const auto partial = exp::read_partial_tables(r->file)) {
+      std::cout << report::render(partial->tables, f);
+      return 0;
+    }
     std::cout << report::render(exp::read_tables(r->file), f);
     return 0;
   };

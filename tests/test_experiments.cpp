@@ -24,6 +24,7 @@
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
 #include "report/diff_figures.h"
+#include "report/table.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -701,4 +702,43 @@ TEST(RunFailures, StateDifferencesSayWhere) {
   ours[1].video = ref[1].video;
   EXPECT_EQ(exp::state_difference_lines(ours, ref, "psi", "ref").back(),
             "  [0, 2] (flat 2): psi 0x3f82 (1.015625) ref 0x3f80 (1), 2 ulps");
+}
+
+// psi report reads an interrupted run's <report>.partial.h5 (issue 43.7): it holds the finished
+// cases and the options but no tables, so psi report tabulates the stored cases with the run's
+// experiment, each title marked PARTIAL; the rows are those of the cases it holds.
+TEST_F(Experiments, ReportReadsAPartialReport) {
+  const fs::path whole = dir_ / "cap.h5";
+  ASSERT_EQ(psi_cmd("run capacity --out " + whole.string()).status, 0);
+  const auto cases = read_json(whole, "/report/cases");
+  const auto options = read_json(whole, "/report/options");
+  ASSERT_GE(cases.size(), 4u);
+  exp::Options o = exp::Options::from_json(options);
+  o.out = dir_ / "p.h5";
+  const exp::Experiment& e = exp::find_experiment("capacity");
+  fs::path partial;
+  nlohmann::json finished = nlohmann::json::array();
+  {
+    exp::Report report(e, o, "test device", {});
+    for (std::size_t i = 0; i < 3; ++i) {
+      report.add_case(exp::case_index(cases[i]), cases[i]);
+      finished.push_back(cases[i]);
+    }
+    partial = report.partial_path();
+    report.abandon(partial);
+  }
+  ASSERT_TRUE(fs::exists(partial));
+  CmdResult r = psi_cmd("report " + partial.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<report::Table> expected = e.tabulate(finished, options);
+  ASSERT_FALSE(expected.empty());
+  for (report::Table& t : expected) {
+    t.title += " [PARTIAL: 3 cases finished before the run was interrupted]";
+    t.notes.push_back("partial report (" + psi::hdf5::partial_marker(h5::File::open_read(partial)) +
+                      "): the cases the interrupted run had not finished are missing");
+  }
+  EXPECT_EQ(r.out, report::render(expected, report::Format::markdown));
+  // Fewer rows than the whole run's tables.
+  EXPECT_NE(r.out, psi_cmd("report " + whole.string()).out);
+  EXPECT_EQ(psi_cmd("report " + partial.string() + " --format csv").status, 0);
 }
