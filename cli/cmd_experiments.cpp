@@ -13,6 +13,7 @@
 #include "engine/progress.h"
 #include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
+#include "experiments/partial_report.h"
 #include "experiments/report.h"
 #include "report/table.h"
 
@@ -158,7 +159,10 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     std::cout << report::render(tables, report::Format::markdown);
     std::cout << "\nreport: " << one_line(report.path().string()) << "\n";
     for (const auto& fig : report.figure_files()) std::cout << "figure: " << one_line(fig.string()) << "\n";
-    for (const auto& f : report.failures()) std::cerr << "psi: error: " << one_line(f) << "\n";
+    for (const auto& f : report.failures()) {
+      std::cerr << "psi: error: " << one_line(f.message) << "\n";
+      for (const auto& w : f.where) std::cerr << "  " << one_line(w) << "\n";
+    }
     if (!report.failures().empty()) return int(Exit::differs);
     return 0;
   };
@@ -172,11 +176,20 @@ struct ReportOpts {
 psi::cli::Registrar report_reg("report", "re-render an experiment report's tables from the file alone",
                                [](CLI::App& sub) {
   auto r = std::make_shared<ReportOpts>();
-  sub.add_option("file", r->file, "report written by psi run")->required()->check(psi::cli::non_empty());
+  sub.add_option("file", r->file,
+                 "report written by psi run, or an interrupted run's <report>.partial.h5 (its tables made from the "
+                 "cases it finished, each title marked PARTIAL)")
+      ->required()
+      ->check(psi::cli::non_empty());
   sub.add_option("--format", r->format, "markdown (default), csv, json");
   add_allow_links_option(sub);
   return [r] {
     const report::Format f = report::parse_format(r->format);
+    // An interrupted run's partial report holds cases but no tables: tabulated from its cases.
+    if (const auto partial = exp::read_partial_tables(r->file)) {
+      std::cout << report::render(partial->tables, f);
+      return 0;
+    }
     std::cout << report::render(exp::read_tables(r->file), f);
     return 0;
   };

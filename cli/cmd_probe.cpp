@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 
 #include "cli/command.h"
 #include "engine/error.h"
@@ -32,8 +33,10 @@ struct ProbeOpts {
   int threads = 0;
   std::string backend = "host";
   bool explain = false;
+  bool log_counts = false;
   bool require_bitwise = false;
   int step = 0;
+  std::int64_t differences = psi::probes::kShownDifferences;
 };
 
 // The per-operator replay's case name: not a recorded probe case, but a capture of one
@@ -77,7 +80,7 @@ void print_step_replay(const psi::exp::StepReplay& r) {
 // one does.
 int run_step_replay(const ProbeOpts& o, const CLI::App& sub) {
   for (const char* opt : {"--flash-reference", "--variant", "--out", "--figures", "--backend", "--require-bitwise",
-                          "--explain-differences"})
+                          "--explain-differences", "--differences", "--log-counts"})
     if (sub.count(opt))
       throw psi::Error(std::string("probe ") + kTrajectoryStep + ": " + opt + " does not apply (the replay runs "
                        "official-h200 on a per-operator capture and prints where it departs)");
@@ -147,7 +150,7 @@ void print_report(const psi::probes::ProbeReport& r) {
 
 // The figures of every comparison that differs, as <case>.<variant>.<tensor>.<recording>.ulp-map
 // and .ulp-histogram (.svg, .png) in `dir`, each checked by the output rule before any is written.
-std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r) {
+std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r, bool log_counts) {
   std::vector<psi::report::Figure> figs;
   for (const auto& t : r.results) {
     if (!t.diff) continue;
@@ -155,7 +158,7 @@ std::vector<psi::report::Figure> probe_figures(const psi::probes::ProbeReport& r
     for (char& ch : path) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     const std::string against = t.backend == "official" ? "the recording" : "the " + path + " recording";
     for (auto& f : psi::report::diff_figures(t.variant + "." + t.tensor + "." + t.backend,
-                                          t.variant + " " + t.tensor + " vs " + against, *t.diff))
+                                          t.variant + " " + t.tensor + " vs " + against, *t.diff, log_counts))
       figs.push_back(std::move(f));
   }
   return figs;
@@ -175,8 +178,31 @@ void write_probe_figures(const psi::probes::ProbeReport& r, const std::vector<ps
   for (const auto& n : notes) std::printf("%s\n", n.c_str());
 }
 
-// One line per claim: what it says and whether this run bears it out.
-void print_claims(const std::vector<psi::probes::ClaimCheck>& claims) {
+// A word of a command line as a POSIX shell reads it back.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("/._-+=:,@").find(ch) != std::string_view::npos;
+  });
+  if (plain) return w;
+  std::string out = "'";
+  for (char ch : w) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// The command that lists more of a failed claim's differing elements: this probe on the same
+// recordings, for the claiming variant only, with ten times as many per tensor.
+std::string more_differences_command(const ProbeOpts& o, const psi::probes::ProbeReport& r, const std::string& variant) {
+  std::string cmd = "psi probe " + shell_word(r.case_name) + " --reference " + shell_word(r.file.string());
+  if (!r.flash_file.empty()) cmd += " --flash-reference " + shell_word(r.flash_file.string());
+  cmd += " --variant " + shell_word(variant);
+  if (o.backend != "host") cmd += " --backend " + o.backend;
+  return cmd + " --differences " + std::to_string(std::max<std::int64_t>(100, o.differences * 10));
+}
+
+// One line per claim: what it says and whether this run bears it out; under a failed claim, the
+// first differing elements of each tensor that fails it and the command that lists more.
+void print_claims(const ProbeOpts& o, const psi::probes::ProbeReport& r,
+                  const std::vector<psi::probes::ClaimCheck>& claims) {
   for (const auto& c : claims) {
     std::string verdict;
     if (c.checked == 0) verdict = "NOT CHECKED (the recording stores no " + c.path + " tensor)";
@@ -191,6 +217,29 @@ void print_claims(const std::vector<psi::probes::ClaimCheck>& claims) {
     if (c.unverified) verdict += ", UNVERIFIED (on data psi could not check)";
     std::printf("claim: %s reproduces the recorded %s path bit for bit: %s\n", c.variant.c_str(), path.c_str(),
                 verdict.c_str());
+    if (c.held() || c.checked == 0) continue;
+    bool more = false;
+    for (const std::size_t i : c.failed_results) {
+      const psi::probes::TensorResult& t = r.results[i];
+      if (t.first_differences.empty()) {
+        // Only the full tensor's SHA-256 is recorded (or its stored rows agree): no element to show.
+        std::printf("  %s: its stored rows (%s) are equal; the full tensor's sha256 differs from the recorded "
+                    "one, which holds no more elements to compare\n", t.tensor.c_str(), t.rows.c_str());
+        continue;
+      }
+      std::string against = t.backend;
+      for (char& ch : against) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+      against = t.backend == "official" ? "the recording" : "the " + against + " recording";
+      std::printf("  %s vs %s (%s): the first %zu of %lld differing elements, by index in the %s tensor\n",
+                  t.tensor.c_str(), against.c_str(), t.rows.c_str(), t.first_differences.size(),
+                  (long long)t.distance->differing, psi::shape_str(t.shape).c_str());
+      for (const auto& d : t.first_differences)
+        std::printf("    %s\n", psi::probes::format_difference(d, "psi", "recorded").c_str());
+      more = more || t.distance->differing > std::int64_t(t.first_differences.size());
+    }
+    if (more) std::printf("  more of them: %s\n", more_differences_command(o, r, c.variant).c_str());
+    std::printf("  where all of them lie: the same command with --figures DIR%s\n",
+                r.case_name.starts_with("block-") ? "; where they arise: the same with --explain-differences" : "");
   }
 }
 
@@ -221,6 +270,9 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "DIR: draw, for every tensor that differs from its recording, where it differs (tokens x channels, "
                  "coloured by ULP distance) and a histogram of the ULP distances, as SVG and PNG")
       ->check(psi::cli::output_path());
+  sub.add_flag("--log-counts", o->log_counts,
+               "with --figures: the ULP histograms' counts on a log axis, so that the few elements of large "
+               "distances show beside the many of 1 ULP");
   psi::cli::add_force_flag(sub);
   psi::cli::add_allow_links_option(sub);
   psi::cli::add_allow_unverified_flag(sub);
@@ -235,6 +287,11 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                "official-h200-flash to the FLASH recording (each in every tensor it stores; a recording of one "
                "path counts for both); exit 2 when no variant asked for makes a claim (without it the distances "
                "are a measurement and psi probe exits 0)");
+  sub.add_option("--differences", o->differences,
+                 "N: under a failed claim, list the first N differing elements of each tensor that fails it (index, "
+                 "both values as BF16 bits and decimal, ULP distance; default " +
+                     std::to_string(psi::probes::kShownDifferences) + ")")
+      ->transform(psi::cli::whole_number(1, 1000000));
   sub.add_option("--step", o->step, std::string(kTrajectoryStep) + ": the teacher-forced step the capture holds (1..8, 10..12)")
       ->transform(psi::cli::whole_number(1, 12));
   sub.add_flag("--explain-differences", o->explain,
@@ -248,6 +305,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
              ": exit 0 when no operator departs, 1 when one does.");
   return [o, &sub] {
     if (o->name == kTrajectoryStep) return run_step_replay(*o, sub);
+    if (o->log_counts && o->figures.empty()) throw psi::Error("probe: --log-counts applies to --figures' histograms");
     if (sub.count("--step"))
       throw psi::Error("probe " + o->name + ": --step applies to " + kTrajectoryStep + " only");
     // "all" stands for every numerics variant; float64 (and any other name) is added beside it.
@@ -288,7 +346,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     if (!o->reference.empty() && !std::filesystem::is_regular_file(o->reference))
       throw psi::Error("--reference " + o->reference + ": no such recording file (psi probe takes a recording file, "
                        "or a folder holding " + pc.default_file + ")");
-    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain};
+    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain, o->differences};
     const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
     if (!o->out.empty()) psi::hdf5::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
     if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))
@@ -296,10 +354,10 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
     print_report(r);
     const auto claims = psi::probes::check_claims(r);
-    print_claims(claims);
+    print_claims(*o, r, claims);
     if (!o->figures.empty()) {
       // The figures' names come from the comparisons: checked once they are known, before any is written.
-      const std::vector<psi::report::Figure> figs = probe_figures(r);
+      const std::vector<psi::report::Figure> figs = probe_figures(r, o->log_counts);
       const std::filesystem::path dir = o->figures;
       std::filesystem::create_directories(dir);
       for (const auto& f : figs)

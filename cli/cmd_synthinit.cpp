@@ -1,4 +1,5 @@
 // psi synthinit: print or hash a SynthInit v1 tensor, to check an implementation by hand.
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -27,7 +28,26 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
                                   [](CLI::App& sub) {
   auto o = std::make_shared<SynthinitOpts>();
   sub.add_option("name", o->name, "tensor name, e.g. transformer_blocks.0.attn1.to_q.weight")->required();
-  sub.add_option("--shape", o->shape, "shape, e.g. --shape 4096 4096")->required()->transform(psi::cli::whole_number());
+  sub.add_option("--shape", o->shape, "shape: the dimensions as separate words, e.g. --shape 4096 4096")
+      ->required()
+      ->transform(CLI::Validator(
+          [](std::string& s) -> std::string {
+            // "4096,4096" or "4096x4096": one word for several dimensions; say the form psi takes.
+            // (0x10 is a number in another base, refused as one.)
+            const bool by_x = s.find_first_of("xX") != std::string::npos && !s.starts_with("0x") && !s.starts_with("0X");
+            if ((by_x || s.find_first_of(",*[]() ") != std::string::npos) &&
+                s.find_first_of("0123456789") != std::string::npos) {
+              std::string words;
+              for (char ch : s) words += std::isdigit(static_cast<unsigned char>(ch)) ? ch : ' ';
+              std::string spaced;
+              for (std::size_t i = 0; i < words.size(); ++i)
+                if (words[i] != ' ' || (!spaced.empty() && spaced.back() != ' ')) spaced += words[i];
+              while (!spaced.empty() && spaced.back() == ' ') spaced.pop_back();
+              return "'" + s + "': give the dimensions as separate words, e.g. --shape " + spaced;
+            }
+            return psi::cli::whole_number()(s);
+          },
+          "UINT", "shape dimension"));
   sub.add_option("--seed", o->seed, "global seed G")->transform(psi::cli::whole_number(0, std::numeric_limits<std::uint64_t>::max()));
   sub.add_option("--head", o->head, "how many leading values to print")
       ->transform(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));

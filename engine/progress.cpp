@@ -37,10 +37,12 @@ std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch
 void progress_pulse() {
   static const bool tty = Progress::enabled();
   if (tty) return;
-  const auto period = std::int64_t(std::max(plain_period(), 10.0) * 1e9);
   const std::int64_t now = now_ns();
   std::int64_t last = g_last_line.load(std::memory_order_relaxed);
-  if (now - std::max(last, g_start) < period) return;
+  // The first line soon after the start (a second after a progress line's first would have
+  // come: that one says more), the next ones a period apart.
+  const double wait = last == 0 ? kFirstLineSeconds + 1.0 : std::max(plain_period(), 10.0);
+  if (now - std::max(last, g_start) < std::int64_t(wait * 1e9)) return;
   std::unique_lock<std::mutex> lock(g_pulse_mutex, std::try_to_lock);
   if (!lock || !g_last_line.compare_exchange_strong(last, now)) return;  // another thread prints it
   const std::string place = last_check_point();
@@ -86,8 +88,12 @@ void Progress::step(const std::string& where) {
 void Progress::draw(const Progress& part, const std::string& where) {
   const auto now = Clock::now();
   const bool tty = enabled();
-  if (!tty && std::chrono::duration<double>(now - last_plain_).count() < plain_period()) return;
+  if (!tty) {
+    const double wait = printed_ ? plain_period() : std::min(plain_period(), kFirstLineSeconds);
+    if (std::chrono::duration<double>(now - last_plain_).count() < wait) return;
+  }
   last_plain_ = now;
+  printed_ = true;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double part_elapsed = std::chrono::duration<double>(now - part.start_).count();
   const double eta = part.done_ > 0 && part.total_ > part.done_
@@ -103,9 +109,23 @@ void Progress::draw(const Progress& part, const std::string& where) {
               (part.title_.empty() ? ": " : " ");
     if (!part.title_.empty()) what += part.title_ + ": ";
   }
+  // The whole command, once it has more than one part: the units of the parts finished and of
+  // this one, out of theirs and (parts not yet begun counted like this one) those to come.
+  std::string whole;
+  if (&part != this && (parts_ > 1 || parts_expected_ > 1)) {
+    const long expected = std::max<long>(parts_expected_, parts_);
+    const long done = parts_units_done_ + part.done_;
+    const long total = parts_units_total_ + part.total_ + (expected - parts_) * part.total_;
+    const double whole_eta = done > 0 && total > done ? elapsed / double(done) * double(total - done) : 0.0;
+    char buf[120];
+    std::snprintf(buf, sizeof buf, ", whole command [%ld/%s%ld] ETA %.1fs", done, expected > parts_ ? "~" : "",
+                  total, whole_eta);
+    whole = buf;
+  }
   g_last_line.store(now_ns());
-  std::fprintf(stderr, "%s%s%s  [%ld/%ld]  %.1fs elapsed, %sETA %.1fs%s", tty ? "\r\033[K" : "", what.c_str(),
-               where.c_str(), part.done_, part.total_, elapsed, numbered ? "part " : "", eta, tty ? "" : "\n");
+  std::fprintf(stderr, "%s%s%s  [%ld/%ld]  %.1fs elapsed, %sETA %.1fs%s%s", tty ? "\r\033[K" : "", what.c_str(),
+               where.c_str(), part.done_, part.total_, elapsed, numbered ? "part " : "", eta, whole.c_str(),
+               tty ? "" : "\n");
   std::fflush(stderr);
 }
 
@@ -118,6 +138,10 @@ void Progress::note(const std::string& line) {
 void Progress::finish() {
   if (finished_) return;
   finished_ = true;
+  if (owner_) {
+    owner_->parts_units_done_ += done_;
+    owner_->parts_units_total_ += std::max(total_, done_);
+  }
   // A part leaves the line to its owner; the owner clears it.
   if (!owner_ && enabled() && (done_ > 0 || parts_ > 0)) {
     std::fprintf(stderr, "\r\033[K");

@@ -3,15 +3,24 @@
 // first Progress alive owns it, and a Progress made while it lives (a driver's sub-run, a
 // trajectory inside an experiment) is a part of it: the line names the part (and its number out
 // of those declared, expect_parts), counts the part's units and gives the part's ETA beside the
-// whole command's elapsed time, instead of a new line whose ETA starts again. On a terminal the line overwrites itself; otherwise a plain line is
-// printed every PSI_PROGRESS_SECONDS seconds (default 30; 0: at every step), so a log shows
-// the run is alive without filling up. Between steps, long operators pulse (progress_pulse):
-// when stderr is not a terminal and no line has been printed for the period (at least 10 s), a
-// plain line says where the work is, so that a log shows a single long step is alive too.
+// whole command's elapsed time, instead of a new line whose ETA starts again; a command of
+// several parts also counts its units done out of all of its parts' and gives the whole
+// command's ETA (parts not yet begun counted like the current one, the total then marked ~).
+// On a terminal the line overwrites itself; otherwise the first plain line comes once
+// kFirstLineSeconds have passed and the next every PSI_PROGRESS_SECONDS seconds (default 30; 0:
+// at every step), so a log shows soon that the run is alive without filling up. Between steps,
+// long operators pulse (progress_pulse): when stderr is not a terminal and no line has been
+// printed for a second more than kFirstLineSeconds since the start, or for the period (at least
+// 10 s) since the last line, a plain line says where the work is, so that a log shows a single long step is
+// alive too.
 #include <chrono>
 #include <string>
 
 namespace psi {
+
+// Seconds after the start of a command before its first plain progress line (or pulse) when
+// stderr is not a terminal (sooner with a shorter PSI_PROGRESS_SECONDS).
+inline constexpr double kFirstLineSeconds = 2.0;
 
 // Steady-clock seconds since t0: the wall times runs and reports record.
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -52,6 +61,9 @@ class Progress {
   long parts_expected_ = 0;    // owner: parts declared by expect_parts
   int part_index_ = 0;         // part: its number under the owner
   Clock::time_point last_plain_;
+  bool printed_ = false;        // owner: a plain line has been printed
+  long parts_units_done_ = 0;   // owner: units of the parts finished
+  long parts_units_total_ = 0;  // owner: their totals
 };
 
 }  // namespace psi

@@ -5,6 +5,7 @@
 #include "engine/pipeline/checkpoint_weights.h"
 #include "engine/pipeline/trajectory.h"
 #include "engine/sha256.h"
+#include "probes/element_differences.h"
 
 namespace psi::exp {
 
@@ -39,6 +40,28 @@ std::map<std::string, std::string> probe_hashes(const model::BlockProbes& p) {
   std::map<std::string, std::string> out;
   for (const auto& [name, t] : p.named()) out[name] = sha256_hex(*t);
   return out;
+}
+
+std::vector<std::string> probe_difference_lines(const model::BlockProbes& ours, const model::BlockProbes& ref,
+                                                const std::string& ours_name, const std::string& ref_name) {
+  const auto a = ours.named(), b = ref.named();
+  std::vector<std::string> differing, first;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a[i].second->shape == b[i].second->shape && a[i].second->data == b[i].second->data) continue;
+    differing.push_back(a[i].first);
+    if (first.empty())
+      first = a[i].second->shape != b[i].second->shape
+                  ? std::vector<std::string>{a[i].first + ": shape " + shape_str(a[i].second->shape) + " against " +
+                                             shape_str(b[i].second->shape)}
+                  : probes::difference_lines(a[i].first, *a[i].second, *b[i].second, ours_name, ref_name);
+  }
+  if (differing.empty()) return {};
+  std::string list;
+  for (const auto& d : differing) list += (list.empty() ? "" : ", ") + d;
+  std::vector<std::string> lines{std::to_string(differing.size()) + " of " + std::to_string(a.size()) +
+                                 " probes differ: " + list};
+  lines.insert(lines.end(), first.begin(), first.end());
+  return lines;
 }
 
 }  // namespace psi::exp

@@ -3,6 +3,7 @@
 // first block's inputs, SHA-256 identities of the ten probes, and the host reference.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint/weight_source.h"
 #include "engine/model/block.h"
@@ -38,5 +39,9 @@ std::shared_ptr<const ckpt::WeightSource> block_weight_source(const Options& o, 
 
 // probe name -> SHA-256 of its BF16 bytes.
 std::map<std::string, std::string> probe_hashes(const model::BlockProbes& p);
+// Where two runs' block probes differ, for Report::fail: which probes, then the first differing
+// elements of the first that does (probes::difference_lines). Empty when all are bitwise equal.
+std::vector<std::string> probe_difference_lines(const model::BlockProbes& ours, const model::BlockProbes& ref,
+                                                const std::string& ours_name, const std::string& ref_name);
 
 }  // namespace psi::exp

@@ -110,7 +110,11 @@ void run_fixed_budget(const Options& o, Report& report) {
   auto [um, us] = wall_mean_sd(uncapped.invocations);
   const bool fits = std::int64_t(held) <= cap;
   if (!fits) report.fail("fixed-budget: the run held " + fmt_mib(double(held)) + ", over the cap of " + fmt_mib(double(cap)));
-  if (equal != int(2 * capped.states.size())) report.fail("fixed-budget: capped states differ from the uncapped run");
+  if (equal != int(2 * capped.states.size()))
+    report.fail("fixed-budget: capped states differ from the uncapped run (all of it: psi compare " +
+                    report.path().string() + " " + report.path().string() + " --only '^/states/capped/' --map " +
+                    "/states/capped=/states/uncapped)",
+                state_difference_lines(capped.states, uncapped.states, "capped", "uncapped"));
   const int nonfinite = nonfinite_latents(capped.states);
   if (nonfinite > 0)
     report.fail("fixed-budget: " + std::to_string(nonfinite) + " of " + std::to_string(2 * capped.states.size()) +

@@ -151,7 +151,7 @@ std::vector<Table> tabulate_memory_scopes(const nlohmann::json& case_records, co
 
 std::vector<Figure> figures_memory_scopes(const nlohmann::json& case_records) {
   BarChart b;
-  b.title = "Managed memory scopes per stage (MiB)";
+  b.title = "Managed memory scopes per stage, and the process peak (MiB)";
   b.y_label = "MiB";
   for (const auto& c : case_records.get<std::vector<MemoryScopesCase>>()) {
     const auto& r = c.run;
@@ -161,6 +161,10 @@ std::vector<Figure> figures_memory_scopes(const nlohmann::json& case_records) {
     b.bars.push_back({stage, "workspace high-water", mib(r["workspace_high_water_bytes"])});
     b.bars.push_back({stage, "scratch high-water", mib(r["scratch_high_water_bytes"])});
     b.bars.push_back({stage, "managed peak", mib(r["managed_peak_bytes"])});
+    // The whole process beside what psi manages (the table's process peak; none when NVML did
+    // not list the process).
+    if (c.process_peak_bytes)
+      b.bars.push_back({stage, "process peak (" + c.process_peak_kind + ")", double(*c.process_peak_bytes) / (1024.0 * 1024.0)});
     b.bars.push_back({stage, "declared bound", mib(r["bound_bytes"])});
     b.bars.push_back({stage, "arena", mib(r["arena_bytes"])});
   }

@@ -10,6 +10,7 @@
 #include "experiments/records.h"
 #include "experiments/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -231,8 +232,11 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
   std::map<std::string, std::string> reference;
   std::map<std::string, std::uint64_t> seed;
   std::map<std::string, std::string> reference_file;
+  // The contexts in the order the run replayed them (one-token first), not by name.
+  std::vector<std::string> contexts;
   for (const OneTokenCase& c : cases) {
     if (!c.result) continue;
+    if (std::find(contexts.begin(), contexts.end(), c.context) == contexts.end()) contexts.push_back(c.context);
     const OneTokenResult& p = *c.result;
     const auto& st = p.states;
     bool finite = true;
@@ -247,7 +251,8 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
   }
   const auto states = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return c.result->states; };
   const auto states_f64 = [](const OneTokenCase& c) -> const std::vector<StateDistance>& { return *c.states_f64; };
-  for (const auto& [context, ref] : reference) {
+  for (const std::string& context : contexts) {
+    const std::string& ref = reference.at(context);
     std::vector<const OneTokenCase*> paths, with_f64;
     for (const OneTokenCase& c : cases) {
       if (c.context != context) continue;

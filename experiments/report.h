@@ -5,6 +5,7 @@
 // commit(); an exception or an interrupt before that leaves nothing under the final name.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,9 +28,16 @@ class Report {
   void add_case(std::int64_t index, nlohmann::json record);
   const nlohmann::json& cases() const { return cases_; }
   // Marks a claim the run makes as broken (e.g. states that must be bitwise equal differ): the
-  // report is still written, then `psi run` exits 1 with these messages.
-  void fail(const std::string& message) { failures_.push_back(message); }
-  const std::vector<std::string>& failures() const { return failures_; }
+  // report is still written, then `psi run` exits 1 with these messages, each followed by its
+  // `where` lines (the first differing elements, probes::difference_lines).
+  struct Failure {
+    std::string message;
+    std::vector<std::string> where;
+  };
+  void fail(const std::string& message, std::vector<std::string> where = {}) {
+    failures_.push_back(Failure{message, std::move(where)});
+  }
+  const std::vector<Failure>& failures() const { return failures_; }
 
   // Tabulates, stores the tables and cases, commits, then draws the experiment's figures beside
   // the report; returns the tables for printing.
@@ -60,7 +68,7 @@ class Report {
   hdf5::StateWriter writer_;
   nlohmann::json cases_ = nlohmann::json::array();
   std::vector<std::filesystem::path> figure_files_;
-  std::vector<std::string> failures_;
+  std::vector<Failure> failures_;
 };
 
 // The index Report::add_case gave a recorded case (a nlohmann::json::exception if it has none).

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -106,13 +107,17 @@ void run_scheduling(const Options& o, Report& report) {
   // against it too. On CUDA the products are cuBLASLt's (docs/cuda-backend.md): the transport
   // claim is that every schedule and cycle gives the first run's bits.
   const bool host_check = rt::backend_traits(o.backend).host_bits;
+  // The probes are kept beside their hashes to say where a run's differ.
   std::map<std::string, std::string> reference;
+  std::optional<model::BlockProbes> reference_probes;
   if (host_check) {
     model::SynthInitSource host_weights(o.seed);
-    reference = probe_hashes(model::block_forward(fb.config, model::load_block_weights(host_weights, fb.config, 0),
-                                                  fb.inputs, variant));
+    reference_probes = model::block_forward(fb.config, model::load_block_weights(host_weights, fb.config, 0),
+                                            fb.inputs, variant);
+    reference = probe_hashes(*reference_probes);
   }
   std::map<std::string, std::string> first;
+  std::optional<model::BlockProbes> first_probes;
 
   exec::ExecOptions eo;
   eo.backend = rt::backend_name(o.backend);
@@ -163,7 +168,10 @@ void run_scheduling(const Options& o, Report& report) {
       if (run.outcome == rt::Outcome::complete) {
         const auto h = probe_hashes(run.probes);
         rec.probe_sha256 = h;
-        if (first.empty()) first = h;
+        if (first.empty()) {
+          first = h;
+          first_probes = run.probes;
+        }
         const auto equal_to = [&](const std::map<std::string, std::string>& want) {
           int equal = 0;
           for (const auto& [name, sha] : h) equal += want.count(name) && want.at(name) == sha;
@@ -173,12 +181,15 @@ void run_scheduling(const Options& o, Report& report) {
         rec.probes_equal_first = equal_first;
         if (equal_first != kProbes)
           report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
-                      std::to_string(kProbes - equal_first) + " of the ten probes differ from the first run's");
+                          std::to_string(kProbes - equal_first) + " of the ten probes differ from the first run's",
+                      probe_difference_lines(run.probes, *first_probes, s.name, "first run"));
         if (host_check) {
           const int equal = equal_to(reference);
           rec.probes_equal_host = equal;
-          if (equal != kProbes) report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
-                                            std::to_string(kProbes - equal) + " of the ten probes differ from the host block");
+          if (equal != kProbes)
+            report.fail("scheduling: " + s.name + " cycle " + std::to_string(cycle) + ": " +
+                            std::to_string(kProbes - equal) + " of the ten probes differ from the host block",
+                        probe_difference_lines(run.probes, *reference_probes, s.name, "host"));
         }
         if (index == 0)
           for (const auto& [name, t] : run.probes.named())

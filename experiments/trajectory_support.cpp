@@ -1,6 +1,7 @@
 #include "experiments/trajectory_support.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "engine/error.h"
 #include "engine/exec/executor.h"
@@ -12,6 +13,7 @@
 #include "experiments/block_support.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
+#include "probes/element_differences.h"
 #include "probes/metrics.h"
 #include "report/stats.h"
 
@@ -125,6 +127,34 @@ int nonfinite_latents(const std::vector<pipeline::SavedState>& states) {
   for (const auto& st : states)
     n += (hdf5::tensor_stats(st.video).nonfinite_count > 0) + (hdf5::tensor_stats(st.audio).nonfinite_count > 0);
   return n;
+}
+
+std::vector<std::string> state_difference_lines(const std::vector<pipeline::SavedState>& ours,
+                                                const std::vector<pipeline::SavedState>& ref,
+                                                const std::string& ours_name, const std::string& ref_name) {
+  if (ours.size() != ref.size())
+    throw Error("state_difference_lines: " + std::to_string(ours.size()) + " states against " +
+                std::to_string(ref.size()));
+  std::vector<std::string> differing, first;
+  for (std::size_t i = 0; i < ours.size(); ++i)
+    for (const auto& [latent, a, b] : {std::tuple{"video", &ours[i].video, &ref[i].video},
+                                       std::tuple{"audio", &ours[i].audio, &ref[i].audio}}) {
+      const std::string what = ours[i].name + "/" + latent + "_latent";
+      if (a->shape == b->shape && a->data == b->data) continue;
+      differing.push_back(what);
+      if (!first.empty()) continue;
+      if (a->shape != b->shape)
+        first = {what + ": shape " + shape_str(a->shape) + " against " + shape_str(b->shape)};
+      else
+        first = probes::difference_lines(what, *a, *b, ours_name, ref_name);
+    }
+  if (differing.empty()) return {};
+  std::string list;
+  for (const auto& d : differing) list += (list.empty() ? "" : ", ") + d;
+  std::vector<std::string> lines{std::to_string(differing.size()) + " of " + std::to_string(2 * ours.size()) +
+                                 " latents differ: " + list};
+  lines.insert(lines.end(), first.begin(), first.end());
+  return lines;
 }
 
 std::string nonfinite_note(int n) { return n == 0 ? "" : " (" + std::to_string(n) + " NOT FINITE)"; }

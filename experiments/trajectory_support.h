@@ -40,6 +40,12 @@ std::vector<StateDistance> compare_states(const std::vector<pipeline::SavedState
 // How many of the states' latents (video and audio counted apart) hold a NaN or an Inf: bitwise
 // equality of such states says nothing about the arithmetic.
 int nonfinite_latents(const std::vector<pipeline::SavedState>& states);
+// Where two runs' saved states (the same names, in order) differ, for Report::fail: how many of
+// the latents differ and which, then the first differing elements of the first that does
+// (probes::difference_lines, `ours_name` against `ref_name`). Empty when all are bitwise equal.
+std::vector<std::string> state_difference_lines(const std::vector<pipeline::SavedState>& ours,
+                                                const std::vector<pipeline::SavedState>& ref,
+                                                const std::string& ours_name, const std::string& ref_name);
 // The table cell's remark for `n` such latents: empty for none, else " (n NOT FINITE)".
 std::string nonfinite_note(int n);
 

@@ -102,9 +102,12 @@ void run_transport_control(const Options& o, Report& report) {
   pipeline::TrajectoryCase tc{inputs, inputs, 1, o.seed, o.seed};
 
   Progress::expect_parts(long(runs.size()) + (host_reference ? 1 : 0));
+  // The reference run's states, kept to say where a schedule's differ.
+  std::vector<pipeline::SavedState> reference_states;
   if (host_reference) {
-    const auto ref = run_with_progress(c, *host, tc, variant, "transport-control host block");
+    auto ref = run_with_progress(c, *host, tc, variant, "transport-control host block");
     write_states(o, report, reference_file, "transport-control/host", ref.states, variant.name);
+    reference_states = std::move(ref.states);
   }
   std::int64_t index = 0;
   for (const auto& [schedule, file] : runs) {
@@ -141,7 +144,10 @@ void run_transport_control(const Options& o, Report& report) {
       rec.compare_exit = cmp.exit_code();
       if (cmp.exit_code() != 0)
         report.fail("transport-control: schedule " + s.name + " differs from the reference, " + reference +
-                    " (psi compare " + file.string() + " " + reference_file.string() + ")");
+                        " (all of it: psi compare " + file.string() + " " + reference_file.string() + ")",
+                    state_difference_lines(result.states, reference_states, s.name, "reference"));
+    } else {
+      reference_states = result.states;
     }
     report.add_case(index++, rec);
   }

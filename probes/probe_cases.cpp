@@ -100,6 +100,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   }
   CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.backend};
   ctx.explain = opt.explain;
+  ctx.differences = opt.differences;
   const auto names = opt.variants.empty() ? model::numerics_variant_names() : opt.variants;
   for (const auto& n : names) {
     if (n == kFloat64Variant)
@@ -213,13 +214,15 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
       r.variant = variant;
       r.tensor = name;
       r.unverified = st.unverified;
+      r.shape = ours.shape;
       r.backend = b.empty() ? "official" : b;
       // Channels: every axis after the token axis (axis 1, or axis 0 of a matrix).
       const std::int64_t channels = ours.shape.size() > 2 ? ours.numel() / (ours.dim(0) * ours.dim(1)) : ours.shape.back();
       const auto diff = [&](std::int64_t first, std::int64_t n) {
-        if (!values && !r.distance->bitwise_equal())
-          r.diff = diff_map(std::span<const Bf16>(ours.ptr() + first, std::size_t(n)), st.data.span(), first / channels,
-                            n / channels, channels);
+        if (values || r.distance->bitwise_equal()) return;
+        const std::span<const Bf16> mine(ours.ptr() + first, std::size_t(n));
+        r.diff = diff_map(mine, st.data.span(), first / channels, n / channels, channels);
+        r.first_differences = first_differences(mine, st.data.span(), ours.shape, first, ctx.differences);
       };
       if (st.full) {
         r.rows = "all";
@@ -245,17 +248,21 @@ void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outp
 
 std::vector<ClaimCheck> check_claims(const ProbeReport& r) {
   std::vector<ClaimCheck> checks;
-  for (const auto& t : r.results) {
+  for (std::size_t i = 0; i < r.results.size(); ++i) {
+    const TensorResult& t = r.results[i];
     if (t.variant == kFloat64Variant) continue;
     const std::string& path = model::numerics_variant(t.variant).claims;
     if (path.empty()) continue;
     auto it = std::find_if(checks.begin(), checks.end(), [&](const ClaimCheck& c) { return c.variant == t.variant; });
-    if (it == checks.end()) it = checks.insert(checks.end(), ClaimCheck{t.variant, path, 0, {}, !r.unverified.empty()});
+    if (it == checks.end())
+      it = checks.insert(checks.end(), ClaimCheck{t.variant, path, 0, {}, {}, !r.unverified.empty()});
     if (t.backend != path && t.backend != "official") continue;
     if (!t.distance && !t.full_sha_equal) continue;  // nothing stored to compare with
     ++it->checked;
-    if ((t.distance && !t.distance->bitwise_equal()) || (t.full_sha_equal && !*t.full_sha_equal))
+    if ((t.distance && !t.distance->bitwise_equal()) || (t.full_sha_equal && !*t.full_sha_equal)) {
       it->failed.push_back(t.tensor);
+      it->failed_results.push_back(i);
+    }
   }
   return checks;
 }

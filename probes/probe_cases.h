@@ -21,6 +21,7 @@
 
 #include "engine/tensor.h"
 #include "probes/diff_map.h"
+#include "probes/element_differences.h"
 #include "probes/metrics.h"
 
 namespace psi::probes {
@@ -70,12 +71,15 @@ struct ProbeOptions {
   std::string backend = "host";
   // Block cases: attribute every element that differs from the MATH recording (explain_block).
   bool explain = false;
+  // How many differing elements each comparison keeps (TensorResult::first_differences).
+  std::int64_t differences = kShownDifferences;
 };
 
 struct TensorResult {
   std::string variant;
   std::string tensor;   // the recording's dataset name
   std::string backend;  // "official" (single recording), "math" or "flash"
+  Shape shape;          // the full tensor's (psi's and the recording's)
   std::string rows;     // what was compared: "all", "rows 0-255 of 4928", or "sha256 only"
   std::optional<Distance> distance;     // absent when nothing is stored
   std::optional<bool> full_sha_equal;   // our whole tensor against sha256_full, when recorded
@@ -84,6 +88,9 @@ struct TensorResult {
   // Where psi's tensor differs from the recording, on the rows compared (absent when it does not,
   // and for the float64 rows, which measure the recording).
   std::optional<DiffMap> diff;
+  // The first ProbeOptions::differences elements where it differs, on the rows compared (none for
+  // the float64 rows).
+  std::vector<ElementDifference> first_differences;
 };
 
 // Where one block probe's differing elements come from (--explain-differences). The probe's
@@ -143,6 +150,8 @@ struct ClaimCheck {
   std::string path;                 // the claimed recording: "math" or "flash"
   std::int64_t checked = 0;         // tensors compared with it
   std::vector<std::string> failed;  // those not bitwise equal
+  // The comparisons behind `failed` (indices into the report's results), for where they differ.
+  std::vector<std::size_t> failed_results;
   bool unverified = false;          // the probe read data it could not check (ProbeReport::unverified)
   bool held() const { return checked > 0 && failed.empty(); }
 };

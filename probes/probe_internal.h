@@ -23,6 +23,7 @@ struct CaseContext {
   std::string backend = "host";  // ProbeOptions::backend
   bool float64 = false;          // also the float64 reference block (kFloat64Variant), block cases only
   bool explain = false;          // ProbeOptions::explain
+  std::int64_t differences = 0;  // ProbeOptions::differences
   Progress* progress = nullptr;  // one step per variant compared
 };
 

@@ -11,6 +11,11 @@ const char* kClassColours[probes::kUlpClasses] = {"#fee391", "#fec44f", "#fe9929
 
 std::string range(std::int64_t first, std::int64_t last) { return std::to_string(first) + "-" + std::to_string(last); }
 
+// "1 token", "5 tokens".
+std::string count_of(std::int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 }  // namespace
 
 std::string ulp_histogram_line(const probes::DiffMap& m) {
@@ -20,11 +25,12 @@ std::string ulp_histogram_line(const probes::DiffMap& m) {
   return s + "; sum " + std::to_string(m.differing());
 }
 
-std::vector<Figure> diff_figures(const std::string& name, const std::string& what, const probes::DiffMap& m) {
+std::vector<Figure> diff_figures(const std::string& name, const std::string& what, const probes::DiffMap& m,
+                                 bool log_counts) {
   CellMap map;
   map.title = what + ": " + std::to_string(m.differing()) + " of " + std::to_string(m.rows * m.cols) +
-              " differ; largest ULP distance per cell of " + std::to_string(m.row_step) + " tokens x " +
-              std::to_string(m.col_step) + " channels";
+              " differ; largest ULP distance per cell of " + count_of(m.row_step, "token") + " x " +
+              count_of(m.col_step, "channel");
   map.y_label = "token";
   map.x_label = "channel";
   map.y_first = std::to_string(m.first_row);
@@ -45,8 +51,9 @@ std::vector<Figure> diff_figures(const std::string& name, const std::string& wha
 
   BarChart hist;
   hist.title = what + ": BF16 ULP distance of the " + std::to_string(m.differing()) + " differing elements";
-  hist.y_label = "elements";
+  hist.y_label = log_counts ? "elements (log scale)" : "elements";
   hist.value_labels = true;
+  hist.log_y = log_counts;
   for (int k = 1; k <= probes::kUlpClasses; ++k)
     hist.bars.push_back({probes::ulp_class_label(k), "differing elements",
                          double(m.histogram[std::size_t(k - 1)])});

@@ -20,7 +20,11 @@ namespace psi::report {
 namespace {
 
 constexpr int kW = 900, kH = 480, kLeft = 90, kRight = 170, kTop = 50, kBottom = 80;
-const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#7f7f7f"};
+constexpr int kNColours = 7;
+// Width of a character in pixels, about, at the body's 12 px and the title's 15 px (DejaVu Sans):
+// what margins and line breaks are sized by, so that no label is cut off.
+constexpr double kCharW = 7.2, kTitleCharW = 9.0;
 
 std::string esc(const std::string& s) {
   std::string o;
@@ -39,6 +43,72 @@ std::string num(double v) {
   return b;
 }
 
+// Characters, not bytes (a UTF-8 title counts each of its letters once).
+double text_chars(const std::string& s) {
+  double n = 0;
+  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  return n;
+}
+
+// "10⁻⁵": a power of ten as a reader writes it.
+std::string power_of_ten(int e) {
+  static const char* sup[] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+  std::string digits = std::to_string(e < 0 ? -e : e), out = "10";
+  if (e < 0) out += "⁻";
+  for (char d : digits) out += sup[d - '0'];
+  return out;
+}
+
+// Tick values for a linear axis over [lo, hi]: multiples of 1, 2 or 5 × 10^k, about five of them,
+// spanning the data (so zero is a tick when the data change sign). Labels share one power of
+// ten (`exponent`, shown beside the axis name) when the values are very small or large.
+struct Ticks {
+  std::vector<double> values;
+  double step = 1;
+  int exponent = 0;
+  std::string label(double v) const {
+    const double scaled = v / std::pow(10.0, exponent), st = step / std::pow(10.0, exponent);
+    const int decimals = std::max(0, int(-std::floor(std::log10(st) + 1e-9)));
+    char b[48];
+    std::snprintf(b, sizeof b, "%.*f", decimals, std::abs(scaled) < st * 1e-6 ? 0.0 : scaled);
+    return b;
+  }
+};
+
+Ticks linear_ticks(double lo, double hi) {
+  Ticks t;
+  const double raw = (hi - lo) / 4, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  t.step = mag * (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10);
+  const double first = std::floor(lo / t.step + 1e-9) * t.step, last = std::ceil(hi / t.step - 1e-9) * t.step;
+  for (double v = first; v <= last + t.step * 1e-6; v += t.step) t.values.push_back(v);
+  const double top = std::max(std::abs(first), std::abs(last));
+  const int e = int(std::floor(std::log10(top)));
+  if (e < -2 || e > 5) t.exponent = e;
+  return t;
+}
+
+// The axis name with the ticks' common power of ten: "Δ relative L2 (× 10⁻⁵)".
+std::string axis_name(const std::string& name, int exponent) {
+  return exponent == 0 ? name : name + " (× " + power_of_ten(exponent) + ")";
+}
+
+// Breaks `text` at spaces into lines of at most `width` characters.
+std::vector<std::string> wrap(const std::string& text, double width) {
+  std::vector<std::string> lines;
+  std::istringstream words(text);
+  std::string line;
+  for (std::string w; words >> w;) {
+    if (!line.empty() && text_chars(line) + 1 + text_chars(w) > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
 template <class Items>
 std::pair<std::vector<std::string>, std::vector<std::string>> axes(const Items& items) {
   std::vector<std::string> cats, series;
@@ -52,34 +122,65 @@ std::pair<std::vector<std::string>, std::vector<std::string>> axes(const Items& 
 // The first line of every SVG psi writes: how a later run knows the file for its own.
 constexpr const char* kSvgMark = "<!-- psi figure -->";
 
+// What a figure shows around its plot, sized so that everything fits: the title (wrapped), the
+// legend's longest label on the right, the slanted category labels below.
+struct Layout {
+  std::string title;
+  std::vector<std::string> legend;      // series or class labels
+  std::vector<std::string> categories;  // x labels drawn slanted (none for a cell map)
+  bool x_axis_name = false;             // a line for the x axis' name below the labels
+};
+
 struct Frame {
   std::ostringstream s;
-  Frame(const std::string& title, const std::string& ylabel) {
-    s << kSvgMark << "\n<svg xmlns='http://www.w3.org/2000/svg' width='" << kW << "' height='" << kH
+  int w = kW, h = kH, left = kLeft, right = kRight, top = kTop, bottom = kBottom;
+  double plot_w() const { return w - left - right; }
+  double plot_h() const { return h - top - bottom; }
+
+  Frame(const Layout& l, const std::string& ylabel) {
+    double legend_chars = 0, category_chars = 0;
+    for (const auto& x : l.legend) legend_chars = std::max(legend_chars, text_chars(x));
+    for (const auto& x : l.categories) category_chars = std::max(category_chars, text_chars(x));
+    right = std::max(kRight, int(45 + kCharW * legend_chars));
+    w = kW - kRight + right;  // the plot keeps its width
+    const std::vector<std::string> title = wrap(l.title, (w - 30) / kTitleCharW);
+    top = kTop + 19 * int(title.size() - 1);
+    // A label slanted 30° reaches half its length below the axis.
+    bottom = std::max(kBottom, int(30 + 0.5 * kCharW * category_chars + (l.x_axis_name ? 24 : 0)));
+    h = kH - kTop - kBottom + top + bottom;
+    s << kSvgMark << "\n<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h
       << "' font-family='DejaVu Sans, sans-serif' font-size='12'>\n"
-      << "<rect width='100%' height='100%' fill='white'/>\n"
-      << "<text x='" << kW / 2 << "' y='24' text-anchor='middle' font-size='15'>" << esc(title) << "</text>\n"
-      << "<text transform='translate(18," << (kTop + kH - kBottom) / 2 << ") rotate(-90)' text-anchor='middle'>"
+      << "<rect width='100%' height='100%' fill='white'/>\n";
+    for (std::size_t i = 0; i < title.size(); ++i)
+      s << "<text x='" << w / 2 << "' y='" << 24 + 19 * int(i) << "' text-anchor='middle' font-size='15'>"
+        << esc(title[i]) << "</text>\n";
+    s << "<text transform='translate(18," << top + plot_h() / 2 << ") rotate(-90)' text-anchor='middle'>"
       << esc(ylabel) << "</text>\n"
-      << "<line x1='" << kLeft << "' y1='" << kH - kBottom << "' x2='" << kW - kRight << "' y2='" << kH - kBottom
-      << "' stroke='black'/>\n<line x1='" << kLeft << "' y1='" << kTop << "' x2='" << kLeft << "' y2='"
-      << kH - kBottom << "' stroke='black'/>\n";
+      << "<line x1='" << left << "' y1='" << h - bottom << "' x2='" << w - right << "' y2='" << h - bottom
+      << "' stroke='black'/>\n<line x1='" << left << "' y1='" << top << "' x2='" << left << "' y2='"
+      << h - bottom << "' stroke='black'/>\n";
   }
   void ytick(double y, const std::string& label) {
-    s << "<line x1='" << kLeft - 4 << "' y1='" << y << "' x2='" << kW - kRight << "' y2='" << y
-      << "' stroke='#ddd'/>\n<text x='" << kLeft - 8 << "' y='" << y + 4 << "' text-anchor='end'>" << esc(label)
+    s << "<line x1='" << left - 4 << "' y1='" << y << "' x2='" << w - right << "' y2='" << y
+      << "' stroke='#ddd'/>\n<text x='" << left - 8 << "' y='" << y + 4 << "' text-anchor='end'>" << esc(label)
       << "</text>\n";
+  }
+  // The line where the values change sign, drawn over the grid.
+  void zero_line(double y) {
+    s << "<line x1='" << left << "' y1='" << y << "' x2='" << w - right << "' y2='" << y
+      << "' stroke='black' stroke-width='1.2'/>\n";
   }
   void xlabel(double x, const std::string& label) {
-    s << "<text transform='translate(" << x << "," << kH - kBottom + 16 << ") rotate(30)'>" << esc(label)
+    s << "<text transform='translate(" << x << "," << h - bottom + 16 << ") rotate(30)'>" << esc(label)
       << "</text>\n";
   }
+  void legend_entry(std::size_t i, const std::string& colour, const std::string& label) {
+    const int y = top + 20 * int(i);
+    s << "<rect x='" << w - right + 15 << "' y='" << y << "' width='12' height='12' fill='" << colour
+      << "'/><text x='" << w - right + 33 << "' y='" << y + 11 << "'>" << esc(label) << "</text>\n";
+  }
   void legend(const std::vector<std::string>& series) {
-    for (std::size_t i = 0; i < series.size(); ++i) {
-      const int y = kTop + 20 * int(i);
-      s << "<rect x='" << kW - kRight + 15 << "' y='" << y << "' width='12' height='12' fill='" << kColours[i % 6]
-        << "'/><text x='" << kW - kRight + 33 << "' y='" << y + 11 << "'>" << esc(series[i]) << "</text>\n";
-    }
+    for (std::size_t i = 0; i < series.size(); ++i) legend_entry(i, kColours[i % kNColours], series[i]);
   }
   std::string done() {
     s << "</svg>\n";
@@ -96,20 +197,19 @@ std::string render_svg(const DotPlot& p) {
     if (pt.value > 0) lo = std::min(lo, pt.value), hi = std::max(hi, pt.value);
   if (hi <= 0) lo = 1e-6, hi = 1;
   const double l0 = std::floor(std::log10(lo)), l1 = std::max(l0 + 1, std::ceil(std::log10(hi)));
-  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  Frame f(Layout{p.title, series, cats}, p.y_label);
   auto ypos = [&](double v) {
     const double lv = v > 0 ? std::log10(v) : l0;
-    return kTop + plot_h * (1 - (lv - l0) / (l1 - l0));
+    return f.top + f.plot_h() * (1 - (lv - l0) / (l1 - l0));
   };
-  Frame f(p.title, p.y_label);
-  for (double e = l0; e <= l1; e += 1) f.ytick(ypos(std::pow(10.0, e)), "1e" + num(e));
-  const double step = plot_w / double(std::max<std::size_t>(cats.size(), 1));
-  for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(kLeft + step * (double(c) + 0.35), cats[c]);
+  for (double e = l0; e <= l1; e += 1) f.ytick(ypos(std::pow(10.0, e)), power_of_ten(int(e)));
+  const double step = f.plot_w() / double(std::max<std::size_t>(cats.size(), 1));
+  for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(f.left + step * (double(c) + 0.35), cats[c]);
   for (auto& pt : p.points) {
     const auto c = std::find(cats.begin(), cats.end(), pt.category) - cats.begin();
     const auto si = std::find(series.begin(), series.end(), pt.series) - series.begin();
-    const double x = kLeft + step * (double(c) + 0.5) + (double(si) - double(series.size() - 1) / 2) * 8;
-    f.s << "<circle cx='" << x << "' cy='" << ypos(pt.value) << "' r='5' fill='" << kColours[si % 6]
+    const double x = f.left + step * (double(c) + 0.5) + (double(si) - double(series.size() - 1) / 2) * 8;
+    f.s << "<circle cx='" << x << "' cy='" << ypos(pt.value) << "' r='5' fill='" << kColours[si % kNColours]
         << "'><title>" << esc(pt.series + " " + pt.category + " " + num(pt.value)) << "</title></circle>\n";
   }
   f.legend(series);
@@ -118,26 +218,44 @@ std::string render_svg(const DotPlot& p) {
 
 std::string render_svg(const BarChart& b) {
   auto [cats, series] = axes(b.bars);
-  // The axis spans zero and every value: a negative bar (a difference) hangs below the zero line.
   double lo = 0, hi = 0;
   for (auto& bar : b.bars) lo = std::min(lo, bar.value), hi = std::max(hi, bar.value);
-  if (hi <= lo) hi = 1;
-  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
-  const auto ypos = [&](double v) { return kTop + plot_h * (hi - v) / (hi - lo); };
-  Frame f(b.title, b.y_label);
-  for (int i = 0; i <= 4; ++i) f.ytick(ypos(lo + (hi - lo) * i / 4.0), num(lo + (hi - lo) * i / 4.0));
-  const double step = plot_w / double(std::max<std::size_t>(cats.size(), 1));
+  // Log counts: powers of ten from 1 to above the largest; a bar starts a little below 1 so that a
+  // count of 1 shows, and a count of 0 has none. Else the axis spans zero and every value: a
+  // negative bar (a difference) hangs below the zero line.
+  const bool log_y = b.log_y && hi > 0;
+  const double l1 = log_y ? std::max(1.0, std::ceil(std::log10(hi))) : 0, l0 = -0.3;
+  Ticks ticks;
+  if (!log_y) {
+    if (hi <= lo) hi = 1;
+    ticks = linear_ticks(lo, hi);
+    lo = ticks.values.front();
+    hi = ticks.values.back();
+  }
+  Frame f(Layout{b.title, series, cats}, axis_name(b.y_label, ticks.exponent));
+  const auto ypos = [&](double v) {
+    if (log_y) return f.top + f.plot_h() * (1 - ((v > 0 ? std::log10(v) : l0) - l0) / (l1 - l0));
+    return f.top + f.plot_h() * (hi - v) / (hi - lo);
+  };
+  if (log_y)
+    for (int e = 0; e <= int(l1); ++e) f.ytick(ypos(std::pow(10.0, e)), e < 4 ? std::to_string(int(std::pow(10.0, e))) : power_of_ten(e));
+  else
+    for (double v : ticks.values) f.ytick(ypos(v), ticks.label(v));
+  if (!log_y && lo < 0 && hi > 0) f.zero_line(ypos(0));
+  const double base = log_y ? std::pow(10.0, l0) : 0.0;
+  const double step = f.plot_w() / double(std::max<std::size_t>(cats.size(), 1));
   const double bw = step * 0.8 / double(std::max<std::size_t>(series.size(), 1));
-  for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(kLeft + step * (double(c) + 0.3), cats[c]);
+  for (std::size_t c = 0; c < cats.size(); ++c) f.xlabel(f.left + step * (double(c) + 0.3), cats[c]);
   for (auto& bar : b.bars) {
     const auto c = std::find(cats.begin(), cats.end(), bar.category) - cats.begin();
     const auto si = std::find(series.begin(), series.end(), bar.series) - series.begin();
-    const double top = ypos(std::max(bar.value, 0.0)), h = ypos(std::min(bar.value, 0.0)) - top;
-    f.s << "<rect x='" << kLeft + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << top
-        << "' width='" << bw << "' height='" << h << "' fill='" << kColours[si % 6] << "'><title>"
+    const double shown = log_y && bar.value <= 0 ? base : bar.value;
+    const double top = ypos(std::max(shown, base)), h = ypos(std::min(shown, base)) - top;
+    f.s << "<rect x='" << f.left + step * double(c) + step * 0.1 + bw * double(si) << "' y='" << top
+        << "' width='" << bw << "' height='" << h << "' fill='" << kColours[si % kNColours] << "'><title>"
         << esc(bar.series + " " + bar.category + " " + num(bar.value)) << "</title></rect>\n";
     if (b.value_labels)
-      f.s << "<text x='" << kLeft + step * double(c) + step * 0.1 + bw * (double(si) + 0.5) << "' y='"
+      f.s << "<text x='" << f.left + step * double(c) + step * 0.1 + bw * (double(si) + 0.5) << "' y='"
           << top - 4 << "' text-anchor='middle' font-size='10'>" << std::int64_t(bar.value) << "</text>\n";
   }
   f.legend(series);
@@ -145,17 +263,20 @@ std::string render_svg(const BarChart& b) {
 }
 
 std::string render_svg(const CellMap& m) {
-  const double plot_h = kH - kBottom - kTop, plot_w = kW - kRight - kLeft;
+  std::vector<std::string> labels;
+  for (const auto& c : m.classes) labels.push_back(c.label);
+  Frame f(Layout{m.title, labels, {}, true}, m.y_label);
+  const double plot_h = f.plot_h(), plot_w = f.plot_w();
+  const double left = f.left, top = f.top, axis = f.h - f.bottom;
   const std::size_t ncols = m.cells.empty() ? 1 : m.cells.front().size();
   const double cw = plot_w / double(std::max<std::size_t>(ncols, 1)),
                ch = plot_h / double(std::max<std::size_t>(m.cells.size(), 1));
-  Frame f(m.title, m.y_label);
   f.s << "<desc>" << esc(m.data) << "</desc>\n";
-  f.s << "<text x='" << kLeft - 8 << "' y='" << kTop + 10 << "' text-anchor='end'>" << esc(m.y_first) << "</text>\n"
-      << "<text x='" << kLeft - 8 << "' y='" << kTop + plot_h << "' text-anchor='end'>" << esc(m.y_last) << "</text>\n"
-      << "<text x='" << kLeft << "' y='" << kH - kBottom + 16 << "'>" << esc(m.x_first) << "</text>\n"
-      << "<text x='" << kLeft + plot_w << "' y='" << kH - kBottom + 16 << "' text-anchor='end'>" << esc(m.x_last)
-      << "</text>\n<text x='" << kLeft + plot_w / 2 << "' y='" << kH - kBottom + 40 << "' text-anchor='middle'>"
+  f.s << "<text x='" << left - 8 << "' y='" << top + 10 << "' text-anchor='end'>" << esc(m.y_first) << "</text>\n"
+      << "<text x='" << left - 8 << "' y='" << top + plot_h << "' text-anchor='end'>" << esc(m.y_last) << "</text>\n"
+      << "<text x='" << left << "' y='" << axis + 16 << "'>" << esc(m.x_first) << "</text>\n"
+      << "<text x='" << left + plot_w << "' y='" << axis + 16 << "' text-anchor='end'>" << esc(m.x_last)
+      << "</text>\n<text x='" << left + plot_w / 2 << "' y='" << axis + 40 << "' text-anchor='middle'>"
       << esc(m.x_label) << "</text>\n";
   // A run of equal cells in a row is one rectangle: the SVG stays small for large grids.
   for (std::size_t r = 0; r < m.cells.size(); ++r) {
@@ -165,19 +286,15 @@ std::string render_svg(const CellMap& m) {
       while (e < row.size() && row[e] == row[c]) ++e;
       const int cls = std::stoi(std::string(1, row[c]), nullptr, 16);
       if (cls > 0 && std::size_t(cls) <= m.classes.size())
-        f.s << "<rect x='" << kLeft + cw * double(c) << "' y='" << kTop + ch * double(r) << "' width='"
+        f.s << "<rect x='" << left + cw * double(c) << "' y='" << top + ch * double(r) << "' width='"
             << cw * double(e - c) << "' height='" << ch << "' fill='" << m.classes[std::size_t(cls - 1)].colour
             << "'/>\n";
       c = e;
     }
   }
-  f.s << "<rect x='" << kLeft << "' y='" << kTop << "' width='" << plot_w << "' height='" << plot_h
+  f.s << "<rect x='" << left << "' y='" << top << "' width='" << plot_w << "' height='" << plot_h
       << "' fill='none' stroke='black'/>\n";
-  for (std::size_t i = 0; i < m.classes.size(); ++i) {
-    const int y = kTop + 20 * int(i);
-    f.s << "<rect x='" << kW - kRight + 15 << "' y='" << y << "' width='12' height='12' fill='" << m.classes[i].colour
-        << "'/><text x='" << kW - kRight + 33 << "' y='" << y + 11 << "'>" << esc(m.classes[i].label) << "</text>\n";
-  }
+  for (std::size_t i = 0; i < m.classes.size(); ++i) f.legend_entry(i, m.classes[i].colour, m.classes[i].label);
   return f.done();
 }
 

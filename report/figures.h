@@ -23,7 +23,8 @@ struct DotPlot {
   std::vector<Point> points;
 };
 
-// Grouped bars (one group per category, one bar per series), linear y.
+// Grouped bars (one group per category, one bar per series), linear y (a zero line where the
+// values change sign, ticks at round values sharing one power of ten) or log counts.
 struct BarChart {
   struct Bar {
     std::string category;
@@ -33,6 +34,9 @@ struct BarChart {
   std::string title, y_label;
   std::vector<Bar> bars;
   bool value_labels = false;  // each bar's value written above it
+  // Counts on a log axis (powers of ten), so that a tail of small counts beside a large one shows;
+  // a count of 0 draws no bar.
+  bool log_y = false;
 };
 
 // A grid of cells, each drawn in the colour of its class (blank: class 0), row 0 at the top.

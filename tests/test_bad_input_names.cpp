@@ -83,6 +83,9 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
       {{"run", "transport-control", "--chaos", "-5", "--out", report}, {"--chaos", "'-5' is not a whole number"}},
       {{"probe", "audio-ff-up", "--threads", "-2", "--out", report}, {"--threads", "'-2'"}},
       {{"synthinit", "x", "--shape", "4", "-1"}, {"--shape", "'-1'"}},
+      // One word for two dimensions: the error says the form psi takes.
+      {{"synthinit", "x", "--shape", "4096,4096"}, {"--shape", "'4096,4096': give the dimensions as separate words, e.g. --shape 4096 4096"}},
+      {{"synthinit", "x", "--shape", "4x4"}, {"--shape", "'4x4': give the dimensions as separate words, e.g. --shape 4 4"}},
       {{"synthinit", "x", "--shape", "4", "--head", "99999999999"}, {"--head", "'99999999999'"}},
       {{"oracle", "explain", "--file", report, "--x", "x", "--w", "w", "--row", "-1", "--col", "0"}, {"--row", "'-1'"}},
       {{"run", "one-token", "--no-such-option", "--out", report}, {"--no-such-option"}},

@@ -11,6 +11,8 @@
 #include "probes/diff_map.h"
 #include "probes/metrics.h"
 #include "psi_command.h"
+#include "report/diff_figures.h"
+#include "report/figures.h"
 
 namespace fs = std::filesystem;
 namespace probes = psi::probes;
@@ -121,4 +123,77 @@ TEST(DiffFigures, AFolderNamedLikeAnOptionGetsItsPngs) {
     EXPECT_EQ(psi::testing::slurp(png).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << png << "\n" << r.out;
   }
   fs::remove_all(dir);
+}
+
+namespace {
+
+// The texts of an SVG's <text> elements whose attributes contain `attr`.
+std::vector<std::string> texts(const std::string& svg, const std::string& attr = "") {
+  std::vector<std::string> out;
+  const std::regex text("<text([^>]*)>([^<]*)</text>");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), text); it != std::sregex_iterator(); ++it)
+    if ((*it)[1].str().find(attr) != std::string::npos) out.push_back((*it)[2]);
+  return out;
+}
+
+int svg_width(const std::string& svg) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(svg, m, std::regex("<svg [^>]*width='(\\d+)'")));
+  return std::stoi(m[1]);
+}
+
+}  // namespace
+
+// Figures a reader learns from (issue 43.5): a bar chart whose values change sign draws a zero
+// line where its zero tick is, its ticks are round numbers sharing one power of ten named beside
+// the axis (not 1.28e-06 / -2.33e-05 at each tick), a long title is broken into lines that fit,
+// the legend's longest label fits in the width, and log counts tick at powers of ten.
+TEST(Figures, ReadableAxesTitlesAndLegends) {
+  psi::report::BarChart d;
+  d.title = "Δ = modified − baseline, video endpoint relative L2 to dense, per case (the table's Δ video), "
+            "with a title long enough to need a second line";
+  d.y_label = "Δ relative L2";
+  const double v[] = {1.28e-06, -2.33e-05, 4.1e-06, -7.7e-06, 1.5e-05};
+  for (int i = 0; i < 5; ++i) d.bars.push_back({"case " + std::to_string(i), "modified − baseline, a long series label", v[i]});
+  const std::string svg = psi::report::render_svg(d);
+  const int width = svg_width(svg);
+  // Ticks: -3, -2, ..., 2 (× 10⁻⁵), zero among them.
+  std::vector<std::string> ticks = texts(svg, "text-anchor='end'");
+  EXPECT_EQ(ticks, (std::vector<std::string>{"-3", "-2", "-1", "0", "1", "2"}));
+  EXPECT_NE(svg.find(">Δ relative L2 (× 10⁻⁵)</text>"), std::string::npos) << svg;
+  // The zero line lies where the 0 tick's grid line does.
+  std::smatch zero, grid;
+  ASSERT_TRUE(std::regex_search(svg, zero, std::regex("<line x1='\\d+' y1='([0-9.]+)' x2='\\d+' y2='[0-9.]+' stroke='black' stroke-width='1.2'/>")))
+      << svg;
+  ASSERT_TRUE(std::regex_search(svg, grid, std::regex("y1='([0-9.]+)' x2='\\d+' y2='[0-9.]+' stroke='#ddd'/>\\n<text [^>]*>0</text>")))
+      << svg;
+  EXPECT_EQ(zero[1], grid[1]);
+  // The title on two lines, each within the width (15 px text, at most 9 px a character).
+  const auto title = texts(svg, "font-size='15'");
+  ASSERT_EQ(title.size(), 2u) << svg;
+  for (const auto& t : title) EXPECT_LE(double(t.size()) * 9.0, width) << t;
+  // The legend's label ends inside the figure (12 px text, at most 7.2 px a character).
+  std::smatch legend;
+  ASSERT_TRUE(std::regex_search(svg, legend, std::regex("<text x='(\\d+)' y='\\d+'>modified − baseline, a long series label</text>")));
+  EXPECT_LE(std::stod(legend[1]) + 7.2 * 40, width);
+
+  psi::report::BarChart counts;
+  counts.log_y = true;
+  counts.y_label = "elements";
+  for (const auto& [label, n] : std::vector<std::pair<std::string, double>>{{"1", 62709}, {"2", 8093}, {"3-4", 0}, {"sign flip", 1}})
+    counts.bars.push_back({label, "differing elements", n});
+  EXPECT_EQ(texts(psi::report::render_svg(counts), "text-anchor='end'"),
+            (std::vector<std::string>{"1", "10", "100", "1000", "10⁴", "10⁵"}));
+}
+
+// The difference map's title counts its cells' tokens and channels in words that agree: "1
+// token x 4 channels", not "1 tokens".
+TEST(Figures, DiffMapTitleSaysOneToken) {
+  std::vector<psi::Bf16> ref(8 * 4, psi::Bf16::from_bits(0x3f80)), ours = ref;
+  ours[5] = plus_ulps(ours[5], 1);
+  const probes::DiffMap m = probes::diff_map(ours, ref, 0, 8, 4);
+  ASSERT_EQ(m.row_step, 1);
+  const auto figs = psi::report::diff_figures("x", "dense q vs the recording", m);
+  EXPECT_NE(figs[0].svg.find("per cell of 1 token x 1 channel"), std::string::npos) << figs[0].svg;
+  EXPECT_EQ(figs[0].svg.find("1 tokens"), std::string::npos);
 }

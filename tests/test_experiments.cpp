@@ -20,9 +20,11 @@
 #include "engine/sha256.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
+#include "experiments/trajectory_support.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
 #include "report/diff_figures.h"
+#include "report/table.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -156,6 +158,12 @@ TEST_F(Experiments, OneToken) {
   EXPECT_NE(rep.out.find("path,mode,"), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("final rel L2 to float64 (video / audio)"), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("official MATH (recorded),free-running,"), std::string::npos) << rep.out;
+  // The one-token context's tables come before the 1,024-row context's, as the run replays them.
+  const std::size_t first_one = rep.out.find(" one-token context"), first_ctx = rep.out.find(" ctx1024 context");
+  ASSERT_NE(first_one, std::string::npos) << rep.out;
+  ASSERT_NE(first_ctx, std::string::npos) << rep.out;
+  EXPECT_LT(first_one, first_ctx) << rep.out;
+  EXPECT_LT(rep.out.rfind(" one-token context"), first_ctx) << rep.out;
   EXPECT_EQ(psi_cmd("report " + f.string() + " --format yaml").status, 2);
 }
 
@@ -515,6 +523,11 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   EXPECT_EQ(ms[0]["result"]["outcome"], "complete");
   EXPECT_LE(ms[0]["run"]["managed_peak_bytes"].get<long long>(), ms[0]["run"]["bound_bytes"].get<long long>());
   EXPECT_TRUE(fs::exists(dir_ / "ms.memory_scopes.svg"));
+  // The process peak beside the managed peak (issue 43.5), a bar per stage.
+  std::ifstream fig(dir_ / "ms.memory_scopes.svg");
+  const std::string svg((std::istreambuf_iterator<char>(fig)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find(">process peak (host VmHWM (CPU backend))</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>process peak (host VmHWM (CPU backend)) stage 2 "), std::string::npos) << svg;
 }
 
 // transport-control --quick under chaos: the synchronous journal and the asynchronous journal
@@ -669,4 +682,67 @@ TEST_F(Experiments, TablesNameTheRecordingFolderAndSeed) {
           << r.out;
     }
   }
+}
+
+// A failed bitwise claim of a run says where (issue 43.3): transport-control and fixed-budget
+// print, under the failure, which latents differ and the first differing elements of the first.
+TEST(RunFailures, StateDifferencesSayWhere) {
+  auto state = [](const std::string& name) {
+    pipeline::SavedState s;
+    s.name = name;
+    s.video = Bf16Tensor({2, 3}, std::vector<Bf16>(6, Bf16::from_bits(0x3f80)));
+    s.audio = Bf16Tensor({1, 4}, std::vector<Bf16>(4, Bf16::from_bits(0x3f80)));
+    return s;
+  };
+  std::vector<pipeline::SavedState> ref{state("00_a"), state("01_b")}, ours = ref;
+  EXPECT_TRUE(exp::state_difference_lines(ours, ref, "psi", "ref").empty());
+  ours[1].audio.data[2] = Bf16::from_bits(0x3f82);  // 1.015625 against 1: 2 ULPs
+  ours[1].video.data[5] = Bf16::from_bits(0xbf80);  // -1 against 1: a sign flip
+  const auto lines = exp::state_difference_lines(ours, ref, "psi", "ref");
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0], "2 of 4 latents differ: 01_b/video_latent, 01_b/audio_latent");
+  EXPECT_EQ(lines[1], "01_b/video_latent: the first 1 of 1 differing elements, by index in the [2, 3] tensor");
+  EXPECT_EQ(lines[2], "  [1, 2] (flat 5): psi 0xbf80 (-1) ref 0x3f80 (1), sign flip");
+  ours[1].video = ref[1].video;
+  EXPECT_EQ(exp::state_difference_lines(ours, ref, "psi", "ref").back(),
+            "  [0, 2] (flat 2): psi 0x3f82 (1.015625) ref 0x3f80 (1), 2 ulps");
+}
+
+// psi report reads an interrupted run's <report>.partial.h5 (issue 43.7): it holds the finished
+// cases and the options but no tables, so psi report tabulates the stored cases with the run's
+// experiment, each title marked PARTIAL; the rows are those of the cases it holds.
+TEST_F(Experiments, ReportReadsAPartialReport) {
+  const fs::path whole = dir_ / "cap.h5";
+  ASSERT_EQ(psi_cmd("run capacity --out " + whole.string()).status, 0);
+  const auto cases = read_json(whole, "/report/cases");
+  const auto options = read_json(whole, "/report/options");
+  ASSERT_GE(cases.size(), 4u);
+  exp::Options o = exp::Options::from_json(options);
+  o.out = dir_ / "p.h5";
+  const exp::Experiment& e = exp::find_experiment("capacity");
+  fs::path partial;
+  nlohmann::json finished = nlohmann::json::array();
+  {
+    exp::Report report(e, o, "test device", {});
+    for (std::size_t i = 0; i < 3; ++i) {
+      report.add_case(exp::case_index(cases[i]), cases[i]);
+      finished.push_back(cases[i]);
+    }
+    partial = report.partial_path();
+    report.abandon(partial);
+  }
+  ASSERT_TRUE(fs::exists(partial));
+  CmdResult r = psi_cmd("report " + partial.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<report::Table> expected = e.tabulate(finished, options);
+  ASSERT_FALSE(expected.empty());
+  for (report::Table& t : expected) {
+    t.title += " [PARTIAL: 3 cases finished before the run was interrupted]";
+    t.notes.push_back("partial report (" + psi::hdf5::partial_marker(h5::File::open_read(partial)) +
+                      "): the cases the interrupted run had not finished are missing");
+  }
+  EXPECT_EQ(r.out, report::render(expected, report::Format::markdown));
+  // Fewer rows than the whole run's tables.
+  EXPECT_NE(r.out, psi_cmd("report " + whole.string()).out);
+  EXPECT_EQ(psi_cmd("report " + partial.string() + " --format csv").status, 0);
 }

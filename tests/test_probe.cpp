@@ -304,3 +304,65 @@ TEST(Probe, ARecordingWithoutAComputedTensorIsRefused) {
   }
   fs::remove(file);
 }
+
+// A failed claim says where (issue 43.3): official-h200 claims the recorded projection; against
+// a copy of the recording with seven elements of q moved by one ULP (its sha256_full updated, so
+// the copy is a well-formed recording), --require-bitwise fails and psi probe prints the first
+// five of them (flat and multi-index, both values as bits and decimal, the ULP distance) and the
+// command that lists the rest, which lists all seven.
+TEST(Probe, FailedClaimPrintsWhereItFails) {
+  const fs::path file = fs::temp_directory_path() / ("psi_probe_edited_q_" + std::to_string(::getpid()) + ".h5");
+  fs::copy_file(psi::test::reference_file("probes_linear.h5"), file, fs::copy_options::overwrite_existing);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string q = "/probe_video_q_proj/q";
+  const psi::Bf16Tensor recorded = psi::h5::File::open_read(file).read_bf16(q);
+  // Row-major [256, 4096]: (3, 17), (3, 18), (40, 0), (41, 4095), (100, 100), (200, 1), (255, 4095).
+  const std::vector<std::int64_t> moved{3 * 4096 + 17, 3 * 4096 + 18, 40 * 4096, 41 * 4096 + 4095,
+                                        100 * 4096 + 100, 200 * 4096 + 1, 255 * 4096 + 4095};
+  psi::Bf16Tensor edited = recorded;
+  for (const std::int64_t i : moved) {
+    ASSERT_NE(edited.data[std::size_t(i)].bits & 0x7fffu, 0u) << i;  // one ULP away, same sign
+    edited.data[std::size_t(i)].bits ^= 1u;
+  }
+  {
+    psi::h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    psi::h5::Handle d(H5Dopen2(f.get(), q.c_str(), H5P_DEFAULT), H5Dclose);
+    ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, edited.data.data()), 0);
+    ASSERT_GE(H5Adelete(d.get(), "sha256_full"), 0);
+    const std::string sha = psi::sha256_hex(edited);
+    psi::h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+    psi::h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(ty.get(), sha.size());
+    psi::h5::Handle a(H5Acreate2(d.get(), "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    ASSERT_GE(H5Awrite(a.get(), ty.get(), sha.c_str()), 0);
+  }
+  std::string text;
+  ASSERT_EQ(run("probe video-q-proj --reference " + file.string() + " --variant official-h200 --require-bitwise", &text), 1)
+      << text;
+  EXPECT_NE(text.find("claim: official-h200 reproduces the recorded MATH path bit for bit: FAILED (1 of 1 differ: q)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("q vs the recording (all): the first 5 of 7 differing elements, by index in the [256, 4096] tensor"),
+            std::string::npos) << text;
+  const auto line = [&](std::int64_t i) {
+    char buf[200];
+    const psi::Bf16 ours = recorded.data[std::size_t(i)], ref = edited.data[std::size_t(i)];
+    std::snprintf(buf, sizeof buf, "[%lld, %lld] (flat %lld): psi 0x%04x (%.9g) recorded 0x%04x (%.9g), 1 ulp",
+                  (long long)(i / 4096), (long long)(i % 4096), (long long)i, unsigned(ours.bits),
+                  double(ours.to_float()), unsigned(ref.bits), double(ref.to_float()));
+    return std::string(buf);
+  };
+  for (std::size_t k = 0; k < moved.size(); ++k)
+    EXPECT_EQ(text.find(line(moved[k])) != std::string::npos, k < 5) << line(moved[k]) << "\n" << text;
+  // The command it names, run as printed, lists every one of them.
+  const std::string prefix = "  more of them: psi ";
+  const std::size_t at = text.find(prefix);
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string more = text.substr(at + prefix.size(), text.find('\n', at) - at - prefix.size());
+  EXPECT_EQ(more, "probe video-q-proj --reference " + file.string() + " --variant official-h200 --differences 100");
+  std::string all;
+  EXPECT_EQ(run(more, &all), 0) << all;
+  EXPECT_NE(all.find("the first 7 of 7 differing elements"), std::string::npos) << all;
+  for (const std::int64_t i : moved) EXPECT_NE(all.find(line(i)), std::string::npos) << line(i) << "\n" << all;
+  EXPECT_EQ(all.find("more of them"), std::string::npos) << all;
+  fs::remove(file);
+}

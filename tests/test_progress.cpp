@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -64,6 +65,11 @@ TEST(Progress, PartsShareTheCommandsLine) {
   // The part's number says how far the command is: out of the parts declared.
   EXPECT_TRUE(lines[2].starts_with("one-token: part 2/2 dense: stage 2 step 3  [1/1]  ")) << lines[2];
   EXPECT_NE(lines[2].find("part ETA 0.0s"), std::string::npos) << lines[2];
+  // The whole command's units: the first part's 1 of its 2, the second part counted like it
+  // until it begins (~); then every part's, 3 of 3, and the whole command's ETA.
+  EXPECT_NE(lines[0].find(", whole command [1/~4] ETA "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find(", whole command [2/~4] ETA "), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find(", whole command [3/3] ETA 0.0s"), std::string::npos) << lines[2];
   for (const auto& l : lines) {
     EXPECT_EQ(l.find("one-token one-token"), std::string::npos) << l;
     EXPECT_EQ(l.find('\r'), std::string::npos) << l;
@@ -130,5 +136,35 @@ TEST(Progress, LongOperatorsPulseInALog) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(lines[0].starts_with("psi: working at probe block-full, variant official-h200, 1")) << lines[0];
   EXPECT_TRUE(lines[0].ends_with(" s elapsed")) << lines[0];
+  fs::remove_all(dir);
+}
+
+// In a log the first line comes within a few seconds (kFirstLineSeconds), not a whole period
+// (30 s by default) into the command, and says how far the whole command is: transport-control
+// runs five parts of 22 steps each in a few seconds, so one line, at about 2 s, out of all 110.
+TEST(Progress, FirstPlainLineComesWithinSeconds) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_progress_first_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string run = "env -u PSI_PROGRESS_SECONDS " + std::string(PSI_BINARY) + " run transport-control --out " +
+                          (dir / "tc.h5").string() + " >/dev/null 2>" + (dir / "err.txt").string();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(std::system(run.c_str()), 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto lines = lines_of(dir / "err.txt");
+  if (took < psi::kFirstLineSeconds + 0.5) GTEST_SKIP() << "the run took only " << took << " s";
+  ASSERT_GE(lines.size(), 1u);
+  // Every further line a period (30 s) later.
+  EXPECT_LE(lines.size(), std::size_t(1 + took / 30.0)) << lines.back();
+  const std::smatch m = [&] {
+    std::smatch r;
+    std::regex_search(lines[0], r, std::regex("  ([0-9.]+)s elapsed, part ETA [0-9.]+s, whole command \\[([0-9]+)/~?([0-9]+)\\] ETA "));
+    return r;
+  }();
+  ASSERT_EQ(m.size(), 4u) << lines[0];
+  const double at = std::stod(m[1].str());
+  EXPECT_GE(at, psi::kFirstLineSeconds) << lines[0];
+  EXPECT_LT(at, psi::kFirstLineSeconds + 3.0) << lines[0];
+  EXPECT_GT(std::stol(m[2].str()), 0) << lines[0];
+  EXPECT_EQ(std::stol(m[3].str()), 110) << lines[0];
   fs::remove_all(dir);
 }
