@@ -36,10 +36,10 @@ std::optional<int> env_threads() {
   return int(*n);
 }
 
-double env_progress_seconds() {
+std::optional<double> env_progress_seconds() {
   constexpr double kMax = 1e6;
   const auto t = env_text("PSI_PROGRESS_SECONDS");
-  if (!t) return 30.0;
+  if (!t) return std::nullopt;
   std::string why;
   const auto v = parse_real(*t, &why);
   if (!v) throw Error("environment variable PSI_PROGRESS_SECONDS='" + *t + "' is " + why + " (seconds, 0 to 1e6)");

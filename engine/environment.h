@@ -11,8 +11,9 @@ namespace psi {
 
 // PSI_THREADS: threads of parallel_for, 1..1024; nullopt when unset.
 std::optional<int> env_threads();
-// PSI_PROGRESS_SECONDS: seconds between plain progress lines, 0..1e6 (0: every step); default 30.
-double env_progress_seconds();
+// PSI_PROGRESS_SECONDS: seconds between plain progress lines, 0..1e6 (0: every step); nullopt
+// when unset (the default period, with an early first line).
+std::optional<double> env_progress_seconds();
 // PSI_H5_CHECK_SECONDS: whole seconds a child may take to read an HDF5 file, 1..3600; default 20.
 std::uint64_t env_h5_check_seconds();
 // PSI_SHARED: the shared folder (recordings, facts); nullopt when unset.

@@ -70,9 +70,12 @@ void install_interrupt_handlers() {
   // SA_RESTART keeps library reads and writes whole after the first signal; the flag is seen
   // at the next check point.
   sa.sa_flags = SA_RESTART;
+  // SIGHUP and SIGPIPE ignored when psi starts stay ignored: nohup's, and a parent that wants
+  // EPIPE instead. Every other one is handled whatever psi inherited: a shell without job
+  // control starts `psi … &` with SIGINT and SIGQUIT ignored, and `kill -INT` must still stop it.
   auto install = [&](int sig) {
     struct sigaction old {};
-    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) return;  // ignored on purpose
+    if ((sig == SIGHUP || sig == SIGPIPE) && sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) return;
     sigaction(sig, &sa, nullptr);
   };
   for (const NamedSignal& s : kSignals) install(s.sig);

@@ -6,8 +6,9 @@
 // steps, blocks, planned tiles, progress steps, operator tasks), which throws an Error with exit
 // status 128 + n so that nothing is written under a final name, and no file is put in place
 // once a signal has arrived. A second signal ends the process at once: the temporary files
-// registered below are unlinked and the process exits with 128 + n. A signal ignored when psi
-// starts (nohup's SIGHUP, a parent's SIGPIPE) stays ignored. SIGXFSZ (a file-size limit) is
+// registered below are unlinked and the process exits with 128 + n. SIGHUP or SIGPIPE ignored
+// when psi starts (nohup's, a parent's) stays ignored; the others are handled all the same (a
+// shell starts a background job with SIGINT and SIGQUIT ignored). SIGXFSZ (a file-size limit) is
 // no interruption: it is recorded, and the write that passed the limit fails with EFBIG.
 #include <string>
 

@@ -18,10 +18,16 @@ namespace {
 // The Progress that owns this thread's line (progress is drawn from the thread doing the work).
 thread_local Progress* line_owner = nullptr;
 
-// Seconds between plain lines when stderr is not a terminal.
+// Seconds between plain lines when stderr is not a terminal, and before the first: soon by
+// default, but a period the user set (PSI_PROGRESS_SECONDS) holds for the first line too.
+constexpr double kDefaultPeriodSeconds = 30.0;
 double plain_period() {
-  static const double period = env_progress_seconds();
+  static const double period = env_progress_seconds().value_or(kDefaultPeriodSeconds);
   return period;
+}
+double first_line_after() {
+  static const double first = env_progress_seconds().value_or(kFirstLineSeconds);
+  return first;
 }
 
 // When a progress line (or pulse) was last printed, and when the process began, in steady-clock
@@ -41,7 +47,7 @@ void progress_pulse() {
   std::int64_t last = g_last_line.load(std::memory_order_relaxed);
   // The first line soon after the start (a second after a progress line's first would have
   // come: that one says more), the next ones a period apart.
-  const double wait = last == 0 ? kFirstLineSeconds + 1.0 : std::max(plain_period(), 10.0);
+  const double wait = last == 0 ? first_line_after() + 1.0 : std::max(plain_period(), 10.0);
   if (now - std::max(last, g_start) < std::int64_t(wait * 1e9)) return;
   std::unique_lock<std::mutex> lock(g_pulse_mutex, std::try_to_lock);
   if (!lock || !g_last_line.compare_exchange_strong(last, now)) return;  // another thread prints it
@@ -89,7 +95,7 @@ void Progress::draw(const Progress& part, const std::string& where) {
   const auto now = Clock::now();
   const bool tty = enabled();
   if (!tty) {
-    const double wait = printed_ ? plain_period() : std::min(plain_period(), kFirstLineSeconds);
+    const double wait = printed_ ? plain_period() : first_line_after();
     if (std::chrono::duration<double>(now - last_plain_).count() < wait) return;
   }
   last_plain_ = now;

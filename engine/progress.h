@@ -7,19 +7,19 @@
 // several parts also counts its units done out of all of its parts' and gives the whole
 // command's ETA (parts not yet begun counted like the current one, the total then marked ~).
 // On a terminal the line overwrites itself; otherwise the first plain line comes once
-// kFirstLineSeconds have passed and the next every PSI_PROGRESS_SECONDS seconds (default 30; 0:
-// at every step), so a log shows soon that the run is alive without filling up. Between steps,
-// long operators pulse (progress_pulse): when stderr is not a terminal and no line has been
-// printed for a second more than kFirstLineSeconds since the start, or for the period (at least
-// 10 s) since the last line, a plain line says where the work is, so that a log shows a single long step is
-// alive too.
+// kFirstLineSeconds have passed and the next every 30 s, so a log shows soon that the run is
+// alive without filling up; PSI_PROGRESS_SECONDS sets the period, first line included (0: at
+// every step). Between steps, long operators pulse (progress_pulse): when stderr is not a
+// terminal and no line has been printed for a second more than the first line's delay since the
+// start, or for the period (at least 10 s) since the last line, a plain line says where the work
+// is, so that a log shows a single long step is alive too.
 #include <chrono>
 #include <string>
 
 namespace psi {
 
 // Seconds after the start of a command before its first plain progress line (or pulse) when
-// stderr is not a terminal (sooner with a shorter PSI_PROGRESS_SECONDS).
+// stderr is not a terminal and PSI_PROGRESS_SECONDS is not set.
 inline constexpr double kFirstLineSeconds = 2.0;
 
 // Steady-clock seconds since t0: the wall times runs and reports record.

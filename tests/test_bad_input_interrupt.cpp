@@ -212,6 +212,34 @@ TEST(Interrupt, ASignalAtTheStartIsSeen) {
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
 }
 
+// A shell without job control starts `psi … &` with SIGINT and SIGQUIT ignored; psi handles
+// them all the same, so `kill -INT` stops it (it used to keep them ignored: the run finished,
+// wrote its report and exited 0). SIGHUP ignored at the start (nohup) stays ignored.
+TEST(Interrupt, ASignalIgnoredByTheParentStillStopsPsi) {
+  const fs::path dir = fresh_dir("interrupt_ignored"), io = fresh_dir("interrupt_ignored_io");
+  struct sigaction ignore {}, old_int {}, old_hup {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGINT, &ignore, &old_int), 0);
+  ASSERT_EQ(::sigaction(SIGHUP, &ignore, &old_hup), 0);
+  const pid_t pid =
+      spawn_psi({"probe", "audio-ff-up", "--variant", "official-h200", "--out", (dir / "p.h5").string()}, io);
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGHUP, &old_hup, nullptr);
+  ASSERT_TRUE(wait_for_handlers(pid));
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with("SigIgn:")) {
+      EXPECT_EQ(std::stoull(line.substr(7), nullptr, 16) >> (SIGHUP - 1) & 1, 1u) << "SIGHUP no longer ignored";
+    }
+  }
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  const PsiRun r = wait_psi(pid, io);
+  EXPECT_EQ(r.signal, 0);
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by SIGINT at ")) << r.err;
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+}
+
 // A file-size limit (`ulimit -f`, SIGXFSZ not ignored) is no interruption: the write that
 // passes it fails, and the one error line says so (it used to read "interrupted again" once a
 // second write raised the signal again).

@@ -168,3 +168,19 @@ TEST(Progress, FirstPlainLineComesWithinSeconds) {
   EXPECT_EQ(std::stol(m[3].str()), 110) << lines[0];
   fs::remove_all(dir);
 }
+
+// A period the user sets holds for the first line too: PSI_PROGRESS_SECONDS=86400 (what the
+// bad-input tests set, whose contract is one stderr line) prints no early line in a run longer
+// than the default first line's 2 s.
+TEST(Progress, ASetPeriodHoldsForTheFirstLine) {
+  const fs::path dir = fs::temp_directory_path() / ("psi_progress_set_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string run = "PSI_PROGRESS_SECONDS=86400 " + std::string(PSI_BINARY) + " run transport-control --out " +
+                          (dir / "t.h5").string() + " >/dev/null 2>" + (dir / "err.txt").string();
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(std::system(run.c_str()), 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (took < psi::kFirstLineSeconds + 1.5) GTEST_SKIP() << "the run took only " << took << " s";
+  EXPECT_EQ(lines_of(dir / "err.txt"), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
