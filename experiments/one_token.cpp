@@ -19,11 +19,36 @@
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "engine/progress.h"
+#include "experiments/kernel_search.h"
+#include "experiments/trajectory_ops.h"
 #include "experiments/trajectory_support.h"
+#include "hdf5/output_path.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 
 namespace psi::exp {
+
+// The options of one-token alone.
+struct OneTokenOptions {
+  // --capture: also write teacher-forced step 1 of the one-token trajectory under official-h200
+  // operator by operator (experiments/trajectory_ops.h), the layout psi probe trajectory-step reads.
+  std::string capture;
+  static auto fields() { return std::tuple{field_if_present("capture", &OneTokenOptions::capture)}; }
+};
+
+void set_capture(const std::string& value, Options& o) {
+  if (value.empty()) throw Error("--capture: an empty path");
+  set_own_options(o, OneTokenOptions{value});
+}
+
+// The capture of step 1 of the recorded one-token trajectory, after the run's own cases.
+void write_step_capture(const Options& o, const std::filesystem::path& out) {
+  const probes::TrajectoryRecording& recorded = probes::trajectory_recording(1);
+  const TinyTrajectory t(reference_dir(o), 1);
+  OpCapture capture;
+  observed_step(t, 1, capture);
+  write_capture(out, recorded.group, 1, t.state_name(1), t.seed(), capture.ops());
+}
 
 // A path's run in a row of the replay.
 struct OneTokenResult {
@@ -122,6 +147,14 @@ OneTokenCase replay_row(const ContextCase& cc, const std::string& path, const st
 
 void run_one_token(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
+  const std::string capture = own_options<OneTokenOptions>(o).capture;
+  if (!capture.empty()) {
+    // The capture is of the recorded trajectory's step: only a run that computes it can give it.
+    if (o.model != "tiny" || o.profile != "ltx25" || !o.checkpoint.empty())
+      throw Error("one-token: --capture writes the recorded tiny ltx25 trajectory's step; not with --model " + o.model +
+                  " --profile " + o.profile + (o.checkpoint.empty() ? "" : " --checkpoint"));
+    hdf5::check_output(capture, run_inputs(o), "one-token: --capture");
+  }
   std::int64_t index = 0;
   for (const ContextCase& cc : probes::trajectory_recordings()) {
     if (o.quick && cc.context_rows != 1) continue;  // --quick: the one-token context only
@@ -182,6 +215,7 @@ void run_one_token(const Options& o, Report& report) {
       }
     }
   }
+  if (!capture.empty()) write_step_capture(o, capture);
 }
 
 namespace {
@@ -319,6 +353,12 @@ const Registration one_token_registration{3, {
     .run = run_one_token,
     .tabulate = tabulate_one_token,
     .settle = settle_one_token,
+    .options = {{.flag = "--capture",
+                 .help = "one-token: FILE: also write teacher-forced step 1 of the recorded one-token trajectory "
+                         "under official-h200, every product and attention core with its inputs and output (the "
+                         "layout psi probe trajectory-step replays; docs/official-kernels.md)",
+                 .apply = set_capture}},
+    .own_defaults = OneTokenOptions{},
     .reread = reread_as<OneTokenCase>}};
 
 }  // namespace psi::exp

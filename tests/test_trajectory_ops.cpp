@@ -276,3 +276,25 @@ TEST(TrajectoryOps, BadCapturesAreRefused) {
 }
 
 }  // namespace
+
+// The capture as the issue asks for it, from `psi run one-token --quick --capture`: the same
+// operators, bit for bit, as `psi kernels where --capture` writes, and a replay in which no
+// operator departs. A run that does not compute the recorded trajectory refuses --capture.
+TEST(TrajectoryOps, OneTokenRunWritesTheCapture) {
+  Dir dir;
+  const fs::path f = dir.path / "run_capture.h5";
+  const auto run = run_psi_in("run one-token --quick --capture " + f.string() + " --out " + (dir.path / "r.h5").string(),
+                              dir.path);
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto cmp = run_psi_in("compare " + capture().string() + " " + f.string() + " --only ^/trajectory_tiny_ops/", dir.path);
+  EXPECT_EQ(cmp.status, 0) << cmp.out << cmp.err;
+  const auto rep = run_psi_in("probe trajectory-step --reference " + f.string() + " --step 1", dir.path);
+  EXPECT_EQ(rep.status, 0) << rep.out << rep.err;
+  EXPECT_NE(rep.out.find("no operator departs"), std::string::npos) << rep.out;
+  const auto small = run_psi_in("run one-token --quick --model small --capture " + (dir.path / "s.h5").string() +
+                                    " --out " + (dir.path / "s_report.h5").string(),
+                                dir.path);
+  EXPECT_EQ(small.status, 2) << small.out << small.err;
+  EXPECT_NE(small.err.find("--capture writes the recorded tiny ltx25 trajectory's step"), std::string::npos) << small.err;
+  EXPECT_FALSE(fs::exists(dir.path / "s.h5"));
+}
