@@ -14,7 +14,7 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/error.h"
 #include "engine/json_read.h"
-#include "hdf5/output_path.h"
+#include "outputs/output_path.h"
 
 namespace {
 
@@ -37,14 +37,14 @@ bool is_summary_json(const std::filesystem::path& p) {
 
 int summary(const DeviceOpts& o) {
   const auto inputs = psi::device_check::check_folder_inputs(o.dir);
-  if (!o.json_out.empty()) psi::hdf5::check_output(o.json_out, inputs, "device summary: --json", is_summary_json);
+  if (!o.json_out.empty()) psi::outputs::check_output(o.json_out, inputs, "device summary: --json", is_summary_json);
   if (!o.out.empty())
-    psi::hdf5::check_output(o.out, inputs, "device summary: --out",
-                               psi::hdf5::first_line_starts_with(psi::device_check::kSummaryTitle));
+    psi::outputs::check_output(o.out, inputs, "device summary: --out",
+                               psi::outputs::first_line_starts_with(psi::device_check::kSummaryTitle));
   const auto folder = psi::device_check::read_check_folder(o.dir);
   const std::string md = psi::device_check::render_markdown(folder);
-  if (!o.json_out.empty()) psi::hdf5::write_file_atomically(o.json_out, psi::device_check::to_json(folder).dump(1) + "\n");
-  if (!o.out.empty()) psi::hdf5::write_file_atomically(o.out, md);
+  if (!o.json_out.empty()) psi::outputs::write_file_atomically(o.json_out, psi::device_check::to_json(folder).dump(1) + "\n");
+  if (!o.out.empty()) psi::outputs::write_file_atomically(o.out, md);
   std::cout << md;
   return 0;
 }

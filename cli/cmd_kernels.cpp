@@ -23,7 +23,8 @@
 #include "experiments/kernel_config_file.h"
 #include "experiments/kernel_search.h"
 #include "experiments/trajectory_ops.h"
-#include "hdf5/output_path.h"
+#include "hdf5/schema.h"
+#include "outputs/output_path.h"
 #include "probes/probe_cases.h"
 
 namespace {
@@ -120,7 +121,7 @@ nlohmann::json confirm_both(const fs::path& ref, const psi::official::KernelConf
 int search(const KernelsOpts& o) {
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
-    psi::hdf5::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
+    psi::outputs::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
                                "kernels search: --out",
                                psi::exp::is_kernel_config_file());
   const psi::official::KernelConfig start = start_config(o);
@@ -156,7 +157,7 @@ int search(const KernelsOpts& o) {
   record["candidates"] = {{"splits", so.splits}, {"granules", so.granules}, {"fma_chains", so.fma_chains}};
   record["confirmation"] = confirm_both(ref, r.best);
   if (!o.out.empty()) {
-    psi::hdf5::write_file_atomically(o.out, psi::exp::kernel_config_text(r.best, record));
+    psi::outputs::write_file_atomically(o.out, psi::exp::kernel_config_text(r.best, record));
     std::printf("\nconfiguration: %s\n", o.out.c_str());
   }
   return 0;
@@ -173,7 +174,7 @@ int where(const KernelsOpts& o) {
   psi::official::set_kernel_config(start_config(o));
   const fs::path ref = reference_dir(o);
   const psi::probes::TrajectoryRecording& recorded = psi::probes::trajectory_recording(o.context);
-  if (!o.capture.empty()) psi::hdf5::check_output(o.capture, {ref / recorded.file}, "kernels where: --capture");
+  if (!o.capture.empty()) psi::outputs::check_output(o.capture, {ref / recorded.file}, "kernels where: --capture", psi::hdf5::is_psi_h5);
   const psi::exp::TinyTrajectory t(ref, o.context);
   psi::exp::OpCapture capture;
   const auto [ours, rec] = psi::exp::observed_step(t, o.step, capture);
@@ -220,8 +221,8 @@ int fragile(const KernelsOpts& o) {
   psi::official::set_kernel_config(start_config(o));
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
-    psi::hdf5::check_output(o.out, {ref / psi::probes::trajectory_recording(o.context).file}, "kernels fragile: --out",
-                            psi::hdf5::first_line_is(kFragilityFirstLine));
+    psi::outputs::check_output(o.out, {ref / psi::probes::trajectory_recording(o.context).file}, "kernels fragile: --out",
+                            psi::outputs::first_line_is(kFragilityFirstLine));
   const psi::exp::TinyTrajectory t(ref, o.context);
   std::vector<psi::exp::OpFragility> ops = psi::exp::audit_step(t, o.step, o.influence);
   std::printf("fragility of step %d (%s, %s context), official-h200 on psi's own inputs of the step: output elements "
@@ -261,7 +262,7 @@ int fragile(const KernelsOpts& o) {
                               {"influence_measured", o.influence},
                               {"operators", psi::exp::to_json(ops)}};
     // The schema line first, as the output rule reads it; then the rest of the object.
-    psi::hdf5::write_file_atomically(o.out, std::string(kFragilityFirstLine) + "\n" + j.dump(1).substr(2) + "\n");
+    psi::outputs::write_file_atomically(o.out, std::string(kFragilityFirstLine) + "\n" + j.dump(1).substr(2) + "\n");
     std::printf("report: %s\n", o.out.c_str());
   }
   return 0;

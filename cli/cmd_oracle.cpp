@@ -20,7 +20,6 @@
 #include "engine/error.h"
 #include "engine/progress.h"
 #include "hdf5/h5.h"
-#include "hdf5/output_path.h"
 #include "hdf5/unverified.h"
 #include "oracle/certify.h"
 #include "oracle/explain.h"
@@ -28,6 +27,7 @@
 #include "oracle/fixed_dot.h"
 #include "oracle/operands.h"
 #include "oracle/tc_trace.h"
+#include "outputs/output_path.h"
 #include "probes/probe_cases.h"
 
 namespace {
@@ -124,10 +124,10 @@ std::string operand_desc(const std::string& name, bool synthinit, const psi::Sha
   return s;
 }
 
-// --list obeys the output rule (hdf5/output_path.h: not the input under any name, not a
+// --list obeys the output rule (outputs/output_path.h: not the input under any name, not a
 // directory or a device) and goes into an existing folder; checked before the certification runs.
 void check_list_path(const std::string& list, const std::string& input) {
-  psi::hdf5::check_output(list, {input}, "oracle certify: --list", psi::hdf5::first_line_is(po::kListCsvHeader));
+  psi::outputs::check_output(list, {input}, "oracle certify: --list", psi::outputs::first_line_is(po::kListCsvHeader));
   const fs::path lp(list);
   const fs::path dir = lp.parent_path().empty() ? fs::path(".") : lp.parent_path();
   std::error_code ec;
@@ -173,7 +173,7 @@ int run_certify(const CertifyOpts& o) {
   po::CertifyReport rep = po::certify(p, y, {r0, r1, o.threads});
   progress.step("decided");
   progress.finish();
-  if (!o.list.empty()) psi::hdf5::write_file_atomically(o.list, po::list_csv(rep));
+  if (!o.list.empty()) psi::outputs::write_file_atomically(o.list, po::list_csv(rep));
 
   const auto& s = p.source;
   if (o.json) {

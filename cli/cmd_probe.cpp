@@ -17,7 +17,8 @@
 #include "engine/parallel.h"
 #include "experiments/experiment.h"
 #include "experiments/trajectory_ops.h"
-#include "hdf5/output_path.h"
+#include "hdf5/schema.h"
+#include "outputs/output_path.h"
 #include "probes/probe_cases.h"
 #include "report/diff_figures.h"
 
@@ -348,7 +349,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                        "or a folder holding " + pc.default_file + ")");
     psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain, o->differences};
     const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
-    if (!o->out.empty()) psi::hdf5::check_output(o->out, {in.file, in.flash_file}, "probe: --out");
+    if (!o->out.empty()) psi::outputs::check_output(o->out, {in.file, in.flash_file}, "probe: --out", psi::hdf5::is_psi_h5);
     if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))
       throw psi::Error("probe: --figures " + o->figures + ": not a folder");
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
@@ -362,7 +363,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       std::filesystem::create_directories(dir);
       for (const auto& f : figs)
         for (const char* ext : {".svg", ".png"})
-          psi::hdf5::check_output(psi::report::figure_file(dir / r.case_name, f, ext), {in.file, in.flash_file},
+          psi::outputs::check_output(psi::report::figure_file(dir / r.case_name, f, ext), {in.file, in.flash_file},
                                      "probe: --figures", psi::report::is_psi_figure);
       write_probe_figures(r, figs, dir);
     }

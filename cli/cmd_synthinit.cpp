@@ -12,7 +12,8 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "hdf5/h5.h"
-#include "hdf5/output_path.h"
+#include "hdf5/schema.h"
+#include "outputs/output_path.h"
 
 namespace {
 
@@ -71,7 +72,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
       throw psi::Error("synthinit: --shape " + psi::shape_str(o->shape) + " is " + std::to_string(elements) +
                        " BF16 elements, more than this machine's memory (" + std::to_string(memory) + " bytes) holds");
     if (!o->out.empty()) {
-      psi::hdf5::check_output(o->out, {}, "synthinit: --out");
+      psi::outputs::check_output(o->out, {}, "synthinit: --out", psi::hdf5::is_psi_h5);
       if (o->shape.size() > std::size_t(psi::h5::kMaxRank))
         throw psi::Error("synthinit: --out: a tensor of rank " + std::to_string(o->shape.size()) +
                          " cannot be written (HDF5 holds at most " + std::to_string(psi::h5::kMaxRank) + " dimensions)");
@@ -86,7 +87,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
     if (!o->out.empty()) {
       psi::h5::File f = psi::h5::File::create(o->out);
       f.write_bf16("/" + o->name, t);
-      // Not a psi-h5/1 report, but psi's: a later --out may replace it (hdf5/output_path.h).
+      // Not a psi-h5/1 report, but psi's: a later --out may replace it (outputs/output_path.h).
       f.set_attr("/", "schema", std::string("psi-synthinit/1"));
       f.commit();
     }

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "engine/whole_number.h"
-#include "hdf5/output_path.h"
 #include "hdf5/unverified.h"
+#include "outputs/output_path.h"
 
 namespace psi::cli {
 
@@ -60,9 +60,9 @@ inline CLI::Validator non_empty() {
 }
 
 // --force on a command that writes files: an existing output that psi did not write (a
-// recording, anyone's file) is replaced instead of refused (hdf5/output_path.h).
+// recording, anyone's file) is replaced instead of refused (outputs/output_path.h).
 inline void add_force_flag(CLI::App& sub) {
-  sub.add_flag_callback("--force", [] { hdf5::set_force_replace(true); },
+  sub.add_flag_callback("--force", [] { outputs::set_force_replace(true); },
                         "replace an existing output file even if psi did not write it (without it such a file is "
                         "refused, exit 2)");
 }

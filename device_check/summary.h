@@ -74,7 +74,7 @@ struct CheckFolder {
 // report's section is its experiment's (Experiment::device_summary).
 CheckFolder read_check_folder(const std::filesystem::path& dir);
 // The files read_check_folder reads in `dir` (some may not exist), which the summary's outputs
-// must not be (hdf5/output_path.h).
+// must not be (outputs/output_path.h).
 std::vector<std::filesystem::path> check_folder_inputs(const std::filesystem::path& dir);
 
 // GoogleTest's --gtest_output=json for one program.

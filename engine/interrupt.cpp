@@ -49,7 +49,7 @@ extern "C" void on_file_size_limit(int) { g_file_size_limit.store(true); }
 // The signals whose default action ends the process and that a program may handle, with the
 // names its messages use. Not here: the faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL), SIGABRT and
 // SIGTRAP, after which the program cannot go on to a check point; what psi writes has no name
-// until it is complete (hdf5/pending_output.h), so they leave nothing behind either. The
+// until it is complete (outputs/pending_output.h), so they leave nothing behind either. The
 // real-time signals SIGRTMIN..SIGRTMAX are added at run time.
 struct NamedSignal {
   int sig;

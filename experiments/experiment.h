@@ -154,7 +154,7 @@ std::string device_name(rt::BackendKind backend);
 std::filesystem::path reference_dir(const Options& o);
 
 // The files a run may read, which its report and the files beside it must not be
-// (hdf5/output_path.h): every entry of the reference folder, and the checkpoint.
+// (outputs/output_path.h): every entry of the reference folder, and the checkpoint.
 std::vector<std::filesystem::path> run_inputs(const Options& o);
 
 }  // namespace psi::exp

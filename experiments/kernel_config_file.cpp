@@ -124,6 +124,6 @@ std::string kernel_config_text(const official::KernelConfig& c, const nlohmann::
   return t + "\n}\n";
 }
 
-hdf5::Recognizer is_kernel_config_file() { return hdf5::first_line_is(first_line()); }
+outputs::Recognizer is_kernel_config_file() { return outputs::first_line_is(first_line()); }
 
 }  // namespace psi::exp

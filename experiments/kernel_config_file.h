@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/official/kernel_config.h"
-#include "hdf5/output_path.h"
+#include "outputs/output_path.h"
 
 namespace psi::exp {
 
@@ -35,7 +35,7 @@ nlohmann::json kernel_config_products(const official::KernelConfig& c);
 // `search` is stored under "search" unless null.
 std::string kernel_config_text(const official::KernelConfig& c, const nlohmann::json& search = nullptr);
 
-// The recognizer of kernel-config files psi wrote (hdf5::check_output).
-hdf5::Recognizer is_kernel_config_file();
+// The recognizer of kernel-config files psi wrote (outputs::check_output).
+outputs::Recognizer is_kernel_config_file();
 
 }  // namespace psi::exp

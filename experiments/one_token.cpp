@@ -22,7 +22,8 @@
 #include "experiments/kernel_search.h"
 #include "experiments/trajectory_ops.h"
 #include "experiments/trajectory_support.h"
-#include "hdf5/output_path.h"
+#include "hdf5/schema.h"
+#include "outputs/output_path.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 
@@ -153,7 +154,7 @@ void run_one_token(const Options& o, Report& report) {
     if (o.model != "tiny" || o.profile != "ltx25" || !o.checkpoint.empty())
       throw Error("one-token: --capture writes the recorded tiny ltx25 trajectory's step; not with --model " + o.model +
                   " --profile " + o.profile + (o.checkpoint.empty() ? "" : " --checkpoint"));
-    hdf5::check_output(capture, run_inputs(o), "one-token: --capture");
+    outputs::check_output(capture, run_inputs(o), "one-token: --capture", hdf5::is_psi_h5);
   }
   std::int64_t index = 0;
   for (const ContextCase& cc : probes::trajectory_recordings()) {

@@ -10,8 +10,9 @@
 #include "engine/error.h"
 #include "engine/json_read.h"
 #include "hdf5/h5.h"
-#include "hdf5/output_path.h"
+#include "hdf5/schema.h"
 #include "hdf5/unverified.h"
+#include "outputs/output_path.h"
 
 namespace psi::exp {
 
@@ -40,7 +41,7 @@ hdf5::RunInfo run_info(const Experiment& e, const Options& o, const std::string&
 
 std::filesystem::path checked(const std::filesystem::path& p, const std::vector<std::filesystem::path>& inputs,
                               const std::string& what) {
-  hdf5::check_output(p, inputs, what);
+  outputs::check_output(p, inputs, what, hdf5::is_psi_h5);
   return p;
 }
 
@@ -119,7 +120,7 @@ std::vector<Table> Report::commit() {
   const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};
   for (const Figure& f : figs)
     for (const char* ext : {".svg", ".png"})
-      hdf5::check_output(figure_file(path(), f, ext), inputs_, "figure", is_psi_figure);
+      outputs::check_output(figure_file(path(), f, ext), inputs_, "figure", is_psi_figure);
   writer_.commit();
   if (!figs.empty()) {
     std::vector<std::string> notes;

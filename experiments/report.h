@@ -17,7 +17,7 @@ namespace psi::exp {
 class Report {
  public:
   // `inputs`: the files the command reads (run_inputs, or the shards of a merge). The report is
-  // checked against them by the output rule (hdf5/output_path.h) here, before any work.
+  // checked against them by the output rule (outputs/output_path.h) here, before any work.
   Report(const Experiment& e, const Options& o, const std::string& device_name,
          std::vector<std::filesystem::path> inputs);
 

@@ -19,11 +19,12 @@
 
 #include "engine/environment.h"
 #include "engine/error.h"
-#include "engine/memory.h"
 #include "engine/interrupt.h"
-#include "hdf5/isolated.h"
-#include "hdf5/link_allowance.h"
-#include "hdf5/output_path.h"
+#include "engine/memory.h"
+#include "hdf5/schema.h"
+#include "outputs/isolated.h"
+#include "outputs/link_allowance.h"
+#include "outputs/output_path.h"
 
 namespace fs = std::filesystem;
 
@@ -327,11 +328,11 @@ File File::open_read(const fs::path& p) {
   // allocate without bound: it reads the file first in a child process, and psi opens the file
   // only if the child came through.
   if (!refusal) {
-    const hdf5::IsolatedOutcome o =
-        hdf5::run_isolated([&] { open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
-    refusal = o.kind == hdf5::IsolatedOutcome::Kind::crashed
+    const outputs::IsolatedOutcome o =
+        outputs::run_isolated([&] { open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
+    refusal = o.kind == outputs::IsolatedOutcome::Kind::crashed
                   ? "libhdf5 crashed (" + o.detail + ") reading the file in a child process"
-              : o.kind == hdf5::IsolatedOutcome::Kind::timed_out
+              : o.kind == outputs::IsolatedOutcome::Kind::timed_out
                   ? "libhdf5 did not finish reading the file in a child process (" + o.detail +
                         "; PSI_H5_CHECK_SECONDS sets the limit)"
                   : "";
@@ -351,13 +352,13 @@ File File::open_read(const fs::path& p) {
 
 void allow_links_to(const fs::path& file) {
   File::open_read(file);
-  hdf5::allow_link_target(file);
+  outputs::allow_link_target(file);
 }
 
 File File::create(const fs::path& final_path) {
   quiet_errors();
   // The part of the output rule that needs no inputs; commands check their inputs before.
-  hdf5::check_output(final_path, {}, "");
+  outputs::check_output(final_path, {}, "", hdf5::is_psi_h5);
   File f;
   f.final_path_ = final_path;
   f.pending_.emplace(final_path);
@@ -457,7 +458,7 @@ bool File::check_external_link(const std::string& link, const H5L_info_t& li, in
       H5Lunpack_elink_val(val.data(), val.size(), nullptr, &target_file, &target_path) < 0 || !target_file || !target_path)
     throw h5_error(where(link) + " is an external link that cannot be read" + kOnlyHere);
   const std::string described = "an external link to " + std::string(target_file) + ":" + target_path;
-  if (hdf5::allowed_link_targets().empty())
+  if (outputs::allowed_link_targets().empty())
     throw h5_error(where(link) + " is " + described + kOnlyHere + " (--allow-link-to FILE follows links to FILE)");
   // HDF5 looks for a link's file under HDF5_EXT_PREFIX first: psi could not tell which file it
   // would open.
@@ -477,7 +478,7 @@ bool File::check_external_link(const std::string& link, const H5L_info_t& li, in
     std::error_code ec;
     target = fs::absolute(holder_name.c_str(), ec).parent_path() / target;
   }
-  if (!hdf5::link_target_allowed(target))
+  if (!outputs::link_target_allowed(target))
     throw h5_error(where(link) + " is " + described + " (the file " + target.string() + ")" + kOnlyHere +
                    ", and --allow-link-to does not name that file");
   // The path the link names is walked in its file by the same rules, so that a link there (a
@@ -489,7 +490,7 @@ void File::check_file_of(hid_t object, const std::string& path) const {
   const auto in = file_identity(object);
   const auto own = file_identity(file_.get());
   if (!in || !own) throw h5_error(where(path) + ": cannot tell which file it is in");
-  if (*in != *own && !hdf5::link_target_allowed(in->first, in->second))
+  if (*in != *own && !outputs::link_target_allowed(in->first, in->second))
     throw h5_error(where(path) + " was found in a file --allow-link-to does not name" + kOnlyHere);
 }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "hdf5/pending_output.h"
+#include "outputs/pending_output.h"
 
 namespace psi::h5 {
 
@@ -59,8 +59,8 @@ class File {
   // one-line psi::Error naming it.
   static File open_read(const std::filesystem::path& p);
   // Creates a file that has no name until commit() closes it and puts it at `final_path`
-  // (hdf5/pending_output.h); a File destroyed without commit() leaves nothing. A `final_path`
-  // the output rule refuses is refused (hdf5/output_path.h).
+  // (outputs/pending_output.h); a File destroyed without commit() leaves nothing. A `final_path`
+  // the output rule refuses is refused (outputs/output_path.h).
   static File create(const std::filesystem::path& final_path);
 
   File(File&&) noexcept;
@@ -142,7 +142,7 @@ class File {
 
   Handle file_;
   std::filesystem::path final_path_;
-  std::optional<hdf5::PendingOutput> pending_;
+  std::optional<outputs::PendingOutput> pending_;
   bool writable_ = false;
 };
 

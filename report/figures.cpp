@@ -12,8 +12,8 @@
 #include <map>
 #include <sstream>
 
-#include "hdf5/output_path.h"
-#include "hdf5/pending_output.h"
+#include "outputs/output_path.h"
+#include "outputs/pending_output.h"
 
 namespace psi::report {
 
@@ -341,14 +341,14 @@ std::filesystem::path figure_file(const std::filesystem::path& report, const Fig
 }
 
 bool is_psi_figure(const std::filesystem::path& p) {
-  if (p.extension() == ".svg") return hdf5::first_line_is(kSvgMark)(p);
+  if (p.extension() == ".svg") return outputs::first_line_is(kSvgMark)(p);
   if (p.extension() != ".png") return false;
   std::ifstream in(p, std::ios::binary);
   char magic[8] = {};
   if (!in.read(magic, 8) || std::string(magic, 8) != "\x89PNG\r\n\x1a\n") return false;
   std::filesystem::path svg = p;
   svg.replace_extension(".svg");
-  return hdf5::first_line_is(kSvgMark)(svg);
+  return outputs::first_line_is(kSvgMark)(svg);
 }
 
 std::vector<std::filesystem::path> write_figures(const std::filesystem::path& report, const std::vector<Figure>& figs,
@@ -356,10 +356,10 @@ std::vector<std::filesystem::path> write_figures(const std::filesystem::path& re
   std::vector<std::filesystem::path> written;
   for (const Figure& fig : figs) {
     const std::filesystem::path svg = figure_file(report, fig, ".svg");
-    hdf5::write_file_atomically(svg, fig.svg);
+    outputs::write_file_atomically(svg, fig.svg);
     written.push_back(svg);
     const std::filesystem::path png = figure_file(report, fig, ".png");
-    hdf5::PendingOutput file(png);
+    outputs::PendingOutput file(png);
     if (svg_to_png(fig.svg, file.fd())) {
       file.commit();
       written.push_back(png);

@@ -774,7 +774,7 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
 // Files that crash libhdf5 1.10.8 itself (class 9; found by fuzz_h5_report, docs/reliability.md
 // bug 16): a SIGSEGV in H5A__close while attributes are iterated, a global-heap read past its
 // buffer in H5HG_read. psi used to die with them; libhdf5 now reads every file first in a
-// child process (hdf5/isolated.h), and psi refuses the file when the child does not come
+// child process (outputs/isolated.h), and psi refuses the file when the child does not come
 // through: exit 2, one line, through every command that reads HDF5.
 TEST(BadHdf5, FilesThatCrashLibhdf5AreRefused) {
   const fs::path dir = fresh_dir("h5_crash");

@@ -1,4 +1,4 @@
-// The output rule (hdf5/output_path.h): no command that writes a file may overwrite or
+// The output rule (outputs/output_path.h): no command that writes a file may overwrite or
 // truncate a file it reads (named directly, through a symbolic link, a hard link or `..`), nor
 // replace a directory, a device node or a fifo; each is refused with exit 2 and one line before
 // the work starts, and the input's bytes stay as they were. Partial files (an interrupted run's
@@ -18,9 +18,9 @@
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "hdf5/h5.h"
-#include "hdf5/output_path.h"
 #include "hdf5/state_file.h"
 #include "hdf5/unverified.h"
+#include "outputs/output_path.h"
 #include "tests/test_bad_input_support.h"
 
 using namespace psi::badinput;
@@ -299,7 +299,7 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
   // The text files (figures, lists, summaries) take the same path.
   fs::remove(target);
   fs::create_directories(target);
-  expect_error([&] { psi::hdf5::write_file_atomically(target, "x"); }, Exit::bad_input,
+  expect_error([&] { psi::outputs::write_file_atomically(target, "x"); }, Exit::bad_input,
                {target.string(), "appeared (a directory)"}, "write_file_atomically");
   EXPECT_EQ(leftovers(dir), std::vector<std::string>{"r.h5"});
   EXPECT_TRUE(fs::is_directory(target));
@@ -425,9 +425,9 @@ TEST(BadOutputs, OnlyFilesPsiWroteAreReplaced) {
   EXPECT_EQ(sha256_of(recording.path), recording.sha);
 
   // The text outputs: psi's own kinds only (a CSV list, a summary) — anyone else's file is refused.
-  EXPECT_FALSE(psi::hdf5::first_line_is("row,col")(notes.path));
+  EXPECT_FALSE(psi::outputs::first_line_is("row,col")(notes.path));
   write_bytes(dir / "list.csv", "row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders\n1,2\n");
-  EXPECT_TRUE(psi::hdf5::first_line_is("row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders")(
+  EXPECT_TRUE(psi::outputs::first_line_is("row,col,recorded,correctly_rounded,ulps,exact,exact_fraction,orders")(
       dir / "list.csv"));
 }
 

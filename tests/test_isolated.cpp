@@ -1,4 +1,4 @@
-// hdf5/isolated.h: work run in a child process ends as finished, crashed (with the signal) or
+// outputs/isolated.h: work run in a child process ends as finished, crashed (with the signal) or
 // timed out, and psi (the parent) goes on in every case.
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include <thread>
 
 #include "engine/error.h"
-#include "hdf5/isolated.h"
+#include "outputs/isolated.h"
 
-using psi::hdf5::IsolatedOutcome;
-using psi::hdf5::run_isolated;
+using psi::outputs::IsolatedOutcome;
+using psi::outputs::run_isolated;
 
 namespace {
 constexpr auto kLimit = std::chrono::milliseconds(3000);

@@ -1,4 +1,4 @@
-#include "hdf5/pending_output.h"
+#include "outputs/pending_output.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,11 +12,11 @@
 
 #include "engine/error.h"
 #include "engine/interrupt.h"
-#include "hdf5/output_path.h"
+#include "outputs/output_path.h"
 
 namespace fs = std::filesystem;
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 namespace {
 
@@ -248,4 +248,4 @@ void PendingOutput::place(const fs::path& out) {
   done();
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

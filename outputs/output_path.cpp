@@ -1,4 +1,4 @@
-#include "hdf5/output_path.h"
+#include "outputs/output_path.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,13 +11,12 @@
 #include <optional>
 
 #include "engine/error.h"
-#include "hdf5/h5.h"
-#include "hdf5/link_allowance.h"
-#include "hdf5/pending_output.h"
+#include "outputs/link_allowance.h"
+#include "outputs/pending_output.h"
 
 namespace fs = std::filesystem;
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 namespace {
 
@@ -64,16 +63,6 @@ std::string file_kind(mode_t mode) {
   if (S_ISLNK(mode)) return "a symbolic link";
   if (S_ISREG(mode)) return "a regular file";
   return "not a regular file";
-}
-
-bool is_psi_h5(const fs::path& p) {
-  try {
-    const auto schema = h5::File::open_read(p).attr("/", "schema");
-    return schema && std::holds_alternative<std::string>(*schema) &&
-           std::get<std::string>(*schema).starts_with("psi-");
-  } catch (const Error&) {
-    return false;  // not HDF5, unreadable, or links elsewhere: not a file psi wrote
-  }
 }
 
 Recognizer first_line_is(std::string line) {
@@ -160,7 +149,7 @@ OutputDecision output_decision(const fs::path& out) {
     std::lock_guard<std::mutex> lock(g_decisions_mutex);
     if (const auto it = g_decisions.find(decision_key(out)); it != g_decisions.end()) return it->second;
   }
-  check_output(out, {}, "");
+  check_output(out, {}, "", {});
   std::lock_guard<std::mutex> lock(g_decisions_mutex);
   return g_decisions.at(decision_key(out));
 }
@@ -184,4 +173,4 @@ void write_file_atomically(const fs::path& path, const std::string& bytes) {
   file.commit();
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

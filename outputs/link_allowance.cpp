@@ -1,4 +1,4 @@
-#include "hdf5/link_allowance.h"
+#include "outputs/link_allowance.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 
 namespace fs = std::filesystem;
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 namespace {
 
@@ -53,4 +53,4 @@ std::vector<fs::path> allowed_link_targets() {
   return out;
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

@@ -2,13 +2,13 @@
 // --allow-link-to: the files an HDF5 external link may lead to. psi reads only what is stored in
 // the file it opened (hdf5/h5.h) unless the user names, on the command line, each file a
 // link leads to. A named file is then one of the command's inputs too, so the output rule
-// (hdf5/output_path.h) never lets an output replace it.
+// (outputs/output_path.h) never lets an output replace it.
 #include <sys/types.h>
 
 #include <filesystem>
 #include <vector>
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 // Records `file` (an existing regular file, checked by the caller) as a file external links may
 // lead to, by its device and inode as well as by name.
@@ -20,4 +20,4 @@ bool link_target_allowed(dev_t dev, ino_t ino);
 // The files allowed so far, as named.
 std::vector<std::filesystem::path> allowed_link_targets();
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 struct IsolatedOutcome {
   enum class Kind { finished, crashed, timed_out } kind = Kind::finished;
@@ -22,4 +22,4 @@ struct IsolatedOutcome {
 IsolatedOutcome run_isolated(const std::function<void()>& work, std::chrono::milliseconds limit,
                              std::uint64_t memory_bytes);
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

@@ -1,4 +1,4 @@
-#include "hdf5/isolated.h"
+#include "outputs/isolated.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -28,7 +28,7 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 namespace {
 
@@ -107,4 +107,4 @@ IsolatedOutcome run_isolated(const std::function<void()>& work, std::chrono::mil
                                               : "exit status " + std::to_string(WEXITSTATUS(status))};
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

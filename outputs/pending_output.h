@@ -6,7 +6,7 @@
 // file it replaces, so a psi killed at any moment, by any signal, leaves nothing behind. Where
 // the file system has no unnamed files it is a named temporary, removed on every exit path
 // psi sees. commit() puts the file at its name only if what is there is still what the output
-// rule decided on when the command started (check_output, hdf5/output_path.h):
+// rule decided on when the command started (check_output, outputs/output_path.h):
 //   - nothing was there: the file is linked in with no-replace semantics (linkat, or
 //     renameat2(RENAME_NOREPLACE)); a file, link or folder that appeared meanwhile stays and
 //     the commit is refused;
@@ -22,7 +22,7 @@
 #include <filesystem>
 #include <string>
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 class PendingOutput {
  public:
@@ -67,4 +67,4 @@ class PendingOutput {
 // cut (at a character boundary) so that the whole name fits the file system's NAME_MAX.
 std::string temporary_leaf(const std::string& leaf);
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs

@@ -5,15 +5,15 @@
 //   - it exists and is not a regular file (a directory, a device node, a fifo, a socket: the
 //     final rename would replace it);
 //   - it exists and is not a file psi wrote (a psi-h5 file, or the text, figure or list file of
-//     the kind the command writes, as its `mine` recognizes it), unless the command was given
+//     the kind the command writes, as its `mine` recognizes it; this folder knows no HDF5), unless the command was given
 //     --force (set_force_replace): psi never replaces a recording or anyone else's file;
 //   - it is a symbolic link whose target is missing; a link to an existing file is written
 //     through (the file it names is replaced, the link stays), under the same rules;
 //   - it is one of the command's inputs under any name: the same file (st_dev/st_ino, which
 //     covers symbolic and hard links) or the same path once `..` and symbolic links are
-//     resolved. The files --allow-link-to names are inputs too (hdf5/link_allowance.h).
+//     resolved. The files --allow-link-to names are inputs too (outputs/link_allowance.h).
 // What the rule decided is kept (output_decision): files are written as a PendingOutput
-// (hdf5/pending_output.h), which puts them in place only if that is still what is there.
+// (outputs/pending_output.h), which puts them in place only if that is still what is there.
 #include <sys/types.h>
 
 #include <filesystem>
@@ -21,13 +21,10 @@
 #include <string>
 #include <vector>
 
-namespace psi::hdf5 {
+namespace psi::outputs {
 
 // Whether an existing file is one psi wrote, of the kind an output is.
 using Recognizer = std::function<bool(const std::filesystem::path&)>;
-// An HDF5 file whose root `schema` attribute is psi's (psi-h5/1 for reports, states and probe
-// outputs, psi-synthinit/1 for psi synthinit's tensor files): every HDF5 file psi writes.
-bool is_psi_h5(const std::filesystem::path& p);
 // A file whose first line is exactly `line` (a CSV header, a Markdown title psi writes).
 Recognizer first_line_is(std::string line);
 // A file whose first line starts with `prefix`.
@@ -37,9 +34,10 @@ Recognizer first_line_starts_with(std::string prefix);
 void set_force_replace(bool on);
 
 // `what` names the output in the message (e.g. "run: --out"); empty: the path alone. `mine`
-// recognizes the existing files of this output's kind that psi wrote.
+// recognizes the existing files of this output's kind that psi wrote (hdf5::is_psi_h5 for
+// psi's HDF5 files); an empty one: an existing file is replaced only with --force.
 void check_output(const std::filesystem::path& out, const std::vector<std::filesystem::path>& inputs,
-                  const std::string& what, const Recognizer& mine = is_psi_h5);
+                  const std::string& what, const Recognizer& mine);
 
 // "a directory", "a fifo", "a symbolic link", … for messages.
 std::string file_kind(mode_t mode);
@@ -48,7 +46,7 @@ std::string file_kind(mode_t mode);
 std::filesystem::path write_target(const std::filesystem::path& out);
 
 // What check_output decided an output may replace, kept from the first check of a path until
-// psi's file is in place (hdf5/pending_output.h): the replacement is of that file and nothing
+// psi's file is in place (outputs/pending_output.h): the replacement is of that file and nothing
 // else. `target` is write_target(out), absolute.
 struct OutputDecision {
   std::filesystem::path target;
@@ -57,7 +55,7 @@ struct OutputDecision {
   dev_t dev = 0;
   ino_t ino = 0;
 };
-// The decision recorded for `out`; check_output(out, {}, "") first when there is none.
+// The decision recorded for `out`; check_output(out, {}, "", {}) first when there is none.
 OutputDecision output_decision(const std::filesystem::path& out);
 // psi's own file (dev/ino) is now at `out`: a later write of the same path replaces it.
 void output_placed(const std::filesystem::path& out, dev_t dev, ino_t ino);
@@ -66,4 +64,4 @@ void output_placed(const std::filesystem::path& out, dev_t dev, ino_t ino);
 // behind on an error.
 void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);
 
-}  // namespace psi::hdf5
+}  // namespace psi::outputs
