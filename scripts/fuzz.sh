@@ -15,7 +15,7 @@
 #   psi multi-line error   a psi::Error whose message spans several lines
 #   libhdf5 <kind> in <fn> a crash, hang or huge allocation inside libhdf5 in psi's own process
 # Crash inputs stay in <build>/fuzz-artifacts/<target>/. Exit status 1 when the fuzzed process
-# crashed at all: libhdf5 reads every file first in a child process (hdf5/isolated.h), so a
+# crashed at all: libhdf5 reads every file first in a child process (outputs/isolated.h), so a
 # crash of libhdf5 in psi's own process is psi's failure to shield itself, as a crash in psi's
 # code is.
 set -euo pipefail
