@@ -96,8 +96,11 @@ TEST_F(RunOptions, EachExperimentDeclaresItsOwnOptions) {
   std::map<std::string, std::string> owner;
   for (const exp::Experiment& e : exp::experiments())
     for (const exp::ExperimentOption& opt : e.options) EXPECT_TRUE(owner.emplace(opt.flag, e.name).second) << opt.flag;
-  EXPECT_EQ(owner, (std::map<std::string, std::string>{
-                       {"--zero-mask", "full-prompt"}, {"--pool", "fixed-budget"}, {"--row-tile", "scheduling"}}));
+  EXPECT_EQ(owner, (std::map<std::string, std::string>{{"--zero-mask", "full-prompt"},
+                                                       {"--pool", "fixed-budget"},
+                                                       {"--row-tile", "scheduling"},
+                                                       {"--capture", "one-token"}}));
+  expect_refused("scheduling --capture c.h5", "--capture applies only to one-token (not scheduling)");
   expect_refused("fixed-budget --row-tile fit", "--row-tile applies only to scheduling (not fixed-budget)");
   expect_refused("scheduling --pool 1GiB", "--pool applies only to fixed-budget (not scheduling)");
   expect_refused("one-token --zero-mask", "--zero-mask applies only to full-prompt (not one-token)");
@@ -109,19 +112,22 @@ TEST_F(RunOptions, EachExperimentDeclaresItsOwnOptions) {
   o.shard_count = 3;
   for (const auto& [experiment, flag, value] : {std::tuple{"fixed-budget", "--pool", "1GiB"},
                                                  std::tuple{"scheduling", "--row-tile", "fit"},
-                                                 std::tuple{"full-prompt", "--zero-mask", ""}})
+                                                 std::tuple{"full-prompt", "--zero-mask", ""},
+                                                 std::tuple{"one-token", "--capture", "c.h5"}})
     exp::find_experiment(experiment).options.at(0).apply(value, o);
   EXPECT_EQ(o.to_json()["pool_bytes"], 1 << 30);
   EXPECT_EQ(o.to_json()["row_tile"], -1);
   EXPECT_EQ(o.to_json()["zero_mask"], true);
+  EXPECT_EQ(o.to_json()["capture"], "c.h5");
   EXPECT_EQ(exp::Options::from_json(o.to_json()).to_json(), o.to_json());
   // A record from before the experiments' own options: their defaults.
   nlohmann::json old = o.to_json();
-  for (const char* k : {"zero_mask", "pool_bytes", "row_tile"}) old.erase(k);
+  for (const char* k : {"zero_mask", "pool_bytes", "row_tile", "capture"}) old.erase(k);
   const exp::Options back = exp::Options::from_json(old);
   EXPECT_EQ(back.model, "small");
   EXPECT_EQ(back.shard_count, 3);
   EXPECT_EQ(back.to_json()["zero_mask"], false);
+  EXPECT_EQ(back.to_json()["capture"], "");
   EXPECT_EQ(back.to_json()["pool_bytes"], rt::kDefaultPoolBytes);
   EXPECT_EQ(back.to_json()["row_tile"], 0);
 }
