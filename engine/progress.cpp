@@ -47,7 +47,7 @@ void progress_pulse() {
   std::int64_t last = g_last_line.load(std::memory_order_relaxed);
   // The first line soon after the start (a second after a progress line's first would have
   // come: that one says more), the next ones a period apart.
-  const double wait = last == 0 ? first_line_after() + 1.0 : std::max(plain_period(), 10.0);
+  const double wait = last == 0 ? std::max(first_line_after(), kFirstLineSeconds) + 1.0 : std::max(plain_period(), 10.0);
   if (now - std::max(last, g_start) < std::int64_t(wait * 1e9)) return;
   std::unique_lock<std::mutex> lock(g_pulse_mutex, std::try_to_lock);
   if (!lock || !g_last_line.compare_exchange_strong(last, now)) return;  // another thread prints it

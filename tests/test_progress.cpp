@@ -78,20 +78,29 @@ TEST(Progress, PartsShareTheCommandsLine) {
 }
 
 // psi run with stderr in a file: plain progress lines of one experiment (at every step with
-// PSI_PROGRESS_SECONDS=0), and none at all for a run shorter than the default period.
+// PSI_PROGRESS_SECONDS=0), and none at all for a run shorter than the first line's delay.
 TEST(Progress, PlainLinesWhenStderrIsNotATerminal) {
   const fs::path dir = fs::temp_directory_path() / ("psi_progress_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string run = std::string(PSI_BINARY) + " run capacity --out " + (dir / "cap.h5").string() + " >/dev/null 2>";
   ASSERT_EQ(std::system(("PSI_PROGRESS_SECONDS=0 " + run + (dir / "every.txt").string()).c_str()), 0);
-  const auto every = lines_of(dir / "every.txt");
+  // The progress lines; a step slow enough (under a sanitizer) also gets a pulse, which
+  // LongOperatorsPulseInALog tests.
+  std::vector<std::string> every;
+  for (const std::string& line : lines_of(dir / "every.txt"))
+    if (!line.starts_with("psi: working")) every.push_back(line);
   ASSERT_EQ(every.size(), 6u);
   for (std::size_t i = 0; i < every.size(); ++i) {
     EXPECT_TRUE(every[i].starts_with("capacity: ")) << every[i];
     EXPECT_NE(every[i].find("[" + std::to_string(i + 1) + "/6]"), std::string::npos) << every[i];
   }
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(std::system(("env -u PSI_PROGRESS_SECONDS " + run + (dir / "quiet.txt").string()).c_str()), 0);
-  EXPECT_TRUE(lines_of(dir / "quiet.txt").empty());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Shorter than the first line's delay (not so under a sanitizer, where the line is due).
+  if (took < psi::kFirstLineSeconds) {
+    EXPECT_TRUE(lines_of(dir / "quiet.txt").empty());
+  }
   fs::remove_all(dir);
 }
 
@@ -175,7 +184,7 @@ TEST(Progress, FirstPlainLineComesWithinSeconds) {
 TEST(Progress, ASetPeriodHoldsForTheFirstLine) {
   const fs::path dir = fs::temp_directory_path() / ("psi_progress_set_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string run = "PSI_PROGRESS_SECONDS=86400 " + std::string(PSI_BINARY) + " run transport-control --out " +
+  const std::string run = "PSI_PROGRESS_SECONDS=86400 " + std::string(PSI_BINARY) + " run one-token --quick --out " +
                           (dir / "t.h5").string() + " >/dev/null 2>" + (dir / "err.txt").string();
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(std::system(run.c_str()), 0);
