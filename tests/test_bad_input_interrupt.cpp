@@ -89,6 +89,18 @@ bool wait_for_handlers(pid_t pid) {
   return false;
 }
 
+// Sends `sig` to a psi whose handlers are installed and checks that it stopped as on SIGINT:
+// exit 128 + n, one line naming the signal, nothing left in `dir`.
+void expect_stopped(pid_t pid, const fs::path& io, const fs::path& dir, int sig, const std::string& name) {
+  ASSERT_EQ(::kill(pid, sig), 0);
+  const PsiRun r = wait_psi(pid, io);
+  EXPECT_EQ(r.signal, 0) << "psi died of " << name << " instead of handling it";
+  EXPECT_EQ(r.status, 128 + sig) << name << ": " << r.err;
+  EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by " + name + " at ")) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{}) << name;
+}
+
 // wait_psi with a deadline: a psi still running after `seconds` is killed (signal 9 in the result).
 PsiRun wait_psi_within(pid_t pid, const fs::path& io, int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -186,13 +198,7 @@ TEST(Interrupt, EveryHandleableTerminatingSignalStopsPsiCleanly) {
     const pid_t pid =
         spawn_psi({"probe", "audio-ff-up", "--variant", "official-h200", "--out", (dir / "p.h5").string()}, io);
     ASSERT_TRUE(wait_for_handlers(pid)) << name;
-    ASSERT_EQ(::kill(pid, sig), 0);
-    const PsiRun r = wait_psi(pid, io);
-    EXPECT_EQ(r.signal, 0) << "psi died of " << name << " instead of handling it";
-    EXPECT_EQ(r.status, 128 + sig) << name << ": " << r.err;
-    EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by " + name + " at ")) << r.err;
-    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
-    EXPECT_EQ(leftovers(dir), std::vector<std::string>{}) << name;
+    expect_stopped(pid, io, dir, sig, name);
   }
 }
 
@@ -204,12 +210,7 @@ TEST(Interrupt, ASignalAtTheStartIsSeen) {
                                "--out", (dir / "w.h5").string()},
                               io);
   ASSERT_TRUE(wait_for_handlers(pid));
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  const PsiRun r = wait_psi(pid, io);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_EQ(r.status, 130) << r.err;
-  EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by SIGINT at ")) << r.err;
-  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+  expect_stopped(pid, io, dir, SIGINT, "SIGINT");
 }
 
 // A shell without job control starts `psi … &` with SIGINT and SIGQUIT ignored; psi handles
@@ -232,12 +233,7 @@ TEST(Interrupt, ASignalIgnoredByTheParentStillStopsPsi) {
       EXPECT_EQ(std::stoull(line.substr(7), nullptr, 16) >> (SIGHUP - 1) & 1, 1u) << "SIGHUP no longer ignored";
     }
   }
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  const PsiRun r = wait_psi(pid, io);
-  EXPECT_EQ(r.signal, 0);
-  EXPECT_EQ(r.status, 130) << r.err;
-  EXPECT_TRUE(r.err.starts_with("psi: error: interrupted by SIGINT at ")) << r.err;
-  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+  expect_stopped(pid, io, dir, SIGINT, "SIGINT");
 }
 
 // A file-size limit (`ulimit -f`, SIGXFSZ not ignored) is no interruption: the write that
