@@ -31,6 +31,13 @@ std::vector<std::string> lines_of(const fs::path& p) {
   return out;
 }
 
+// Runs a shell command; its exit status into `status` and the wall seconds it took returned.
+double timed_system(const std::string& command, int& status) {
+  const auto t0 = std::chrono::steady_clock::now();
+  status = std::system(command.c_str());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 TEST(Progress, PartsShareTheCommandsLine) {
@@ -94,9 +101,9 @@ TEST(Progress, PlainLinesWhenStderrIsNotATerminal) {
     EXPECT_TRUE(every[i].starts_with("capacity: ")) << every[i];
     EXPECT_NE(every[i].find("[" + std::to_string(i + 1) + "/6]"), std::string::npos) << every[i];
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(std::system(("env -u PSI_PROGRESS_SECONDS " + run + (dir / "quiet.txt").string()).c_str()), 0);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int status = -1;
+  const double took = timed_system("env -u PSI_PROGRESS_SECONDS " + run + (dir / "quiet.txt").string(), status);
+  ASSERT_EQ(status, 0);
   // Shorter than the first line's delay (not so under a sanitizer, where the line is due).
   if (took < psi::kFirstLineSeconds) {
     EXPECT_TRUE(lines_of(dir / "quiet.txt").empty());
@@ -156,9 +163,9 @@ TEST(Progress, FirstPlainLineComesWithinSeconds) {
   fs::create_directories(dir);
   const std::string run = "env -u PSI_PROGRESS_SECONDS " + std::string(PSI_BINARY) + " run transport-control --out " +
                           (dir / "tc.h5").string() + " >/dev/null 2>" + (dir / "err.txt").string();
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(std::system(run.c_str()), 0);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int status = -1;
+  const double took = timed_system(run, status);
+  ASSERT_EQ(status, 0);
   const auto lines = lines_of(dir / "err.txt");
   if (took < psi::kFirstLineSeconds + 0.5) GTEST_SKIP() << "the run took only " << took << " s";
   ASSERT_GE(lines.size(), 1u);
@@ -186,9 +193,9 @@ TEST(Progress, ASetPeriodHoldsForTheFirstLine) {
   fs::create_directories(dir);
   const std::string run = "PSI_PROGRESS_SECONDS=86400 " + std::string(PSI_BINARY) + " run one-token --quick --out " +
                           (dir / "t.h5").string() + " >/dev/null 2>" + (dir / "err.txt").string();
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(std::system(run.c_str()), 0);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int status = -1;
+  const double took = timed_system(run, status);
+  ASSERT_EQ(status, 0);
   if (took < psi::kFirstLineSeconds + 1.5) GTEST_SKIP() << "the run took only " << took << " s";
   EXPECT_EQ(lines_of(dir / "err.txt"), std::vector<std::string>{});
   fs::remove_all(dir);
