@@ -8,7 +8,7 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
-#include "hdf5/compare.h"
+#include "compare/compare.h"
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "cli/command.h"
@@ -19,6 +20,7 @@
 #include "experiments/trajectory_ops.h"
 #include "hdf5/schema.h"
 #include "outputs/output_path.h"
+#include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "report/diff_figures.h"
 
@@ -347,7 +349,10 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     if (!o->reference.empty() && !std::filesystem::is_regular_file(o->reference))
       throw psi::Error("--reference " + o->reference + ": no such recording file (psi probe takes a recording file, "
                        "or a folder holding " + pc.default_file + ")");
-    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, o->backend, o->explain, o->differences};
+    // --backend is the one string: resolved to the kind that runs (and that the outputs name) here.
+    std::optional<psi::rt::BackendKind> runtime;
+    if (o->backend != "host") runtime = psi::exp::resolve_backend(o->backend, false);
+    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, runtime, o->explain, o->differences};
     const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
     if (!o->out.empty()) psi::outputs::check_output(o->out, {in.file, in.flash_file}, "probe: --out", psi::hdf5::is_psi_h5);
     if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))
@@ -368,7 +373,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       write_probe_figures(r, figs, dir);
     }
     if (!o->out.empty()) {
-      psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(o->backend == "cuda" ? psi::rt::BackendKind::cuda : psi::rt::BackendKind::cpu));
+      psi::probes::write_probe_outputs(r, o->out, psi::exp::device_name(runtime.value_or(psi::rt::BackendKind::cpu)));
       std::printf("outputs written to %s\n", o->out.c_str());
     }
     if (!o->require_bitwise) return int(psi::Exit::ok);

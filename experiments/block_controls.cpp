@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/distance.h"
 #include "engine/json_read.h"
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
@@ -22,8 +23,7 @@
 #include "experiments/probe_results.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
-#include "probes/metrics.h"
-#include "probes/recording.h"
+#include "probes/recorded_paths.h"
 #include "report/diff_figures.h"
 
 namespace psi::exp {
@@ -42,24 +42,18 @@ struct FieldsOf<probes::DiffMap> {
 
 // The recorded block through every path.
 struct BlockControlsCase {
-  struct Distance {  // "official_flash_vs_math": FLASH against MATH of the recordings
+  struct FlashVsMath {  // "official_flash_vs_math": FLASH against MATH of the recordings
     std::string tensor;
-    double rel_l2 = 0;
-    std::int64_t differing = 0, total = 0;
-    static auto fields() {
-      return std::tuple{field("tensor", &Distance::tensor), field("rel_l2", &Distance::rel_l2),
-                        field("differing", &Distance::differing), field("total", &Distance::total)};
-    }
+    Distance distance;  // flat in the record
+    static auto fields() { return std::tuple{field("tensor", &FlashVsMath::tensor), fields_flat(&FlashVsMath::distance)}; }
   };
   struct Float64Row {  // "float64_rows": a path's distance to the float64 block
     std::string path, tensor, rows;
-    double rel_l2 = 0;
-    std::int64_t differing = 0, total = 0;
+    Distance distance;  // flat in the record
     static auto fields() {
       using R = Float64Row;
-      return std::tuple{field("path", &R::path),           field("tensor", &R::tensor),
-                        field("rows", &R::rows),           field("rel_l2", &R::rel_l2),
-                        field("differing", &R::differing), field("total", &R::total)};
+      return std::tuple{field("path", &R::path), field("tensor", &R::tensor), field("rows", &R::rows),
+                        fields_flat(&R::distance)};
     }
   };
   // "flash_causes": one probe's elements where the recorded FLASH and MATH blocks differ, each
@@ -97,7 +91,7 @@ struct BlockControlsCase {
   std::string file;
   std::uint64_t seed = 0;
   std::vector<ProbeRow> rows;
-  std::vector<Distance> official_flash_vs_math;
+  std::vector<FlashVsMath> official_flash_vs_math;
   std::optional<std::vector<Float64Row>> float64_rows;  // absent in reports before the float64 block
   std::optional<std::vector<FlashCause>> flash_causes;  // absent in reports before the FLASH core
   nlohmann::json official_timing_and_memory;            // the recording machine's, as recorded
@@ -135,13 +129,12 @@ std::string rows_label(std::int64_t first, std::int64_t count, std::int64_t of) 
 
 // A BF16 path's rows [first, first + count) of axis 1 against the float64 block: relative L2 in
 // double against the float64 values, and the elements that differ from their BF16 rounding
-// (psi probe's float64 rows measure the recordings with the same probes::distance).
+// (psi probe's float64 rows measure the recordings with the same distance).
 BlockControlsCase::Float64Row distance_to_f64(const std::string& path, const std::string& tensor, const Bf16* ours,
                                const F64Tensor& ref, std::int64_t first, std::int64_t count) {
   const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1)), n = count * inner;
-  const probes::Distance d = probes::distance(std::span<const Bf16>(ours, std::size_t(n)),
-                                              std::span<const double>(ref.ptr() + first * inner, std::size_t(n)));
-  return {path, tensor, rows_label(first, count, ref.dim(1)), d.rel_l2, d.differing, n};
+  return {path, tensor, rows_label(first, count, ref.dim(1)),
+          distance(std::span<const Bf16>(ours, std::size_t(n)), std::span<const double>(ref.ptr() + first * inner, std::size_t(n)))};
 }
 
 using NamedOutputs = std::vector<std::pair<std::string, Bf16Tensor>>;
@@ -158,26 +151,31 @@ const Bf16Tensor* tensor_of(const NamedOutputs& o, const std::string& name) {
   return nullptr;
 }
 
+const probes::RecordedPaths* recorded_of(const std::vector<probes::RecordedPaths>& recorded, const std::string& name) {
+  for (const auto& p : recorded)
+    if (p.tensor == name) return &p;
+  return nullptr;
+}
+
 // Every element where the recorded FLASH and MATH blocks differ, on the rows both store, put down
 // to a step of engine/official/math_to_flash.h: the block under official-h200 (step 0), math-to-flash-1
 // … 6 (`steps`) and official-h200-flash (7), and the element to the last step whose block changes
 // it. Elements where step 0 or 7 is not the recording count as not reproduced, so the columns add
 // up to the recorded differing count whatever psi reproduces.
-std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeReport& r, const probes::ProbeReport& steps) {
+std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeReport& r, const probes::ProbeReport& steps,
+                                                        const std::vector<probes::RecordedPaths>& recorded) {
   std::vector<const NamedOutputs*> chain{outputs_of(r, "official-h200")};
   for (int k = 1; k < official::kMathToFlashSteps; ++k) chain.push_back(outputs_of(steps, model::math_to_flash_variant(k).name));
   chain.push_back(outputs_of(r, "official-h200-flash"));
   if (std::find(chain.begin(), chain.end(), nullptr) != chain.end()) return {};
-  probes::Recording math(r.file, r.group);
-  std::optional<probes::Recording> flash;
-  if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
   std::vector<BlockControlsCase::FlashCause> causes;
-  for (const auto& [name, t0] : *chain.front()) {
-    probes::Recording& fr = flash && flash->has("flash/" + name) ? *flash : math;
-    if (!math.has("math/" + name) || !fr.has("flash/" + name)) continue;
-    const probes::StoredTensor m = math.stored_bf16("math/" + name), f = fr.stored_bf16("flash/" + name);
-    if (f.full_shape != m.full_shape || f.full != m.full || f.first_row != m.first_row || f.row_count != m.row_count)
-      continue;
+  for (const probes::RecordedPaths& p : recorded) {
+    if (!p.flash) continue;
+    const std::string& name = p.tensor;
+    const probes::StoredTensor &m = p.math, &f = *p.flash;
+    const Bf16Tensor* t0p = tensor_of(*chain.front(), name);
+    if (!t0p) continue;
+    const Bf16Tensor& t0 = *t0p;
     std::vector<const Bf16*> at;
     for (const NamedOutputs* o : chain) {
       const Bf16Tensor* t = tensor_of(*o, name);
@@ -212,16 +210,14 @@ std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeRepor
 // FLASH block, then each psi path, video_out and audio_out against the MATH recording on the rows
 // it stores. (psi probe <case> --figures draws every probe of every variant: some 80 comparisons
 // of the small block, too many to put beside one report.)
-std::vector<BlockControlsCase::UlpFigure> ulp_figures(const probes::ProbeReport& r) {
+std::vector<BlockControlsCase::UlpFigure> ulp_figures(const probes::ProbeReport& r,
+                                                   const std::vector<probes::RecordedPaths>& recorded) {
   static const char* const kOutputs[] = {"video_out", "audio_out"};
   std::vector<BlockControlsCase::UlpFigure> figs;
-  probes::Recording math(r.file, r.group);
-  std::optional<probes::Recording> flash;
-  if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
   for (const std::string tensor : kOutputs) {
-    probes::Recording& fr = flash && flash->has("flash/" + tensor) ? *flash : math;
-    const probes::StoredTensor m = math.stored_bf16("math/" + tensor), f = fr.stored_bf16("flash/" + tensor);
-    if (f.data.shape != m.data.shape || f.first_row != m.first_row) continue;
+    const probes::RecordedPaths* p = recorded_of(recorded, tensor);
+    if (!p || !p->flash) continue;
+    const probes::StoredTensor &m = p->math, &f = *p->flash;
     // Tokens x channels: every axis after the token axis (axis 1) is a channel.
     const std::int64_t channels = m.data.numel() / (m.data.dim(0) * m.data.dim(1));
     probes::DiffMap d = probes::diff_map(f.data.span(), m.data.span(), m.first_row, m.data.dim(1), channels);
@@ -238,23 +234,18 @@ std::vector<BlockControlsCase::UlpFigure> ulp_figures(const probes::ProbeReport&
 
 // Every path's distance to the float64 block, probe by probe, on the rows the MATH recording
 // stores (all of them but for the full-size block's video probes).
-std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeReport& r) {
-  probes::Recording math(r.file, r.group);
-  std::optional<probes::Recording> flash;
-  if (!r.flash_file.empty()) flash.emplace(r.flash_file, r.group);
+std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeReport& r,
+                                                        const std::vector<probes::RecordedPaths>& recorded) {
   std::vector<BlockControlsCase::Float64Row> rows;
   for (const auto& [name, ref] : r.float64_outputs) {
-    if (!math.has("math/" + name)) continue;
-    const probes::StoredTensor m = math.stored_bf16("math/" + name);
+    const probes::RecordedPaths* p = recorded_of(recorded, name);
+    if (!p) continue;
+    const probes::StoredTensor& m = p->math;
     const std::int64_t first = m.full ? 0 : m.first_row, count = m.full ? ref.dim(1) : m.row_count;
     const std::int64_t inner = ref.numel() / (ref.dim(0) * ref.dim(1));
     rows.push_back(distance_to_f64("official MATH (recorded)", name, m.data.ptr(), ref, first, count));
-    probes::Recording& fr = flash && flash->has("flash/" + name) ? *flash : math;
-    if (fr.has("flash/" + name)) {
-      const probes::StoredTensor f = fr.stored_bf16("flash/" + name);
-      if (f.full_shape == m.full_shape && f.full == m.full && f.first_row == m.first_row && f.row_count == m.row_count)
-        rows.push_back(distance_to_f64("official FLASH (recorded)", name, f.data.ptr(), ref, first, count));
-    }
+    if (p->flash)
+      rows.push_back(distance_to_f64("official FLASH (recorded)", name, p->flash->data.ptr(), ref, first, count));
     for (const auto& [variant, tensors] : r.outputs)
       for (const auto& [tname, t] : tensors)
         if (tname == name)
@@ -271,7 +262,7 @@ void run_block_controls(const Options& o, Report& report) {
   po.reference = reference_dir(o) / pc.default_file;
   if (!pc.flash_default_file.empty()) po.flash_reference = reference_dir(o) / pc.flash_default_file;
   // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
-  po.backend = rt::backend_traits(o.backend).host_bits ? "host" : std::string(rt::backend_name(o.backend));
+  if (!rt::backend_traits(o.backend).host_bits) po.runtime = o.backend;
   po.variants = model::numerics_variant_names();
   po.variants.emplace_back(probes::kFloat64Variant);
   probes::ProbeReport r = probes::run_probe(name, po);
@@ -287,31 +278,29 @@ void run_block_controls(const Options& o, Report& report) {
     official = read_json_if_valid(std::get<std::string>(*tm), r.file.string() + ":/" + r.group + ": attribute timing_and_memory")
                    .value_or(nlohmann::json::object());
   // FLASH vs MATH of the recordings themselves.
-  std::vector<BlockControlsCase::Distance> flash_rows;
+  const std::vector<probes::RecordedPaths> recorded = probes::recorded_paths(r);
+  std::vector<BlockControlsCase::FlashVsMath> flash_rows;
   for (const char* t : {"video_out", "audio_out"}) {
-    const std::string m = "/" + r.group + "/math/" + t;
-    std::string fl = "/" + r.group + "/flash/" + t;
-    auto ff = r.flash_file.empty() ? h5::File::open_read(r.file) : h5::File::open_read(r.flash_file);
     // The main table is these two outputs: a recording without them would leave it empty.
-    if (!f.exists(m)) throw Error(r.file.string() + ":" + m + ": the recording has no MATH " + t + ", which block-controls' table needs");
-    if (!ff.exists(fl))
-      throw Error(ff.path().string() + ":" + fl + ": the recording has no FLASH " + t + ", which block-controls' table needs");
-    const Bf16Tensor a = ff.read_bf16(fl), b = f.read_bf16(m);
-    hdf5::verify_sha256_full(ff, fl, a);
-    hdf5::verify_sha256_full(f, m, b);
-    const probes::Distance d = probes::distance(a.span(), b.span());
-    flash_rows.push_back({t, d.rel_l2, d.differing, d.total});
+    const probes::RecordedPaths* p = recorded_of(recorded, t);
+    if (!p)
+      throw Error(r.file.string() + ":/" + r.group + "/math/" + t + ": the recording has no MATH " + std::string(t) +
+                  ", which block-controls' table needs");
+    if (!p->flash_vs_math)
+      throw Error((r.flash_file.empty() ? r.file : r.flash_file).string() + ":/" + r.group + "/flash/" + t +
+                  ": the recording has no FLASH " + std::string(t) + " on MATH's rows, which block-controls' table needs");
+    flash_rows.push_back({t, *p->flash_vs_math});
   }
   // The math-to-flash steps between the two official cores, on the host: what the cause table
   // is computed from (their outputs are not kept in the report).
   probes::ProbeOptions steps_po = po;
-  steps_po.backend = "host";
+  steps_po.runtime.reset();
   steps_po.variants.clear();
   for (int k = 1; k < official::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
   const probes::ProbeReport steps = probes::run_probe(name, steps_po);
   report.add_case(0, BlockControlsCase{name, r.file.string(), r.seed, probe_rows(r), flash_rows,
-                                       float64_rows(r), flash_causes(r, steps), official, r.notes,
-                                       ulp_figures(r)});
+                                       float64_rows(r, recorded), flash_causes(r, steps, recorded), official, r.notes,
+                                       ulp_figures(r, recorded)});
 }
 
 namespace {
@@ -341,7 +330,7 @@ Table float64_table(const std::vector<BlockControlsCase>& cases) {
     for (const auto& tensor : order) {
       const auto& row_of = by[tensor];
       const Row& any = *row_of.begin()->second;
-      std::vector<std::string> cells{tensor + " (" + fmt_count(any.total) + (any.rows == "all" ? "" : ", " + any.rows) +
+      std::vector<std::string> cells{tensor + " (" + fmt_count(any.distance.total) + (any.rows == "all" ? "" : ", " + any.rows) +
                                      ")"};
       std::string closest;
       double best = INFINITY;
@@ -351,8 +340,8 @@ Table float64_table(const std::vector<BlockControlsCase>& cases) {
           cells.push_back("—");
           continue;
         }
-        const double l2 = it->second->rel_l2;
-        cells.push_back(fmt_sci(l2, 4) + " / " + fmt_count(it->second->differing));  // paths differ in the 3rd digit
+        const double l2 = it->second->distance.rel_l2;
+        cells.push_back(fmt_sci(l2, 4) + " / " + fmt_count(it->second->distance.differing));  // paths differ in the 3rd digit
         if (l2 < best) {
           best = l2;
           closest = p;
@@ -422,11 +411,11 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
                                     fmt_count(ad) + " / " + fmt_count(at)};
   };
   for (const BlockControlsCase& c : cases) {
-    std::map<std::string, std::map<std::string, const ProbeRow::Distance*>> by;  // variant -> tensor -> distance
+    std::map<std::string, std::map<std::string, const Distance*>> by;  // variant -> tensor -> distance
     for (const ProbeRow& r : c.rows)
       if (r.distance && (r.backend == "math" || r.backend == "official")) by[r.variant][r.tensor] = &*r.distance;
-    const BlockControlsCase::Distance *fv = nullptr, *fa = nullptr;
-    for (const auto& r : c.official_flash_vs_math) (r.tensor == "video_out" ? fv : fa) = &r;
+    const Distance *fv = nullptr, *fa = nullptr;
+    for (const auto& r : c.official_flash_vs_math) (r.tensor == "video_out" ? fv : fa) = &r.distance;
     if (fv && fa)
       t.add_row(cells("official FLASH (recorded)", fv->differing, fv->total, fv->rel_l2, fa->differing, fa->total,
                       fa->rel_l2));
@@ -484,11 +473,11 @@ std::string block_controls_device_summary(const DeviceSummaryInput& in) {
     for (const ProbeRow& row : c.rows) {
       if (!row.distance || row.backend != "math") continue;
       if (std::find(tensors.begin(), tensors.end(), row.tensor) == tensors.end()) tensors.push_back(row.tensor);
-      const ProbeRow::Distance& d = *row.distance;
+      const Distance& d = *row.distance;
       cell[row.tensor][row.variant] = fmt_sci(d.rel_l2) + " (" + fmt_count((long long)d.differing) + " / " +
                                       fmt_count((long long)d.total) + ")";
     }
-    for (const BlockControlsCase::Distance& d : c.official_flash_vs_math) cell[d.tensor]["flash"] = fmt_sci(d.rel_l2);
+    for (const BlockControlsCase::FlashVsMath& d : c.official_flash_vs_math) cell[d.tensor]["flash"] = fmt_sci(d.distance.rel_l2);
   }
   Table t;
   t.columns = {"probe", "psi dense", "psi baseline", "psi modified", "official FLASH (recorded)"};

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "engine/backend/backend_factory.h"
 #include "engine/error.h"
@@ -29,6 +30,14 @@ nlohmann::json Options::to_json() const {
 }
 
 Options Options::from_json(const nlohmann::json& j) {
+  // A key psi does not write is refused: read as absent, it would leave a claimed setting at its
+  // default and the merged or re-rendered run would say what was never run.
+  std::set<std::string> known = {"model", "profile", "backend", "seed", "checkpoint", "shard_index",
+                                 "shard_count", "quick", "chaos_seed", "kernel_config"};
+  for (const Experiment& e : experiments())
+    for (const auto& [key, value] : e.own_defaults.items()) known.insert(key);
+  for (const auto& [key, value] : j.items())
+    if (!known.count(key)) throw Error("unknown key '" + key + "' (not one psi writes)");
   Options o;
   o.model = j.at("model").get<std::string>();
   o.profile = j.at("profile").get<std::string>();

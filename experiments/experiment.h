@@ -55,9 +55,10 @@ struct Options {
   // The report's record of the options (/report/options): the shared ones and every
   // experiment's own, flat, at their defaults where the experiment has none of its own.
   nlohmann::json to_json() const;
-  // Back from that record (a nlohmann::json::exception on a malformed one). Keys later than the
-  // first reports (the experiments' own, the shard) default when absent; out, reference_dir and
-  // the *_given flags and kernel_config_file are not recorded.
+  // Back from that record (a nlohmann::json::exception on a malformed one, an Error naming a key
+  // psi does not write). Keys later than the first reports (the experiments' own, the shard)
+  // default when absent; out, reference_dir and the *_given flags and kernel_config_file are not
+  // recorded.
   static Options from_json(const nlohmann::json& j);
 };
 

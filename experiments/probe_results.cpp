@@ -5,11 +5,7 @@ namespace psi::exp {
 std::vector<ProbeRow> probe_rows(const probes::ProbeReport& r) {
   std::vector<ProbeRow> rows;
   for (const auto& t : r.results) {
-    ProbeRow row{t.variant, t.tensor, t.backend, t.rows, std::nullopt, t.full_sha_equal};
-    if (t.distance)
-      row.distance = ProbeRow::Distance{t.distance->differing, t.distance->total, t.distance->rel_l2,
-                                        t.distance->sign_flips, t.distance->max_ulp_same_sign};
-    rows.push_back(std::move(row));
+    rows.push_back({t.variant, t.tensor, t.backend, t.rows, t.distance, t.full_sha_equal, std::nullopt});
   }
   return rows;
 }

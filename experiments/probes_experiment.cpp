@@ -44,7 +44,7 @@ void run_probes(const Options& o, Report& report) {
     const probes::ProbeCase& pc = probes::probe_case(name);
     po.reference = reference_dir(o) / pc.default_file;
     // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
-    po.backend = rt::backend_traits(o.backend).host_bits ? "host" : std::string(rt::backend_name(o.backend));
+    if (!rt::backend_traits(o.backend).host_bits) po.runtime = o.backend;
     probes::ProbeReport r = probes::run_probe(name, po);
     save_probe_outputs(report, r);
     report.add_case(i, ProbesCase{name, r.file.string(), r.seed, r.seconds, r.notes, probe_rows(r)});
@@ -65,7 +65,7 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
     for (const ProbeRow& r : c.rows) {
       if (!r.distance) continue;
       // Reports before sign flips were counted apart have neither number.
-      const auto count = [](const std::optional<std::int64_t>& n) { return n ? fmt_count(*n) : std::string("—"); };
+      const auto count = [&](std::int64_t n) { return r.counts_sign_flips() ? fmt_count(n) : std::string("—"); };
       t.add_row({c.case_name, r.tensor, r.backend, r.variant,
                  fmt_count(r.distance->differing) + " / " + fmt_count(r.distance->total), fmt_sci(r.distance->rel_l2),
                  count(r.distance->sign_flips), count(r.distance->max_ulp_same_sign)});

@@ -94,7 +94,7 @@ void write_field(nlohmann::json& j, const R& r, const Field<R, T>& f) {
       if constexpr (Record<typename T::value_type>)
         if (v) write_fields(j, *v);
     } else if (v) {
-      j[f.key] = *v;
+      if constexpr (std::is_constructible_v<nlohmann::json, const typename T::value_type&>) j[f.key] = *v;
     } else if (f.rule == Rule::nullable) {
       j[f.key] = nullptr;
     }
@@ -125,13 +125,16 @@ void read_field(const nlohmann::json& j, R& r, const Field<R, T>& f) {
           v = std::move(read);
         }
     } else if (f.rule == Rule::nullable) {
-      if (const nlohmann::json& value = j.at(f.key); !value.is_null()) {
-        value.get_to(read);
+      if constexpr (requires { j.get_to(read); })
+        if (const nlohmann::json& value = j.at(f.key); !value.is_null()) {
+          value.get_to(read);
+          v = std::move(read);
+        }
+    } else if (const auto it = j.find(f.key); it != j.end()) {
+      if constexpr (requires { j.get_to(read); }) {
+        it->get_to(read);
         v = std::move(read);
       }
-    } else if (const auto it = j.find(f.key); it != j.end()) {
-      it->get_to(read);
-      v = std::move(read);
     }
   } else if (f.rule == Rule::flat) {
     if constexpr (Record<T>) read_fields(j, v);

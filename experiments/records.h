@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/distance.h"
 #include "experiments/record_fields.h"
 
 namespace psi::exp {
@@ -37,30 +38,35 @@ struct StateDistance {
   }
 };
 
+// A distance (engine/distance.h) as a record writes it, flat in its record. sign_flips and
+// max_ulp_same_sign are absent in reports before sign flips were counted apart (read as 0 there;
+// ProbeRow says which rows those are).
+template <>
+struct FieldsOf<Distance> {
+  static auto list() {
+    using R = Distance;
+    return std::tuple{field("differing", &R::differing), field("total", &R::total), field("rel_l2", &R::rel_l2),
+                      field_if_present("sign_flips", &R::sign_flips),
+                      field_if_present("max_ulp_same_sign", &R::max_ulp_same_sign)};
+  }
+};
+
 // One (variant, tensor, backend) of a psi probe run (probe_rows): probes' and block-controls'
 // "rows". The distance is absent where the recording stores nothing to compare.
 struct ProbeRow {
   std::string variant, tensor, backend, rows;
-  struct Distance {  // probes::Distance
-    std::int64_t differing = 0, total = 0;
-    double rel_l2 = 0;
-    // Absent in reports before sign flips were counted apart: their "max_ulp" was over every
-    // differing element, sign flips included, which no table shows now.
-    std::optional<std::int64_t> sign_flips, max_ulp_same_sign;
-    static auto fields() {
-      using R = Distance;
-      return std::tuple{field("differing", &R::differing), field("total", &R::total), field("rel_l2", &R::rel_l2),
-                        field_optional("sign_flips", &R::sign_flips),
-                        field_optional("max_ulp_same_sign", &R::max_ulp_same_sign)};
-    }
-  };
   std::optional<Distance> distance;  // flat in the row
   std::optional<bool> full_sha_equal;
+  // Only in reports before sign flips were counted apart: the largest ULP distance over every
+  // differing element, sign flips included, which no table shows; such a row has neither
+  // sign_flips nor max_ulp_same_sign.
+  std::optional<std::int64_t> max_ulp;
+  bool counts_sign_flips() const { return !max_ulp; }
   static auto fields() {
     using R = ProbeRow;
     return std::tuple{field("variant", &R::variant), field("tensor", &R::tensor), field("backend", &R::backend),
                       field("rows", &R::rows), fields_flat(&R::distance),
-                      field_optional("full_sha_equal", &R::full_sha_equal)};
+                      field_optional("full_sha_equal", &R::full_sha_equal), field_optional("max_ulp", &R::max_ulp)};
   }
 };
 

@@ -326,6 +326,8 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     merged = Options::from_json(options);
   } catch (const nlohmann::json::exception& e) {
     throw Error(shards.front().string() + ": " + kOptions + " is not what psi writes: " + e.what());
+  } catch (const Error& e) {
+    throw Error(shards.front().string() + ":" + kOptions + ": " + e.what(), e.code());
   }
   merged.out = out;
   Report report(*experiment, merged, readers.front().run_info().device_name, shards);

@@ -14,7 +14,7 @@
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 #include "probes/element_differences.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "report/stats.h"
 
 namespace psi::exp {
@@ -69,8 +69,8 @@ std::vector<StateDistance> compare_rows(const std::vector<pipeline::SavedState>&
     if (ours[i].name != ref[i].name || ours[i].video.shape != ref[i].video.shape ||
         ours[i].audio.shape != ref[i].audio.shape)
       throw Error("trajectory state " + ours[i].name + ": does not line up with reference state " + ref[i].name);
-    const probes::Distance dv = probes::distance(ours[i].video.span(), ref[i].video.span());
-    const probes::Distance da = probes::distance(ours[i].audio.span(), ref[i].audio.span());
+    const Distance dv = distance(ours[i].video.span(), ref[i].video.span());
+    const Distance da = distance(ours[i].audio.span(), ref[i].audio.span());
     auto finite = [](const Bf16Tensor& t) {
       for (Bf16 b : t.data)
         if (!b.is_finite()) return false;

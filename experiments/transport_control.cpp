@@ -17,7 +17,7 @@
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/trajectory_support.h"
-#include "hdf5/compare.h"
+#include "compare/compare.h"
 #include "probes/probe_cases.h"
 
 namespace psi::exp {

@@ -16,7 +16,7 @@
 
 #include "engine/error.h"
 #include "experiments/report.h"
-#include "hdf5/compare.h"
+#include "compare/compare.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
 #include "probes/recording.h"

@@ -3,13 +3,13 @@
 #include <algorithm>
 
 #include "engine/error.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 
 namespace psi::probes {
 
 namespace {
 
-// The class of one differing element: as probes::distance, a NaN is no sign flip and has the
+// The class of one differing element: as engine/distance.h counts them, a NaN is no sign flip and has the
 // largest ULP distance.
 int ulp_class(Bf16 ours, Bf16 ref) {
   if (is_sign_flip(ours, ref)) return kSignFlipClass;

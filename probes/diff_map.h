@@ -1,7 +1,7 @@
 #pragma once
 // Where a BF16 tensor differs from its reference and by how many ULPs: the data of psi's
 // difference figures (report/diff_figures.h). Each differing element falls in one ULP class
-// (1, 2, 3-4, 5-8, ... 513-1024, over 1024; a sign flip as probes::distance counts it is a class
+// (1, 2, 3-4, 5-8, ... 513-1024, over 1024; a sign flip as engine/distance.h counts it is a class
 // of its own, since the ULP distance across zero says nothing of the error). The histogram counts
 // the elements per class, so it sums to the differing count; the map bins tokens x channels down
 // to at most kMaxMapRows x kMaxMapCols cells and gives each cell the largest class among its

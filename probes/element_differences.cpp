@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "engine/error.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 
 namespace psi::probes {
 

@@ -15,9 +15,9 @@ void run_attention_case(CaseContext& ctx) {
   // Norm eps, RoPE θ and the audio max position are the model's (identical in every config).
   const model::ModelConfig cfg = model::model_config("ltx2-22b");
   const Bf16Tensor x = rec.input_bf16("inputs/x");
-  if (ctx.backend != "host")
+  if (ctx.runtime)
     ctx.report.notes.push_back("attention: computed on the host (this probe has no runtime form; backend " +
-                               ctx.backend + " not used)");
+                               std::string(rt::backend_name(*ctx.runtime)) + " not used)");
   ops::RopeTables pe{rec.input_bf16("inputs/pe_cos"), rec.input_bf16("inputs/pe_sin")};
   if (pe.cos.shape.size() != 4) throw Error(rec.path().string() + ": pe_cos is not [1, H, T, d/2]");
   const std::int64_t heads = pe.heads(), head_dim = 2 * pe.half();

@@ -171,7 +171,7 @@ model::BlockProbes on_runtime(CaseContext& ctx, const model::ModelConfig& c, con
   const ckpt::SynthSource weights = pipeline::synthetic_weights(c, ctx.rec.seed());
   const exec::Schedule& s = exec::schedule("reuse+prefetch");
   exec::ExecOptions eo;
-  eo.backend = ctx.backend;
+  eo.backend = std::string(rt::backend_name(*ctx.runtime));
   eo.resident_weights = true;
   exec::ArenaSettings arena = exec::default_arena(c);
   if (v.attention == ops::SoftmaxForm::math) {
@@ -182,7 +182,7 @@ model::BlockProbes on_runtime(CaseContext& ctx, const model::ModelConfig& c, con
   }
   const exec::BlockRun r = exec::run_block(c, weights, 0, in, v, s, arena, eo);
   if (r.outcome != rt::Outcome::complete)
-    throw Error("probe " + ctx.report.case_name + ": variant " + v.name + " on backend " + ctx.backend + " in " +
+    throw Error("probe " + ctx.report.case_name + ": variant " + v.name + " on backend " + eo.backend + " in " +
                     arena.label + ": " + r.failure,
                 Exit::run_failed);
   char line[256];
@@ -230,7 +230,7 @@ void run_block_case(CaseContext& ctx) {
   for (const auto* v : ctx.variants) {
     check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
     const model::BlockInputs& in = inputs.at(v->model_math);
-    model::BlockProbes p = ctx.backend == "host" ? model::block_forward(c, w, in, *v) : on_runtime(ctx, c, in, *v);
+    model::BlockProbes p = !ctx.runtime ? model::block_forward(c, w, in, *v) : on_runtime(ctx, c, in, *v);
     Outputs o;
     for (auto& [name, t] : p.named()) o.emplace_back(name, *t);
     if (ctx.explain) explain_block(ctx, c, w, in, *v, p);

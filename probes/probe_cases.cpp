@@ -81,7 +81,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   ProbeReport report;
   report.case_name = pc.name;
-  report.backend = opt.backend;
+  report.backend = opt.runtime ? std::string(rt::backend_name(*opt.runtime)) : "host";
   report.group = pc.group;
   const ProbeFiles files = probe_files(pc, opt);
   report.file = files.file;
@@ -98,7 +98,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
       throw Error(report.flash_file.string() + ": seed " + std::to_string(flash->seed()) + " but " +
                   report.file.string() + " has " + std::to_string(rec.seed()));
   }
-  CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.backend};
+  CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.runtime};
   ctx.explain = opt.explain;
   ctx.differences = opt.differences;
   const auto names = opt.variants.empty() ? model::numerics_variant_names() : opt.variants;

@@ -19,10 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend/backend_factory.h"
+#include "engine/distance.h"
 #include "engine/tensor.h"
 #include "probes/diff_map.h"
 #include "probes/element_differences.h"
-#include "probes/metrics.h"
 
 namespace psi::probes {
 
@@ -54,7 +55,7 @@ const TrajectoryRecording& trajectory_recording(std::int64_t context_rows);
 std::filesystem::path shared_dir();
 
 // Not a numerics variant: the dense block in float64 (engine/model/block_f64.h), block cases
-// only. It is the reference its rows measure the recordings against (probes::distance's float64
+// only. It is the reference its rows measure the recordings against (engine/distance.h's float64
 // form: relative L2 to its unrounded values, the other counts against its BF16 rounding), as
 // block-controls' float64 table does; its outputs stay float64.
 inline constexpr std::string_view kFloat64Variant = "float64";
@@ -63,12 +64,13 @@ struct ProbeOptions {
   std::filesystem::path reference;        // empty: the case's default file
   std::filesystem::path flash_reference;  // empty: the case's default FLASH file when `reference` is default
   std::vector<std::string> variants;      // empty: all numerics variants; may add kFloat64Variant
-  // "host": engine/ops on whole tensors (block_forward, ops::linear). A runtime backend name
-  // ("cpu", "cuda", "auto"): the block through the PSI executor on that backend (the dense
-  // variant with whole weights in its pages and every token in one row tile, the PSI variants in
-  // the default arena), the projections as one whole product (engine/runtime/whole_linear.h); the
-  // 64-dim attention case has no runtime form and stays on the host.
-  std::string backend = "host";
+  // Empty: engine/ops on whole tensors on the host (block_forward, ops::linear). A runtime
+  // backend (psi probe resolves --backend cpu, cuda or auto to one before the run): the block
+  // through the PSI executor on it (the dense variant with whole weights in its pages and every
+  // token in one row tile, the PSI variants in the default arena), the projections as one whole
+  // product (engine/runtime/whole_linear.h); the 64-dim attention case has no runtime form and
+  // stays on the host.
+  std::optional<rt::BackendKind> runtime;
   // Block cases: attribute every element that differs from the MATH recording (explain_block).
   bool explain = false;
   // How many differing elements each comparison keeps (TensorResult::first_differences).
@@ -117,7 +119,7 @@ struct ProbeReport {
   std::string case_name;
   std::filesystem::path file, flash_file;
   std::string group;
-  std::string backend;  // ProbeOptions::backend it ran with
+  std::string backend;  // where it ran: "host", or ProbeOptions::runtime's name
   std::uint64_t seed = 0;
   std::vector<std::string> notes;  // input checks: RoPE tables, weights, regenerated inputs
   // Every dataset the probe read that could not be checked ("<file>:<dataset>: why", under

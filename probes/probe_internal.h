@@ -1,5 +1,6 @@
 #pragma once
 // Shared pieces of the probe case implementations (not part of the public probe API).
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,11 +21,11 @@ struct CaseContext {
   Recording* flash = nullptr;  // a separate FLASH recording, if any
   ProbeReport& report;
   std::vector<const model::NumericsVariant*> variants;
-  std::string backend = "host";  // ProbeOptions::backend
-  bool float64 = false;          // also the float64 reference block (kFloat64Variant), block cases only
-  bool explain = false;          // ProbeOptions::explain
-  std::int64_t differences = 0;  // ProbeOptions::differences
-  Progress* progress = nullptr;  // one step per variant compared
+  std::optional<rt::BackendKind> runtime;  // ProbeOptions::runtime
+  bool float64 = false;                    // also the float64 reference block (kFloat64Variant), block cases only
+  bool explain = false;                    // ProbeOptions::explain
+  std::int64_t differences = 0;            // ProbeOptions::differences
+  Progress* progress = nullptr;            // one step per variant compared
 };
 
 // The recording's weights_json: every parameter's name and shape.
@@ -35,7 +36,7 @@ std::vector<model::WeightSpec> recorded_weights(Recording& rec);
 // "math", "flash"; an empty string means datasets at the group root) and stores the outputs.
 // `exact`: the unrounded values of which `outputs` are the BF16 rounding (the float64 block).
 // The float64 block is the reference then, so each distance is the recording's to those values
-// (probes::distance's float64 form), as block-controls' float64 table measures every path.
+// (engine/distance.h's float64 form), as block-controls' float64 table measures every path.
 void compare_and_keep(CaseContext& ctx, const std::string& variant, Outputs outputs,
                       const std::vector<std::string>& backends,
                       const std::vector<std::pair<std::string, F64Tensor>>* exact = nullptr);

@@ -40,8 +40,8 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
   const LinearParams p = load_linear(ctx);
   const Bf16Tensor* bias = p.b.numel() ? &p.b : nullptr;
   const auto linear = [&](psi::BiasRule rule, ops::Product product) {
-    if (ctx.backend == "host") return ops::linear(x, p.w, bias, rule, product);
-    rt::WholeLinear r = rt::whole_linear(ctx.backend, x, p.w, bias, rule, product);
+    if (!ctx.runtime) return ops::linear(x, p.w, bias, rule, product);
+    rt::WholeLinear r = rt::whole_linear(std::string(rt::backend_name(*ctx.runtime)), x, p.w, bias, rule, product);
     const std::string note = "projection: one whole product on backend " + r.backend;
     if (ctx.report.notes.back() != note) ctx.report.notes.push_back(note);
     return std::move(r.y);

@@ -346,6 +346,9 @@ TEST(BadOutputs, MergeRefusesShardsWithMalformedJson) {
       // Nested 100,000 deep: refused by the one JSON reader (engine/json_read.h), naming the dataset.
       {"deep_options", std::string(100000, '['), "[]", "nested deeper than 64 levels", ":/report/options: "},
       {"deep_cases", good_options, std::string(100000, '['), "nested deeper than 64 levels", ":/report/cases: "},
+      // A misspelt experiment option would read as absent and merge at its default.
+      {"unknown_option", good_options.substr(0, good_options.size() - 1) + R"(,"pool_byts":1})", "[]",
+       "unknown key 'pool_byts' (not one psi writes)", ":/report/options: "},
   };
   for (const Bad& b : bad) {
     const fs::path shard = dir / (b.name + ".h5");

@@ -12,7 +12,7 @@
 #include "engine/parallel.h"
 #include "engine/pipeline/positions.h"
 #include "hdf5/h5.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "probes/probe_cases.h"
 #include "tests/recordings.h"
 
@@ -133,7 +133,7 @@ TEST(Block, DenseIsCloserToMathThanTheOfficialFlashIs) {
   for (const auto& t : r.results) {
     if (t.backend != "math") continue;
     const auto math = f.read_bf16("/block_small/math/" + t.tensor), flash = f.read_bf16("/block_small/flash/" + t.tensor);
-    const auto official = psi::probes::distance(flash.span(), math.span());
+    const auto official = psi::distance(flash.span(), math.span());
     ASSERT_TRUE(t.distance.has_value());
     EXPECT_LT(t.distance->rel_l2, official.rel_l2) << t.tensor;
   }

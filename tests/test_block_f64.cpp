@@ -8,11 +8,12 @@
 #include <filesystem>
 #include <utility>
 
+#include "engine/bf16_f64.h"
 #include "engine/error.h"
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/positions.h"
 #include "hdf5/h5.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "probes/probe_cases.h"
 #include "tests/recordings.h"
 
@@ -22,9 +23,9 @@ using psi::Bf16;
 
 namespace {
 
-// Relative L2 of a BF16 tensor to a float64 one, in double (probes/metrics.h).
+// Relative L2 of a BF16 tensor to a float64 one, in double (engine/distance.h).
 double rel_l2(const psi::Bf16Tensor& ours, const psi::F64Tensor& ref) {
-  return psi::probes::distance(ours.span(), std::span<const double>(ref.data)).rel_l2;
+  return psi::distance(ours.span(), std::span<const double>(ref.data)).rel_l2;
 }
 
 // The dense path writes BF16 at every operator boundary (docs/block.md): one rounding is a
@@ -93,7 +94,7 @@ TEST(BlockF64, DeterministicAndWritesNoBf16Inside) {
     std::int64_t representable = 0;
     for (double v : na[i].second->data) {
       ASSERT_TRUE(std::isfinite(v)) << na[i].first;
-      representable += double(model::bf16_of_f64(v).to_float()) == v ? 1 : 0;
+      representable += double(psi::bf16_of_f64(v).to_float()) == v ? 1 : 0;
     }
     EXPECT_LT(representable * 100, na[i].second->numel()) << na[i].first;
   }
@@ -103,13 +104,13 @@ TEST(BlockF64, RoundsToBf16Once) {
   // 1 + 2^-8 is the midpoint of BF16 1 (0x3f80) and 1 + 2^-7 (0x3f81); float(v) lands on it for
   // v within 2^-24 of it, where rounding through float would tie to even.
   const double mid = 1.0 + std::ldexp(1.0, -8);
-  EXPECT_EQ(model::bf16_of_f64(mid).bits, 0x3f80);
-  EXPECT_EQ(model::bf16_of_f64(mid + std::ldexp(1.0, -40)).bits, 0x3f81);
-  EXPECT_EQ(model::bf16_of_f64(mid - std::ldexp(1.0, -40)).bits, 0x3f80);
-  EXPECT_EQ(model::bf16_of_f64(-(mid + std::ldexp(1.0, -40))).bits, 0xbf81);
+  EXPECT_EQ(psi::bf16_of_f64(mid).bits, 0x3f80);
+  EXPECT_EQ(psi::bf16_of_f64(mid + std::ldexp(1.0, -40)).bits, 0x3f81);
+  EXPECT_EQ(psi::bf16_of_f64(mid - std::ldexp(1.0, -40)).bits, 0x3f80);
+  EXPECT_EQ(psi::bf16_of_f64(-(mid + std::ldexp(1.0, -40))).bits, 0xbf81);
   const double odd_mid = 1.0 + 3 * std::ldexp(1.0, -8);  // between 0x3f81 and 0x3f82: ties go up
-  EXPECT_EQ(model::bf16_of_f64(odd_mid).bits, 0x3f82);
-  EXPECT_EQ(model::bf16_of_f64(odd_mid - std::ldexp(1.0, -40)).bits, 0x3f81);
+  EXPECT_EQ(psi::bf16_of_f64(odd_mid).bits, 0x3f82);
+  EXPECT_EQ(psi::bf16_of_f64(odd_mid - std::ldexp(1.0, -40)).bits, 0x3f81);
   EXPECT_EQ(model::round_to_bf16(psi::F64Tensor({2}, {0.5, -3.0})).data, (std::vector<Bf16>{Bf16{0x3f00}, Bf16{0xc040}}));
 }
 

@@ -9,7 +9,7 @@
 
 #include "engine/bf16.h"
 #include "probes/diff_map.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "psi_command.h"
 #include "report/diff_figures.h"
 #include "report/figures.h"
@@ -34,7 +34,7 @@ TEST(DiffMap, ClassesHistogramAndCells) {
   ours[std::size_t(299 * cols + 169)] = psi::bf16_rne(-1.0f);  // the last cell: a sign flip
   ours[std::size_t(150 * cols)] = plus_ulps(ref[0], 2000);     // ">1024"
   const probes::DiffMap m = probes::diff_map(ours, ref, 7, rows, cols);
-  EXPECT_EQ(m.differing(), probes::distance(ours, ref).differing);
+  EXPECT_EQ(m.differing(), psi::distance(ours, ref).differing);
   EXPECT_EQ(m.histogram[0], 1);
   EXPECT_EQ(m.histogram[2], 1);
   EXPECT_EQ(m.histogram[11], 1);

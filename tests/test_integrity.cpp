@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
-#include "hdf5/compare.h"
+#include "compare/compare.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"

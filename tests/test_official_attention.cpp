@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -228,6 +229,60 @@ TEST(OfficialAttention, ThreadCountDoesNotMatter) {
                       official::ExpModel::ex2_table, psi::as_matrix(b));
   psi::set_thread_count(0);
   EXPECT_EQ(a.data, b.data);
+}
+
+// The SIMD lanes of the expf model are the scalar model: every 1,021st float32 bit pattern
+// (all exponents, both signs, NaNs and infinities among them) and the boundaries by hand.
+TEST(NvExpfLanes, EveryValueIsTheScalarModel) {
+  std::vector<float> x;
+  for (std::uint64_t b = 0; b < (1ull << 32); b += 1021) x.push_back(std::bit_cast<float>(std::uint32_t(b)));
+  for (const float v : {0.0f, -0.0f, 1.0f, -1.0f, 127.0f, 128.0f, -126.0f, -127.0f, -150.0f, 88.7f, -87.3f, -103.9f,
+                        std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+                        std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(v);
+  std::vector<float> ex2(x.size()), e(x.size());
+  official::ex2_approx_ftz_lanes(x.data(), ex2.data(), std::int64_t(x.size()));
+  official::nv_expf_lanes(x.data(), e.data(), std::int64_t(x.size()));
+  std::int64_t ex2_off = 0, expf_off = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto xb = std::bit_cast<std::uint32_t>(x[i]);
+    if (std::bit_cast<std::uint32_t>(ex2[i]) != std::bit_cast<std::uint32_t>(official::ex2_approx_ftz(x[i])))
+      if (ex2_off++ < 3) ADD_FAILURE() << "ex2_approx_ftz_lanes at bits 0x" << std::hex << xb;
+    if (std::bit_cast<std::uint32_t>(e[i]) != std::bit_cast<std::uint32_t>(official::nv_expf(x[i])))
+      if (expf_off++ < 3) ADD_FAILURE() << "nv_expf_lanes at bits 0x" << std::hex << xb;
+  }
+  EXPECT_EQ(ex2_off, 0);
+  EXPECT_EQ(expf_off, 0);
+  // In place, as the softmax rows call them.
+  std::vector<float> in_place = x;
+  official::nv_expf_lanes(in_place.data(), in_place.data(), std::int64_t(in_place.size()));
+  EXPECT_EQ(std::memcmp(in_place.data(), e.data(), e.size() * sizeof(float)), 0);
+}
+
+// The MATH core's products step their FMA chains in register tiles: both tile widths, and the
+// rows and columns past the last whole tile, give each element the chain of the plain loop, one
+// correctly rounded fma per c in ascending order from the element's starting value.
+TEST(FmaChains, EveryTileWidthIsThePlainChain) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  const std::int64_t rows = 7, n = 83, depth = 300, lda = depth + 5, ldb = n + 3, ldc = n + 1;
+  std::vector<float> a(rows * lda), b(depth * ldb), start(rows * ldc);
+  for (auto* v : {&a, &b, &start})
+    for (auto& x : *v) x = u(gen);
+  for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, depth}, {17, 211}, {5, 5}}) {
+    std::vector<float> plain = start;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t c = c0; c < c1; ++c) plain[r * ldc + j] = std::fma(a[r * lda + c], b[c * ldb + j], plain[r * ldc + j]);
+    for (const bool wide : {false, true}) {
+      std::vector<float> tiled = start;
+      official::fma_chains(a.data(), lda, b.data(), ldb, c0, c1, tiled.data(), ldc, rows, n, wide);
+      for (std::int64_t i = 0; i < rows * ldc; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(tiled[i]), std::bit_cast<std::uint32_t>(plain[i]))
+            << "element " << i << (wide ? " (wide tiles)" : " (narrow tiles)") << ", c " << c0 << ".." << c1;
+    }
+  }
 }
 
 TEST(WarpSoftmax, ButterflyAddsPartnersNotInLaneOrder) {

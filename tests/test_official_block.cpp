@@ -21,7 +21,7 @@
 #include "engine/pipeline/positions.h"
 #include "engine/sha256.h"
 #include "hdf5/h5.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "probes/probe_cases.h"
 #include "probes/recording.h"
 #include "tests/recordings.h"
@@ -133,9 +133,9 @@ void expect_full_block_rows_bitwise(const std::string& variant, const std::strin
   const model::BlockProbes p = model::block_forward(c, w, in, model::numerics_variant(variant), &forced);
   const Bf16Tensor attn2 = first_rows(recorded("attn2"));
   ASSERT_EQ(p.attn2.shape, attn2.shape);
-  EXPECT_EQ(probes::distance(p.attn2.data, attn2.data).differing, 0) << variant;
-  EXPECT_EQ(probes::distance(p.audio_attn1.data, recorded("audio_attn1").data).differing, 0) << variant;
-  EXPECT_EQ(probes::distance(p.audio_attn2.data, recorded("audio_attn2").data).differing, 0) << variant;
+  EXPECT_EQ(psi::distance(p.attn2.data, attn2.data).differing, 0) << variant;
+  EXPECT_EQ(psi::distance(p.audio_attn1.data, recorded("audio_attn1").data).differing, 0) << variant;
+  EXPECT_EQ(psi::distance(p.audio_attn2.data, recorded("audio_attn2").data).differing, 0) << variant;
 }
 
 }  // namespace

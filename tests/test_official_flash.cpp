@@ -240,7 +240,7 @@ TEST(OfficialFlash, ClaimsCountTheirOwnPathOnly) {
     t.tensor = std::move(tensor);
     t.backend = std::move(backend);
     if (stored) {
-      probes::Distance d;
+      psi::Distance d;
       d.total = 100;
       d.differing = differing;
       t.distance = d;

@@ -15,7 +15,7 @@
 #include "engine/sha256.h"
 #include "experiments/trajectory_support.h"
 #include "hdf5/h5.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -111,10 +111,10 @@ TEST(Trajectory, DenseReplayStartsBitwiseAndFirstStepIsCloserThanFlash) {
   auto flash_vs_math = [&](const char* t) {
     const Bf16Tensor a = f.read_bf16(std::string("/block_small/flash/") + t);
     const Bf16Tensor b = f.read_bf16(std::string("/block_small/math/") + t);
-    return probes::distance(a.span(), b.span()).rel_l2;
+    return psi::distance(a.span(), b.span()).rel_l2;
   };
-  const auto dv = probes::distance(result.states[1].video.span(), rec[1].video.span());
-  const auto da = probes::distance(result.states[1].audio.span(), rec[1].audio.span());
+  const auto dv = psi::distance(result.states[1].video.span(), rec[1].video.span());
+  const auto da = psi::distance(result.states[1].audio.span(), rec[1].audio.span());
   EXPECT_GT(dv.differing, 0);  // CPU and GPU accumulation orders differ: not bitwise
   EXPECT_LT(dv.rel_l2, flash_vs_math("video_out"));
   EXPECT_LT(da.rel_l2, flash_vs_math("audio_out"));

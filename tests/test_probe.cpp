@@ -16,6 +16,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "hdf5/h5.h"
+#include "probes/metrics.h"
 #include "probes/probe_cases.h"
 #include "tests/recordings.h"
 #include "tests/hashed.h"
@@ -137,7 +138,7 @@ TEST(ProbeMetrics, SignFlipsAreCountedApartFromTheUlps) {
   std::vector<psi::Bf16> ours{b(-1e-3f), b(2e-3f), b(1e-3f), b(0.0f), psi::Bf16{std::uint16_t(b(1.0f).bits + 3)},
                               b(3.0f), b(5.0f)};
   ASSERT_GT(psi::bf16_ulp_distance(ours[0], ref[0]), 20000);
-  probes::Distance d = probes::distance(ours, ref);
+  psi::Distance d = psi::distance(ours, ref);
   EXPECT_EQ(d.differing, 5);
   EXPECT_EQ(d.sign_flips, 3);
   EXPECT_EQ(d.max_ulp_same_sign, 3);
@@ -145,12 +146,12 @@ TEST(ProbeMetrics, SignFlipsAreCountedApartFromTheUlps) {
   std::snprintf(l2, sizeof l2, "%.3e", d.rel_l2);
   EXPECT_EQ(probes::format_distance(d), std::string("differs 5/7 rel_l2 ") + l2 + " sign_flips 3 max_ulp_same_sign 3");
   ours[5] = psi::Bf16{0x7fc0};  // NaN
-  d = probes::distance(ours, ref);
+  d = psi::distance(ours, ref);
   EXPECT_EQ(d.sign_flips, 3);
   EXPECT_EQ(d.max_ulp_same_sign, std::numeric_limits<std::int64_t>::max());
   // Against a float64 reference, signs as ULPs are those of its BF16 rounding: 1e-50 rounds to +0.
   const std::vector<double> f64{1e-50, -1e-3, 2.0};
-  d = probes::distance(std::vector<psi::Bf16>{b(-0.0f), b(1e-3f), b(2.0f)}, f64);
+  d = psi::distance(std::vector<psi::Bf16>{b(-0.0f), b(1e-3f), b(2.0f)}, f64);
   EXPECT_EQ(d.differing, 2);
   EXPECT_EQ(d.sign_flips, 1);
   EXPECT_EQ(d.max_ulp_same_sign, 0);

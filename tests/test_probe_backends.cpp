@@ -68,14 +68,14 @@ TEST(WholeLinear, ShapesThatDoNotFitAreRefused) {
 TEST(ProbeBackends, ProjectionsOnTheCpuBackendAreTheHostBits) {
   for (const char* name : {"audio-ff-up", "video-q-proj"}) {
     probes::ProbeOptions host, cpu;
-    cpu.backend = "cpu";
+    cpu.runtime = rt::BackendKind::cpu;
     expect_same_outputs(probes::run_probe(name, cpu), probes::run_probe(name, host));
   }
 }
 
 TEST(ProbeBackends, SmallBlockThroughTheExecutorIsTheHostBlockForEveryVariant) {
   probes::ProbeOptions host, cpu;
-  cpu.backend = "cpu";
+  cpu.runtime = rt::BackendKind::cpu;
   const probes::ProbeReport on_cpu = probes::run_probe("block-small", cpu);
   expect_same_outputs(on_cpu, probes::run_probe("block-small", host));
   int executor_notes = 0;

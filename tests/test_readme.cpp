@@ -55,7 +55,7 @@
 #include <string>
 #include <vector>
 
-#include "hdf5/compare.h"
+#include "compare/compare.h"
 #include "hdf5/h5.h"
 #include "tests/readme_blocks.h"
 

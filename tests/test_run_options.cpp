@@ -130,6 +130,19 @@ TEST_F(RunOptions, EachExperimentDeclaresItsOwnOptions) {
   EXPECT_EQ(back.to_json()["capture"], "");
   EXPECT_EQ(back.to_json()["pool_bytes"], rt::kDefaultPoolBytes);
   EXPECT_EQ(back.to_json()["row_tile"], 0);
+  // A key psi does not write is refused, not read as absent.
+  nlohmann::json misspelt = o.to_json();
+  misspelt["row_tiles"] = 4;
+  EXPECT_THROW(
+      {
+        try {
+          exp::Options::from_json(misspelt);
+        } catch (const Error& e) {
+          EXPECT_STREQ(e.what(), "unknown key 'row_tiles' (not one psi writes)");
+          throw;
+        }
+      },
+      Error);
 }
 
 // The report records the config the recorded tensors are of and the recording's seed; a

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/bf16_f64.h"
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "engine/ops/rope.h"
@@ -19,7 +20,7 @@
 #include "engine/pipeline/timestep.h"
 #include "engine/pipeline/trajectory.h"
 #include "experiments/trajectory_support.h"
-#include "probes/metrics.h"
+#include "engine/distance.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -63,9 +64,9 @@ pipeline::TrajectoryResult run_dense(const pipeline::TrajectoryHooks& hooks = {}
   return pipeline::run_trajectory(tiny(), w, tiny_case(), model::numerics_variant("dense"), hooks);
 }
 
-// Relative L2 of a BF16 tensor to a float64 one, in double (probes/metrics.h).
+// Relative L2 of a BF16 tensor to a float64 one, in double (engine/distance.h).
 double rel_l2(const Bf16Tensor& ours, const F64Tensor& ref) {
-  return psi::probes::distance(ours.span(), std::span<const double>(ref.data)).rel_l2;
+  return psi::distance(ours.span(), std::span<const double>(ref.data)).rel_l2;
 }
 
 // A state is the last BF16 write of a step, so the BF16 runs carry at least its rounding error
@@ -152,7 +153,7 @@ TEST(TrajectoryF64, DeterministicAndWritesNoBf16) {
     std::int64_t representable = 0;
     for (double v : f.states[i].video.data) {
       ASSERT_TRUE(std::isfinite(v)) << f.states[i].name;
-      representable += double(model::bf16_of_f64(v).to_float()) == v ? 1 : 0;
+      representable += double(bf16_of_f64(v).to_float()) == v ? 1 : 0;
     }
     EXPECT_LT(representable * 100, f.states[i].video.numel()) << f.states[i].name;
   }
@@ -202,13 +203,13 @@ TEST(TrajectoryF64, DistanceToFloat64CountsAgainstTheRounding) {
   // Just above the midpoint of 1 and 1 + 2^-7 (so close that float32 would land on it and tie
   // down to 1): rounds up.
   const std::vector<double> ref{1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30), -2.5, 0.1};
-  std::vector<Bf16> ours{model::bf16_of_f64(ref[0]), model::bf16_of_f64(ref[1]), model::bf16_of_f64(ref[2])};
+  std::vector<Bf16> ours{bf16_of_f64(ref[0]), bf16_of_f64(ref[1]), bf16_of_f64(ref[2])};
   EXPECT_EQ(ours[0].bits, 0x3f81);
-  probes::Distance d = probes::distance(ours, ref);
+  psi::Distance d = psi::distance(ours, ref);
   EXPECT_EQ(d.differing, 0);
   EXPECT_GT(d.rel_l2, 0.0);
   ours[0] = Bf16{0x3f80};  // the other neighbour, one step from the rounding
-  d = probes::distance(ours, ref);
+  d = psi::distance(ours, ref);
   EXPECT_EQ(d.differing, 1);
   EXPECT_EQ(d.max_ulp_same_sign, 1);
   EXPECT_EQ(d.sign_flips, 0);

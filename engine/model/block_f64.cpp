@@ -1,13 +1,12 @@
 #include "engine/model/block_f64.h"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <numbers>
 
 #include <Eigen/Dense>
 
+#include "engine/bf16_f64.h"
 #include "engine/error.h"
 
 namespace psi::model {
@@ -275,15 +274,6 @@ BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, co
   p.video_out = to_tensor(gated_residual(vx3, ff, ada_value(t, in.video.timesteps, ada_row::gate_mlp)));
   p.audio_out = to_tensor(gated_residual(ax3, audio_ff, ada_value(ta2, in.audio.timesteps, ada_row::gate_mlp)));
   return p;
-}
-
-Bf16 bf16_of_f64(double v) {
-  // float(v) is nearest; it can only misplace the BF16 rounding when it lands exactly on a BF16
-  // midpoint that v itself is not on: one float step toward v puts it on v's side.
-  float f = float(v);
-  if ((std::bit_cast<std::uint32_t>(f) & 0xffffu) == 0x8000u && double(f) != v && std::isfinite(f))
-    f = std::nextafter(f, double(f) < v ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity());
-  return bf16_rne(f);
 }
 
 Bf16Tensor round_to_bf16(const F64Tensor& t) {

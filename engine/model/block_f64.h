@@ -52,8 +52,7 @@ struct BlockProbesF64 {
 BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in);
 BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in);
 
-// A float64 value correctly rounded to BF16 (nearest, ties to even; one rounding, not two).
-Bf16 bf16_of_f64(double v);
+// Each value correctly rounded to BF16 (bf16_of_f64).
 Bf16Tensor round_to_bf16(const F64Tensor& t);
 
 }  // namespace psi::model

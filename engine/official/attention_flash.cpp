@@ -76,7 +76,8 @@ void run_split(CBf16Mat q, CBf16Mat k, CBf16Mat vt, std::int64_t block_n, std::i
         for (std::int64_t c = 0; c < d; ++c) o.at(r, c) = o.at(r, c) * rescale;
       }
       const float max_scaled = m == kNegInf ? 0.0f : m * sc.log2;
-      for (std::int64_t j = 0; j < block_n; ++j) sr[j] = ex2_approx_ftz(sr[j] * sc.log2 - max_scaled);
+      for (std::int64_t j = 0; j < block_n; ++j) sr[j] = sr[j] * sc.log2 - max_scaled;
+      ex2_approx_ftz_lanes(sr, sr, block_n);
       flash_thread_sums(sr, block_n, first, rescale, sums.data() + r * kThreadsPerRow);
       for (std::int64_t j = 0; j < nk; ++j) p[r * block_n + j] = bf16_rne(sr[j]);
     }

@@ -21,7 +21,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr std::int64_t kQueryRowsPerTask = 16;
-constexpr std::int64_t kKeyBlock = 512;  // scores per row and step: the task's rows stay in L1
 constexpr int kWarpSize = 32;
 
 // acc[j] = fma(a, b[j], acc[j]) for j < n: one step of n independent FMA chains (correctly
@@ -29,6 +28,51 @@ constexpr int kWarpSize = 32;
 PSI_ISA_CLONES
 void fma_step(float a, const float* b, float* acc, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) acc[j] = std::fma(a, b[j], acc[j]);
+}
+
+// fma_chains' tiles: kTileRows × W accumulators that stay in registers across c. fma_step
+// loads and stores every accumulator at every step, which held the MATH core's products to
+// about a third of the FMA rate.
+constexpr int kTileRows = 4;
+constexpr std::int64_t kTileDepth = 128;  // c per pass: a W-wide panel of B stays in L1
+
+template <int W>
+[[gnu::always_inline]] inline void fma_tile(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                                            std::int64_t c0, std::int64_t c1, float* C, std::int64_t ldc) {
+  float acc[kTileRows][W];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int j = 0; j < W; ++j) acc[r][j] = C[r * ldc + j];
+  for (std::int64_t c = c0; c < c1; ++c) {
+    const float* bc = b + c * ldb;
+#pragma GCC unroll 4
+    for (int r = 0; r < kTileRows; ++r) {
+      const float ar = a[r * lda + c];
+#pragma GCC unroll 64
+      for (int j = 0; j < W; ++j) acc[r][j] = std::fma(ar, bc[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < kTileRows; ++r)
+    for (int j = 0; j < W; ++j) C[r * ldc + j] = acc[r][j];
+}
+
+PSI_ISA_CLONES
+void fma_tile_wide(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t c0,
+                   std::int64_t c1, float* C, std::int64_t ldc) {
+  fma_tile<64>(a, lda, b, ldb, c0, c1, C, ldc);
+}
+
+PSI_ISA_CLONES
+void fma_tile_narrow(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t c0,
+                     std::int64_t c1, float* C, std::int64_t ldc) {
+  fma_tile<16>(a, lda, b, ldb, c0, c1, C, ldc);
+}
+
+// s[j] = expf(s[j] − m) for j < n under the model.
+void exp_minus(float* s, std::int64_t n, float m, ExpModel exp) {
+  for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] - m;
+  if (exp == ExpModel::ex2_table) nv_expf_lanes(s, s, n);
+  else
+    for (std::int64_t j = 0; j < n; ++j) s[j] = nv_expf(s[j], exp);
 }
 
 // The warp softmax of one row of n ≤ 2,048 keys (softmax_warp_forward).
@@ -39,7 +83,7 @@ void warp_softmax_row(float* s, std::int64_t n, ExpModel exp) {
     std::fill(s, s + n, 0.0f);
     return;
   }
-  for (std::int64_t j = 0; j < n; ++j) s[j] = nv_expf(s[j] - m, exp);
+  exp_minus(s, n, m, exp);
   const float sum = h200_softmax_sum(s, n);
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
 }
@@ -54,7 +98,7 @@ void block_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   }
   float m = std::numeric_limits<float>::lowest();
   for (std::int64_t j = 0; j < n; ++j) m = std::fmax(m, s[j]);  // ::max: fmaxf
-  for (std::int64_t j = 0; j < n; ++j) s[j] = nv_expf(s[j] - m, exp);  // the epilogue recomputes the same expf
+  exp_minus(s, n, m, exp);  // the epilogue recomputes the same expf
   const float sum = h200_softmax_sum(s, n);
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
 }
@@ -68,6 +112,26 @@ float warp_reduce_lane0(float* v) {
 }
 
 }  // namespace
+
+void fma_chains(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t c0, std::int64_t c1,
+                float* C, std::int64_t ldc, std::int64_t rows, std::int64_t n, bool wide) {
+  const std::int64_t W = wide ? 64 : 16;
+  const auto tile = wide ? fma_tile_wide : fma_tile_narrow;
+  for (std::int64_t k0 = c0; k0 < c1; k0 += kTileDepth) {
+    const std::int64_t k1 = std::min(c1, k0 + kTileDepth);
+    std::int64_t j0 = 0;
+    for (; j0 + W <= n; j0 += W) {
+      std::int64_t r0 = 0;
+      for (; r0 + kTileRows <= rows; r0 += kTileRows)
+        tile(a + r0 * lda, lda, b + j0, ldb, k0, k1, C + r0 * ldc + j0, ldc);
+      for (std::int64_t c = k0; c < k1; ++c)
+        for (std::int64_t r = r0; r < rows; ++r) fma_step(a[r * lda + c], b + c * ldb + j0, C + r * ldc + j0, W);
+    }
+    if (j0 < n)
+      for (std::int64_t c = k0; c < k1; ++c)
+        for (std::int64_t r = 0; r < rows; ++r) fma_step(a[r * lda + c], b + c * ldb + j0, C + r * ldc + j0, n - j0);
+  }
+}
 
 float block_reduce_sum(const float* per_thread, int threads) {
   if (threads <= 0 || threads % kWarpSize != 0 || threads > kWarpSize * kWarpSize)
@@ -126,6 +190,7 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
                 " for " + std::to_string(heads) + " heads");
   const std::int64_t d = q.cols / heads, Nq = q.rows, Nk = k.rows;
   const float factor = sdpa_qk_factor(d);
+  static const bool wide = __builtin_cpu_supports("avx512f");  // where AVX-512 holds a wide tile
   // The K slices of the two batched products (kernel_config.h): each a chain from +0, the
   // partial sums added in slice order.
   const ProductShape score_shape{Nq, Nk, d}, value_shape{Nq, d, Nk};
@@ -143,21 +208,15 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
         kt[c * Nk + j] = k.at(j, h * d + c).to_float() * factor;
         vf[j * d + c] = v.at(j, h * d + c).to_float();
       }
-    // A task's rows step their chains together, so that each slice of k' and each row of v is
-    // read once per task; every output's chain keeps its own order.
+    // A task's rows step their chains together (fma_chains), so that each slice of k' and each
+    // row of v is read once per tile of rows; every output's chain keeps its own order.
     parallel_for((Nq + kQueryRowsPerTask - 1) / kQueryRowsPerTask, [&](std::int64_t t) {
       const std::int64_t i0 = t * kQueryRowsPerTask, rows = std::min(Nq, i0 + kQueryRowsPerTask) - i0;
       std::vector<float> s(rows * Nk, 0.0f), o(rows * d, 0.0f), part;
       for (std::size_t si = 0; si < score_slices.size(); ++si) {
         const auto [c0, c1] = score_slices[si];
         if (si > 0) part.assign(rows * Nk, 0.0f);
-        float* into = si == 0 ? s.data() : part.data();
-        for (std::int64_t j0 = 0; j0 < Nk; j0 += kKeyBlock) {
-          const std::int64_t nj = std::min(kKeyBlock, Nk - j0);
-          for (std::int64_t c = c0; c < c1; ++c)
-            for (std::int64_t r = 0; r < rows; ++r)
-              fma_step(qs[(i0 + r) * d + c], kt.data() + c * Nk + j0, into + r * Nk + j0, nj);
-        }
+        fma_chains(qs.data() + i0 * d, d, kt.data(), Nk, c0, c1, si == 0 ? s.data() : part.data(), Nk, rows, Nk, wide);
         if (si > 0)
           for (std::size_t i = 0; i < s.size(); ++i) s[i] += part[i];
       }
@@ -170,9 +229,7 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
       for (std::size_t si = 0; si < value_slices.size(); ++si) {
         const auto [j0, j1] = value_slices[si];
         if (si > 0) part.assign(rows * d, 0.0f);
-        float* into = si == 0 ? o.data() : part.data();
-        for (std::int64_t j = j0; j < j1; ++j)
-          for (std::int64_t r = 0; r < rows; ++r) fma_step(s[r * Nk + j], vf.data() + j * d, into + r * d, d);
+        fma_chains(s.data(), Nk, vf.data(), d, j0, j1, si == 0 ? o.data() : part.data(), d, rows, d, wide);
         if (si > 0)
           for (std::size_t i = 0; i < o.size(); ++i) o[i] += part[i];
       }

@@ -52,6 +52,13 @@ inline constexpr std::int64_t kRegSoftmaxMaxKeys = 9 * kSoftmaxBlockThreads;
 void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const float* mask,
                     std::int64_t mask_ld, ExpModel exp, Bf16Mat out);
 
+// The FP32 FMA chains of the MATH core's two products: C[r][j] = fma(A[r][c], B[c][j], C[r][j])
+// for c0 ≤ c < c1 ascending, r < rows, j < n, each element one chain from its value in C
+// (A rows lda apart, B rows ldb apart, C rows ldc apart). Stepped in register tiles 64 columns
+// wide (`wide`: where AVX-512 holds them) or 16; the bits are the same either way.
+void fma_chains(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t c0, std::int64_t c1,
+                float* C, std::int64_t ldc, std::int64_t rows, std::int64_t n, bool wide);
+
 // The softmax of one score row s[0, n) in place: the warp softmax for n ≤ 2,048, the register
 // block softmax for n ≤ 9,216; longer rows throw (their kernels are not modelled).
 void h200_softmax_row(float* s, std::int64_t n, ExpModel exp);

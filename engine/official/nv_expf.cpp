@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "engine/isa_clones.h"
 #include "engine/official/sfu.h"
 
 namespace psi::official {
@@ -59,7 +60,76 @@ constexpr std::uint32_t kOne = 0x800000;       // the implicit bit: 1.0 with 23 
 
 float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
 
+// kEx2Table's columns apart, as the lanes gather them.
+struct Ex2Columns {
+  std::uint32_t a[64], b[64], c[64];
+};
+constexpr Ex2Columns kEx2Columns = [] {
+  Ex2Columns t{};
+  for (int i = 0; i < 64; ++i) {
+    t.a[i] = std::uint32_t(kEx2Table[i][0]);
+    t.b[i] = std::uint32_t(kEx2Table[i][1]);
+    t.c[i] = std::uint32_t(kEx2Table[i][2]);
+  }
+  return t;
+}();
+
+// ex2_approx_ftz's steps with every branch a select: shift counts clamped to where they are
+// defined and the out-of-range cases chosen afterwards.
+[[gnu::always_inline]] inline float ex2_lane(float x) {
+  const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+  const bool negative = b >> 31;
+  const int exponent = int(b >> 23 & 0xff), shift = exponent - 127;
+  const std::uint32_t m = (b & kFraction) | kOne;
+  std::uint32_t fixed = shift >= 0 ? m << (shift < 6 ? shift : 6) : m >> (-shift < 31 ? -shift : 31);
+  fixed = -shift > 31 ? 0 : fixed;  // zeros and subnormals (and what shifts out) are 0
+  std::uint32_t f = fixed & kFraction;
+  const int whole = int(fixed >> 23);
+  const int n = negative ? -whole - (f != 0) : whole;
+  f = negative && f != 0 ? ~f & kFraction : f;
+  const std::uint32_t index = f >> 17, offset = f & 0x1ffff;
+  std::uint32_t square = 0;  // sfu_square, its partial products masked instead of skipped
+#pragma GCC unroll 17
+  for (int i = 0; i < 17; ++i) square += (offset >> (18 - i)) & (0u - (offset >> i & 1));
+  square >>= 1;
+  const std::uint64_t p = (std::uint64_t(kEx2Columns.a[index]) << 13) + std::uint64_t(kEx2Columns.b[index]) * offset +
+                          std::uint64_t(kEx2Columns.c[index]) * square;
+  std::uint32_t mantissa = std::uint32_t((p + 0x77e2) >> 15);
+  const bool carry = mantissa == 2 * kOne;
+  mantissa = carry ? kOne : mantissa;
+  const int e = n + 127 + carry;
+  std::uint32_t bits = e <= 0 ? 0u : std::uint32_t(e) << 23 | (mantissa & kFraction);
+  const std::uint32_t overflow = negative ? 0u : 0x7f800000u;  // |x| ≥ 128, or ±∞
+  bits = exponent == 0xff || shift >= 7 ? overflow : bits;
+  bits = exponent == 0xff && (b & kFraction) ? 0x7fc00000u : bits;  // quiet_NaN()
+  return from_bits(bits);
+}
+
+[[gnu::always_inline]] inline float nv_expf_lane(float x) {
+  float t = std::fma(x, from_bits(0x3bbb989d), 0.5f);
+  t = t > 0.0f ? t : 0.0f;  // cvt.sat; NaN to 0
+  t = t < 1.0f ? t : 1.0f;
+  // ⌊t·252⌋ as nv_expf_reduce takes it: the exact product is not negative, so truncation is
+  // the floor (and steps in lanes, where std::floor of a double does not).
+  const float j = float(12582913 + int(double(t) * 252.0));
+  const float neg_k = -(j + -12583039.0f);
+  float r = std::fma(x, from_bits(0x3fb8aa3b), neg_k);
+  r = std::fma(x, from_bits(0x32a57060), r);
+  const int k = int(j) - 12583039;
+  return ex2_lane(r) * from_bits(std::uint32_t(k + 127) << 23);
+}
+
 }  // namespace
+
+PSI_ISA_CLONES
+void ex2_approx_ftz_lanes(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = ex2_lane(x[j]);
+}
+
+PSI_ISA_CLONES
+void nv_expf_lanes(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = nv_expf_lane(x[j]);
+}
 
 float ex2_approx_ftz(float x) {
   const std::uint32_t b = std::bit_cast<std::uint32_t>(x);

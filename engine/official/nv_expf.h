@@ -46,4 +46,12 @@ ExpfReduction nv_expf_reduce(float x);
 // expf(x) under the chosen model.
 float nv_expf(float x, ExpModel model = ExpModel::ex2_table);
 
+// y[j] = ex2_approx_ftz(x[j]) and y[j] = nv_expf(x[j]) (the ex2 table model) for j < n, x == y
+// allowed: the same bits as the functions above, computed without branches so that the
+// compiler steps them in SIMD lanes (the softmax rows of both attention cores spent most of
+// their time in these two). NvExpfLanes (tests/test_official_attention.cpp) holds them to the
+// scalar ones.
+void ex2_approx_ftz_lanes(const float* x, float* y, std::int64_t n);
+void nv_expf_lanes(const float* x, float* y, std::int64_t n);
+
 }  // namespace psi::official

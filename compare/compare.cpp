@@ -1,4 +1,4 @@
-#include "hdf5/compare.h"
+#include "compare/compare.h"
 
 #include <algorithm>
 #include <bit>
@@ -16,7 +16,7 @@
 #include "engine/bf16.h"
 #include "engine/error.h"
 #include "engine/json_read.h"
-#include "engine/sign_flip.h"
+#include "engine/distance.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
 #include "hdf5/unverified.h"
@@ -32,16 +32,8 @@ bool maps_path(const PathMap& m, std::string_view path) {
 namespace {
 
 // ---- element types -------------------------------------------------------------------------
-// What the comparison needs of an element type: its bits (equality is bitwise), and for
-// floating types its value and the ULP distance.
-
-// Ordered-integer position of an IEEE value from its magnitude bits and sign: adjacent
-// representable values are one apart, +0 and -0 share 0. The distance of two positions is
-// returned as an unsigned magnitude so that opposite signs cannot overflow.
-std::uint64_t ordered_distance(std::uint64_t mag_a, bool neg_a, std::uint64_t mag_b, bool neg_b) {
-  if (neg_a == neg_b) return mag_a > mag_b ? mag_a - mag_b : mag_b - mag_a;
-  return mag_a + mag_b;
-}
+// What the comparison needs of an element type beside the distance (engine/distance.h, floating
+// types): its bits (equality is bitwise) and how a value is shown.
 
 template <class T>
 struct Elem;
@@ -50,11 +42,6 @@ template <>
 struct Elem<Bf16> {
   static constexpr bool floating = true;
   static std::uint64_t bits(Bf16 v) { return v.bits; }
-  static double value(Bf16 v) { return double(v.to_float()); }
-  static std::uint64_t ulp(Bf16 a, Bf16 b) {
-    if (a.is_nan() || b.is_nan()) return kUlpNaN;
-    return std::uint64_t(bf16_ulp_distance(a, b));
-  }
   static std::string format(Bf16 v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g (0x%04x)", double(v.to_float()), unsigned(v.bits));
@@ -66,12 +53,6 @@ template <>
 struct Elem<float> {
   static constexpr bool floating = true;
   static std::uint64_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
-  static double value(float v) { return double(v); }
-  static std::uint64_t ulp(float a, float b) {
-    if (std::isnan(a) || std::isnan(b)) return kUlpNaN;
-    std::uint32_t ua = std::bit_cast<std::uint32_t>(a), ub = std::bit_cast<std::uint32_t>(b);
-    return ordered_distance(ua & 0x7fffffffu, ua >> 31, ub & 0x7fffffffu, ub >> 31);
-  }
   static std::string format(float v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g (0x%08" PRIx32 ")", double(v), std::bit_cast<std::uint32_t>(v));
@@ -83,13 +64,6 @@ template <>
 struct Elem<double> {
   static constexpr bool floating = true;
   static std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
-  static double value(double v) { return v; }
-  static std::uint64_t ulp(double a, double b) {
-    if (std::isnan(a) || std::isnan(b)) return kUlpNaN;
-    std::uint64_t ua = std::bit_cast<std::uint64_t>(a), ub = std::bit_cast<std::uint64_t>(b);
-    constexpr std::uint64_t mag = 0x7fffffffffffffffull;
-    return ordered_distance(ua & mag, ua >> 63, ub & mag, ub >> 63);
-  }
   static std::string format(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g (0x%016" PRIx64 ")", v, std::bit_cast<std::uint64_t>(v));
@@ -101,8 +75,6 @@ template <class I>
 struct IntElem {
   static constexpr bool floating = false;
   static std::uint64_t bits(I v) { return std::uint64_t(v); }
-  static double value(I v) { return double(v); }
-  static std::uint64_t ulp(I, I) { return 0; }
   static std::string format(I v) { return std::to_string(v); }
 };
 template <>
@@ -221,8 +193,9 @@ std::vector<std::int64_t> strides_of(const Shape& s) {
   return st;
 }
 
-// Compares the elements of box [lo, hi) (full-tensor coordinates) in row-major order; the
-// float64 sums of the relative L2 run in that same order.
+// Compares the elements of box [lo, hi) (full-tensor coordinates) in row-major order, a row of
+// the last axis at a time: floating types through the one distance (engine/distance.h), whose
+// sums run in that order; other types by their bits.
 template <class T>
 void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& b, const Side& sb,
                  const Shape& lo, const Shape& hi, DatasetComparison& out) {
@@ -230,9 +203,7 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
   const std::size_t rank = lo.size();
   const auto st_a = strides_of(sa.info.shape), st_b = strides_of(sb.info.shape), st_full = strides_of(sa.full);
   const std::int64_t inner = hi[rank - 1] - lo[rank - 1];
-  double sq_diff = 0, sq_ref = 0;
-  std::uint64_t max_ulp = 0;
-  std::int64_t sign_flips = 0;
+  [[maybe_unused]] std::conditional_t<E::floating, DistanceSum<T, T>, char> sum{};
   Shape idx = lo;
   while (true) {
     std::int64_t off_a = 0, off_b = 0;
@@ -240,27 +211,12 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
       off_a += (idx[i] - sa.lo[i]) * st_a[i];
       off_b += (idx[i] - sb.lo[i]) * st_b[i];
     }
-    for (std::int64_t j = 0; j < inner; ++j) {
+    if constexpr (E::floating)
+      sum.add(std::span<const T>(a.data() + off_a, std::size_t(inner)), std::span<const T>(b.data() + off_b, std::size_t(inner)));
+    for (std::int64_t j = 0; j < inner && !(E::floating && out.first); ++j) {
       const T x = a[off_a + j], y = b[off_b + j];
-      // B's value, read once for the norm and for a difference (integer types have none).
-      [[maybe_unused]] double vy = 0;
-      if constexpr (E::floating) {
-        // The norm of B over its finite elements: an Inf in B (even where A equals it) must not
-        // turn every relative error into 0.
-        vy = E::value(y);
-        if (std::isfinite(vy)) sq_ref += vy * vy;
-      }
       if (E::bits(x) == E::bits(y)) continue;
-      ++out.differing;
-      if constexpr (E::floating) {
-        const double vx = E::value(x);
-        const double d = vx - vy;
-        sq_diff += d * d;
-        if (is_sign_flip(vx, vy))
-          ++sign_flips;
-        else
-          max_ulp = std::max(max_ulp, E::ulp(x, y));
-      }
+      if constexpr (!E::floating) ++out.differing;
       if (!out.first) {
         FirstDifference fd;
         fd.index = idx;
@@ -286,16 +242,8 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
     if (done) break;
   }
   if constexpr (E::floating) {
-    out.max_ulp = max_ulp;
-    out.sign_flips = sign_flips;
-    // Differences involving a non-finite value make sq_diff Inf or NaN, and so the ratio; a
-    // difference between two NaN payloads alone leaves it NaN. It is 0 only when nothing differs.
-    if (out.differing == 0)
-      out.rel_l2 = 0.0;
-    else if (sq_diff == 0)
-      out.rel_l2 = std::numeric_limits<double>::quiet_NaN();
-    else
-      out.rel_l2 = std::sqrt(sq_diff) / std::sqrt(sq_ref);
+    out.distance = sum.result();
+    out.differing = out.distance->differing;
   }
 }
 
@@ -689,13 +637,14 @@ std::string format_table(const CompareReport& r) {
   out += buf;
   for (const auto& d : r.datasets) {
     std::string counts = "-", flips = "-", ulp = "-", rel = "-";
+    const std::optional<Distance>& dist = d.distance;
     if (d.status == CompareStatus::equal || d.status == CompareStatus::differs) {
       counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
-      if (d.sign_flips) flips = std::to_string(*d.sign_flips);
-      if (d.max_ulp) ulp = *d.max_ulp == kUlpNaN ? "nan" : std::to_string(*d.max_ulp);
-      if (d.rel_l2) {
-        std::snprintf(buf, sizeof buf, "%.3e", *d.rel_l2);
-        rel = *d.rel_l2 == 0 ? "0" : buf;
+      if (dist) {
+        flips = std::to_string(dist->sign_flips);
+        ulp = dist->max_ulp_same_sign == kUlpNaN ? "nan" : std::to_string(dist->max_ulp_same_sign);
+        std::snprintf(buf, sizeof buf, "%.3e", dist->rel_l2);
+        rel = dist->rel_l2 == 0 ? "0" : buf;
       }
     }
     std::string detail;
@@ -750,12 +699,13 @@ std::string format_json(const CompareReport& r) {
     e["full_shape"] = d.full_shape;
     e["compared"] = d.compared;
     e["differing"] = d.differing;
-    e["sign_flips"] = d.sign_flips ? json(*d.sign_flips) : json(nullptr);
-    e["max_ulp"] = !d.max_ulp ? json(nullptr) : *d.max_ulp == kUlpNaN ? json("nan") : json(*d.max_ulp);
+    const std::optional<Distance>& dist = d.distance;
+    e["sign_flips"] = dist ? json(dist->sign_flips) : json(nullptr);
+    e["max_ulp"] = !dist ? json(nullptr) : dist->max_ulp_same_sign == kUlpNaN ? json("nan") : json(dist->max_ulp_same_sign);
     // JSON has no NaN or Inf: a non-finite relative error is written as a string.
-    e["rel_l2"] = !d.rel_l2                     ? json(nullptr)
-                  : std::isfinite(*d.rel_l2)    ? json(*d.rel_l2)
-                  : std::isnan(*d.rel_l2)       ? json("nan")
+    e["rel_l2"] = !dist                          ? json(nullptr)
+                  : std::isfinite(dist->rel_l2)  ? json(dist->rel_l2)
+                  : std::isnan(dist->rel_l2)     ? json("nan")
                                                 : json("inf");
     if (d.first)
       e["first_difference"] = {{"flat_index", d.first->flat_index},

@@ -5,11 +5,11 @@
 // store only some rows (attribute `stored`) are compared on the rows both files hold.
 #include <cstdint>
 #include <filesystem>
-#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/distance.h"
 #include "engine/tensor.h"
 #include "hdf5/h5.h"
 
@@ -70,9 +70,6 @@ enum class CompareStatus {
 
 std::string_view status_name(CompareStatus s);
 
-// Marks a maximum ULP distance that involves a NaN.
-inline constexpr std::uint64_t kUlpNaN = std::numeric_limits<std::uint64_t>::max();
-
 struct FirstDifference {
   std::int64_t flat_index = 0;  // row-major index in the full tensor
   Shape index;                  // the same as a multi-index of the full tensor
@@ -86,13 +83,11 @@ struct DatasetComparison {
   CompareStatus status = CompareStatus::equal;
   std::string dtype;   // "bfloat16", "float32", "float64", "uint8", ...
   Shape full_shape;
-  std::int64_t compared = 0;  // elements compared
-  std::int64_t differing = 0;  // elements whose bits differ
-  // Floating types: differing elements whose sign differs (engine/sign_flip.h), and the largest
-  // ULP distance over the other differing elements (kUlpNaN when a NaN is involved).
-  std::optional<std::int64_t> sign_flips;
-  std::optional<std::uint64_t> max_ulp;
-  std::optional<double> rel_l2;          // ||a-b|| / ||b|| in float64 (B is the reference)
+  std::int64_t compared = 0;   // elements (JSON text: leaves) compared
+  std::int64_t differing = 0;  // elements whose bits differ (JSON text: leaves that differ)
+  // Floating types: A's distance to B, the reference (engine/distance.h); its max_ulp_same_sign
+  // is the table's and JSON's max_ulp.
+  std::optional<Distance> distance;
   std::optional<FirstDifference> first;
   std::string note;  // which rows were compared, why nothing was, or the bad-input reason
   // Whether each side's data was checked against its sha256_full (only whole datasets can be).
