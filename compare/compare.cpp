@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <set>
 
 #include <memory>
@@ -307,10 +308,28 @@ std::string_view status_name(CompareStatus s) {
 
 namespace {
 
+// The names both sides declare in the JSON list `key` holds (a table's time_columns): a name one
+// side alone declares is compared, so that no file can exempt a field the other does not.
+std::set<std::string> declared_by_both(const nlohmann::json& a, const nlohmann::json& b, const char* key) {
+  const auto names = [key](const nlohmann::json& j) {
+    std::set<std::string> out;
+    if (const auto it = j.find(key); it != j.end() && it->is_array())
+      for (const auto& n : *it)
+        if (n.is_string()) out.insert(n.get<std::string>());
+    return out;
+  };
+  const std::set<std::string> x = names(a), y = names(b);
+  std::set<std::string> both;
+  std::set_intersection(x.begin(), x.end(), y.begin(), y.end(), std::inserter(both, both.end()));
+  return both;
+}
+
 // The leaves of two JSON values side by side: each leaf (or a leaf on one side only) counted,
-// and those that differ recorded by path; a leaf under a timing field is counted apart.
+// and those that differ recorded by path; a leaf under a time field (a key in `time_keys`, a cell
+// of a table's time column) is counted apart.
 struct JsonDiff {
   bool timing = false;
+  std::set<std::string> time_keys;  // declared by both files (the dataset's time_fields)
   std::int64_t leaves = 0, timing_leaves = 0, timing_differing = 0, provenance_leaves = 0;
   std::vector<std::string> differing;  // paths, in document order
   std::string first;                   // "path: A=… B=…" of the first
@@ -342,10 +361,12 @@ struct JsonDiff {
     const bool objects = a && b && a->is_object() && b->is_object();
     const bool arrays = a && b && a->is_array() && b->is_array();
     if (objects) {
-      // A rendered table: its cells under a timing column are timing fields.
+      // A rendered table: its cells under a column both sides call a time column are time fields.
       std::vector<bool> timed_column;
-      if (a->contains("columns") && a->at("columns").is_array())
-        for (const auto& c : a->at("columns")) timed_column.push_back(c.is_string() && timing_field(c.get<std::string>()));
+      if (a->contains("columns") && a->at("columns").is_array()) {
+        const std::set<std::string> time_columns = declared_by_both(*a, *b, "time_columns");
+        for (const auto& c : a->at("columns")) timed_column.push_back(c.is_string() && time_columns.count(c.get<std::string>()));
+      }
       std::set<std::string> keys;
       for (const auto& [k, v] : a->items()) keys.insert(k);
       for (const auto& [k, v] : b->items()) keys.insert(k);
@@ -359,7 +380,7 @@ struct JsonDiff {
         }
         const bool was = in_provenance;
         in_provenance = in_provenance || provenance_field(k);
-        walk(sub, x, y, timed || timing_field(k));
+        walk(sub, x, y, timed || time_keys.count(k));
         in_provenance = was;
       }
     } else if (arrays) {
@@ -398,6 +419,15 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
   if (!(ja.is_object() || ja.is_array()) || !(jb.is_object() || jb.is_array())) return false;
   JsonDiff d;
   d.timing = opt.timing;
+  // The keys that measure time are what the writer declared beside the text (attribute
+  // time_fields, a JSON list), never guessed from their names.
+  const auto declared = [](const h5::File& f, const std::string& path) {
+    const std::string list = string_attr(f, path, "time_fields");
+    const nlohmann::json j = list.empty() ? nlohmann::json() : read_json_if_valid(list, f.path().string() + ":" + path + "@time_fields").value_or(nullptr);
+    return nlohmann::json{{"time_fields", j}};
+  };
+  const nlohmann::json da = declared(a, path_a), db = declared(b, path_b);
+  d.time_keys = declared_by_both(da, db, "time_fields");
   d.walk("", &ja, &jb, false);
   out.compared = d.leaves;
   out.differing = std::int64_t(d.differing.size());
@@ -411,27 +441,13 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
                                  std::to_string(d.timing_leaves) + " differ)"
                            : "; " + std::to_string(d.timing_leaves) + " timing fields not compared (" +
                                  std::to_string(d.timing_differing) + " differ; --timing compares them)";
+  if (da.at("time_fields") != db.at("time_fields"))
+    out.note += "; the files declare different time fields (A " + da.at("time_fields").dump() + ", B " +
+                db.at("time_fields").dump() + "): only those both declare are counted apart";
   return true;
 }
 
 }  // namespace
-
-bool timing_field(const std::string& name) {
-  // Whole words only (split at anything not a letter or digit, so wall_mean_s is wall, mean, s):
-  // a substring test took "metadata" for "eta" and "(shape" for "(s".
-  std::string word;
-  for (std::size_t i = 0; i <= name.size(); ++i) {
-    const char c = i < name.size() ? char(std::tolower(static_cast<unsigned char>(name[i]))) : ' ';
-    if (std::isalnum(static_cast<unsigned char>(c))) {
-      word += c;
-      continue;
-    }
-    for (const char* t : {"wall", "time", "seconds", "second", "elapsed", "eta", "s", "ms"})
-      if (word == t) return true;
-    word.clear();
-  }
-  return false;
-}
 
 bool provenance_field(const std::string& name) { return name == "provenance" || name == "file"; }
 

@@ -42,14 +42,12 @@ struct CompareOptions {
   // then the report says which side is partial.
   bool allow_partial = false;
   // Text datasets holding JSON (a report's cases, tables and options) are compared field by
-  // field; the fields that measure time (timing_field) differ from run to run and are listed as
-  // not compared unless this is set.
+  // field. The fields that measure time differ from run to run and are listed as not compared
+  // unless this is set; a field is one when both files declare it: a key named in the dataset's
+  // attribute `time_fields` (a JSON list; a report's cases carry it), a cell of a column named in
+  // a table's `time_columns` (report/table.h). Nothing is taken for a time by its name.
   bool timing = false;
 };
-
-// Whether a JSON object key, or a table column header, names a measurement of time: a wall time,
-// seconds or milliseconds, a rate per second, an ETA.
-bool timing_field(const std::string& name);
 // A field that says where an input lay rather than what it held: a table's `provenance` lines
 // and a case's `file` (the recording's path as given). Two runs on the same recordings reached
 // by other paths differ only there; such differences are shown, never counted.

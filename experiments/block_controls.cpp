@@ -503,6 +503,7 @@ const Registration block_controls_registration{6, {
     .figures = figures_block_controls,
     .settle = settle_block_controls,
     .reread = reread_as<BlockControlsCase>,
+    .time_fields = time_keys_of<BlockControlsCase>,
     .device_summary = block_controls_device_summary}};
 
 }  // namespace psi::exp

@@ -38,8 +38,8 @@ struct CapacityCase {
                       field_if_present("workspace_bytes", &R::workspace_bytes),
                       field("outcome", &R::outcome),
                       field_if_present("failure", &R::failure).when(failed),
-                      field_if_present("wall_s", &R::wall_s).when(complete),
-                      field_if_present("block_s", &R::block_s),
+                      field_if_present("wall_s", &R::wall_s).when(complete).measures_time(),
+                      field_if_present("block_s", &R::block_s).measures_time(),
                       field_if_present("weights", &R::weights),
                       field_if_present("schedule", &R::schedule),
                       field("inputs", &R::inputs),
@@ -97,6 +97,7 @@ std::vector<Table> tabulate_capacity(const nlohmann::json& case_records, const n
   t.title = "first block at six arena / page settings (Table V) — model " + recorded_model(options);
   t.columns = {"arena / page", "outcome", "wall (ms)", "managed peak / bound", "scratch high-water",
                "bitwise equal to reference"};
+  t.time_columns = {"wall (ms)"};
   nlohmann::json runs = nlohmann::json::array();
   for (const CapacityCase& c : cases)
     if (c.run) runs.push_back(*c.run);
@@ -135,6 +136,7 @@ std::string capacity_device_summary(const DeviceSummaryInput& in) {
   Table t;
   t.columns = {"arena / page", "outcome", "wall (ms)", "managed peak / bound", "scratch high water",
                "bitwise equal to the reference setting"};
+  t.time_columns = {"wall (ms)"};
   std::string ref;
   for (const CapacityCase& c : in.cases.get<std::vector<CapacityCase>>()) {
     ref = c.reference;
@@ -159,6 +161,7 @@ const Registration capacity_registration{5, {
     .tabulate = tabulate_capacity,
     .shardable = true,
     .reread = reread_as<CapacityCase>,
+    .time_fields = time_keys_of<CapacityCase>,
     .device_summary = capacity_device_summary}};
 
 }  // namespace psi::exp

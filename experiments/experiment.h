@@ -124,6 +124,9 @@ struct Experiment {
   // A recorded case read through the experiment's record and written again (reread_as): the
   // record's field list applied to a report's case.
   std::function<nlohmann::json(const nlohmann::json& recorded)> reread{};
+  // The keys of its cases that measure time (time_keys_of its record), which the report declares
+  // beside them: psi compare counts those apart.
+  std::function<std::vector<std::string>()> time_fields{};
   // Its section of the device check's summary (`psi device summary`) from its report, in
   // Markdown; empty: the summary shows none.
   std::function<std::string(const DeviceSummaryInput&)> device_summary{};

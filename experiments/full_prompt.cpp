@@ -45,9 +45,9 @@ struct FullPromptPath {
   bool all_finite = true;
   static auto fields() {
     using R = FullPromptPath;
-    return std::tuple{field("wall_mean_s", &R::wall_mean_s),
-                      field("wall_sd_s", &R::wall_sd_s),
-                      field_if_present("per_invocation", &R::per_invocation),
+    return std::tuple{field("wall_mean_s", &R::wall_mean_s).measures_time(),
+                      field("wall_sd_s", &R::wall_sd_s).measures_time(),
+                      field_if_present("per_invocation", &R::per_invocation).holds_time("wall_s"),
                       field("run", &R::run),
                       field("endpoint_video_rel_l2", &R::endpoint_video_rel_l2),
                       field("endpoint_audio_rel_l2", &R::endpoint_audio_rel_l2),
@@ -127,6 +127,7 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, cons
   t.columns = {"case", "prompt", "run", "wall dense (s)", "wall baseline (s)", "wall modified (s)", "PSI managed peak",
                "baseline video", "modified video", "Δ video (mod − base)", "baseline audio", "modified audio",
                "Δ audio", "official-h200 video / audio"};
+  t.time_columns = {"wall dense (s)", "wall baseline (s)", "wall modified (s)"};
   const auto cases = case_records.get<std::vector<FullPromptCase>>();
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const FullPromptCase& c = cases[i];
@@ -183,6 +184,7 @@ const Registration full_prompt_registration{2, {
                  .takes_value = false,
                  .apply = [](const std::string&, Options& o) { set_own_options(o, FullPromptOptions{true}); }}},
     .own_defaults = FullPromptOptions{},
-    .reread = reread_as<FullPromptCase>}};
+    .reread = reread_as<FullPromptCase>,
+    .time_fields = time_keys_of<FullPromptCase>}};
 
 }  // namespace psi::exp

@@ -59,7 +59,7 @@ struct MemoryScopesCase {
                       field_if_present("blocks", &R::blocks),
                       field_if_present("arena", &R::arena),
                       field_if_present("backend", &R::backend),
-                      field("wall_s", &R::wall_s),
+                      field("wall_s", &R::wall_s).measures_time(),
                       field("run", &R::run),
                       field("process_peak_kind", &R::process_peak_kind),
                       field_nullable("process_peak_bytes", &R::process_peak_bytes)};
@@ -123,6 +123,7 @@ std::vector<Table> tabulate_memory_scopes(const nlohmann::json& case_records, co
   t.title = "memory scopes per stage (Fig. 2, §IV-A) — model " + recorded_model(options);
   t.columns = {"stage", "outcome", "tokens (video / audio)", "arena", "pages (2P)", "workspace high-water", "scratch high-water",
                "managed peak", "declared bound", "process peak", "wall (s)"};
+  t.time_columns = {"wall (s)"};
   for (const MemoryScopesCase& c : cases) {
     const auto& r = c.run;
     if (c.result.outcome != "complete") t.notes.push_back("stage " + std::to_string(c.stage) + ": " + *c.result.failure);
@@ -178,6 +179,7 @@ const Registration memory_scopes_registration{1, {
     .run = run_memory_scopes,
     .tabulate = tabulate_memory_scopes,
     .figures = figures_memory_scopes,
-    .reread = reread_as<MemoryScopesCase>}};
+    .reread = reread_as<MemoryScopesCase>,
+    .time_fields = time_keys_of<MemoryScopesCase>}};
 
 }  // namespace psi::exp

@@ -64,10 +64,10 @@ struct OneTokenResult {
     return std::tuple{field("states", &R::states),  // first: a path's run, not the recording or the float64 states
                       field("reference", &R::reference),
                       field_when_set("reference_file", &R::reference_file),
-                      field("wall_mean_s", &R::wall_mean_s),
-                      field("wall_sd_s", &R::wall_sd_s),
+                      field("wall_mean_s", &R::wall_mean_s).measures_time(),
+                      field("wall_sd_s", &R::wall_sd_s).measures_time(),
                       field_if_present("invocations", &R::invocations),
-                      field_if_present("per_invocation", &R::per_invocation),
+                      field_if_present("per_invocation", &R::per_invocation).holds_time("wall_s"),
                       field("run", &R::run)};
   }
 };
@@ -83,8 +83,8 @@ struct OneTokenCase {
   struct Float64Wall {  // the float64 run's own invocation wall (s)
     double mean_s = 0, sd_s = 0;
     static auto fields() {
-      return std::tuple{field("float64_wall_mean_s", &Float64Wall::mean_s),
-                        field("float64_wall_sd_s", &Float64Wall::sd_s)};
+      return std::tuple{field("float64_wall_mean_s", &Float64Wall::mean_s).measures_time(),
+                        field("float64_wall_sd_s", &Float64Wall::sd_s).measures_time()};
     }
   };
   std::optional<Float64Wall> float64_wall;
@@ -263,6 +263,7 @@ std::vector<Table> tabulate_one_token(const nlohmann::json& case_records, const 
   t.columns = {"context", "path", "mode", "invocation wall (s, mean ± SD)", "managed peak / bound",
                "final video rel L2", "final audio rel L2", "max video rel L2 over states", "all finite",
                "final rel L2 to float64 (video / audio)"};
+  t.time_columns = {"invocation wall (s, mean ± SD)"};
   std::vector<Table> more;
   std::map<std::string, std::string> reference;
   std::map<std::string, std::uint64_t> seed;
@@ -360,6 +361,7 @@ const Registration one_token_registration{3, {
                          "layout psi probe trajectory-step replays; docs/official-kernels.md)",
                  .apply = set_capture}},
     .own_defaults = OneTokenOptions{},
-    .reread = reread_as<OneTokenCase>}};
+    .reread = reread_as<OneTokenCase>,
+    .time_fields = time_keys_of<OneTokenCase>}};
 
 }  // namespace psi::exp

@@ -29,7 +29,7 @@ struct ProbesCase {
   static auto fields() {
     using R = ProbesCase;
     return std::tuple{field("case", &R::case_name),        field_if_present("file", &R::file),
-                      field_if_present("seed", &R::seed),  field_if_present("seconds", &R::seconds),
+                      field_if_present("seed", &R::seed),  field_if_present("seconds", &R::seconds).measures_time(),
                       field_if_present("notes", &R::notes), field("rows", &R::rows)};
   }
 };
@@ -123,6 +123,7 @@ const Registration probes_registration{9, {
     .shardable = true,
     .settle = settle_probes,
     .reread = reread_as<ProbesCase>,
+    .time_fields = time_keys_of<ProbesCase>,
     .device_summary = probes_device_summary}};
 
 }  // namespace psi::exp

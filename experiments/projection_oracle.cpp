@@ -140,6 +140,7 @@ const Registration projection_oracle_registration{10, {
     .run = run_projection_oracle,
     .tabulate = tabulate_projection_oracle,
     .settle = settle_projection_oracle,
-    .reread = reread_as<ProjectionOracleCase>}};
+    .reread = reread_as<ProjectionOracleCase>,
+    .time_fields = time_keys_of<ProjectionOracleCase>}};
 
 }  // namespace psi::exp

@@ -6,11 +6,14 @@
 // when unset" or "written flat into the parent record", which the recorded reports need: every
 // report written before a key was added must still read (`psi report`, `psi merge`), and the
 // reports written now must stay byte for byte what they were.
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,7 +39,14 @@ struct Field {
   // A record that must have the key when this holds (read after every field): a complete run's
   // measurements, a failed run's reason.
   bool (*required_if)(const R&) = nullptr;
-  constexpr Field when(bool (*predicate)(const R&)) const { return {key, member, rule, predicate}; }
+  // The key, in this field or inside the JSON it holds, whose values measure time (a wall time, a
+  // rate): they differ from run to run, and psi compare counts them apart (time_keys_of).
+  const char* time_key = nullptr;
+  constexpr Field when(bool (*predicate)(const R&)) const { return {key, member, rule, predicate, time_key}; }
+  // This field is a time.
+  constexpr Field measures_time() const { return {key, member, rule, required_if, key}; }
+  // A JSON field of another layer's record that holds times under `inner` (its "wall_s").
+  constexpr Field holds_time(const char* inner) const { return {key, member, rule, required_if, inner}; }
 };
 
 template <class R, class T>
@@ -171,6 +181,39 @@ void to_json(nlohmann::json& j, const R& r) {
 template <Record R>
 void from_json(const nlohmann::json& j, R& r) {
   read_fields(j, r);
+}
+
+// The record a member holds (itself, or what a std::optional, std::vector or std::map of
+// records holds), for walking nested field lists.
+template <class T>
+struct held {
+  using type = T;
+};
+template <class T>
+struct held<std::optional<T>> : held<T> {};
+template <class T>
+struct held<std::vector<T>> : held<T> {};
+template <class K, class T>
+struct held<std::map<K, T>> : held<T> {};
+
+template <Record R>
+void add_time_keys(std::set<std::string>& out) {
+  const auto one = [&out](const auto& f) {
+    if (f.time_key) out.insert(f.time_key);
+    using Member = std::remove_cvref_t<decltype(std::declval<R>().*(f.member))>;
+    if constexpr (Record<typename held<Member>::type>) add_time_keys<typename held<Member>::type>(out);
+  };
+  std::apply([&](const auto&... f) { (one(f), ...); }, FieldsOf<R>::list());
+}
+
+// Every key that measures time in a record of `R`, its nested records' included: what a report
+// declares beside its cases (attribute `time_fields`), so that psi compare knows them by their
+// record, never by their names' words.
+template <Record R>
+std::vector<std::string> time_keys_of() {
+  std::set<std::string> keys;
+  add_time_keys<R>(keys);
+  return {keys.begin(), keys.end()};
 }
 
 // A recorded case read through the record `R` and written again: what the report would hold had

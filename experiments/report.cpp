@@ -18,6 +18,9 @@ namespace psi::exp {
 
 namespace {
 constexpr const char* kCases = "/report/cases";
+// The cases' keys that measure time, as a JSON list (Experiment::time_fields): psi compare counts
+// them apart (compare/compare.h).
+constexpr const char* kTimeFields = "time_fields";
 constexpr const char* kTables = "/report/tables";
 constexpr const char* kOptions = "/report/options";
 constexpr const char* kIndex = "index";
@@ -113,7 +116,7 @@ std::vector<Table> Report::commit() {
   mark_unverified(tables, cases_);
   nlohmann::json tj = nlohmann::json::array();
   for (const Table& t : tables) tj.push_back(t.to_json());
-  writer_.write_text(kCases, cases_.dump());
+  write_cases();
   writer_.write_text(kTables, tj.dump());
   writer_.write_text(kOptions, options_.to_json().dump());
   // The figures' names come from the cases: checked here, before the report is renamed into place.
@@ -130,8 +133,14 @@ std::vector<Table> Report::commit() {
   return tables;
 }
 
-void Report::abandon(const std::filesystem::path& partial) {
+void Report::write_cases() {
   writer_.write_text(kCases, cases_.dump());
+  const std::vector<std::string> keys = experiment_.time_fields ? experiment_.time_fields() : std::vector<std::string>{};
+  writer_.set_attrs(kCases, {{kTimeFields, nlohmann::json(keys).dump()}});
+}
+
+void Report::abandon(const std::filesystem::path& partial) {
+  write_cases();
   writer_.write_text(kOptions, options_.to_json().dump());
   writer_.abandon_to(partial);
 }

@@ -61,6 +61,9 @@ class Report {
   std::filesystem::path temp_path() const { return writer_.temp_path(); }
 
  private:
+  // /report/cases, with its attribute time_fields (the experiment's keys that measure time).
+  void write_cases();
+
   const Experiment& experiment_;
   Options options_;
   std::vector<std::filesystem::path> inputs_;

@@ -71,9 +71,9 @@ struct SchedulingCase {
                       field_optional("row_tile", &R::row_tile),
                       field("outcome", &R::outcome),
                       field_if_present("failure", &R::failure),
-                      field("wall_s", &R::wall_s),
-                      field_if_present("preload_s", &R::preload_s),
-                      field_optional("block_s", &R::block_s),
+                      field("wall_s", &R::wall_s).measures_time(),
+                      field_if_present("preload_s", &R::preload_s).measures_time(),
+                      field_optional("block_s", &R::block_s).measures_time(),
                       field_optional("weights", &R::weights),
                       field_if_present("weight_bytes_streamed", &R::weight_bytes_streamed),
                       field("run", &R::run),
@@ -249,6 +249,8 @@ std::vector<Table> tabulate_scheduling(const nlohmann::json& case_records, const
   if (gpu) t.columns.insert(t.columns.end(), {"GPU process peak (NVML)", "device used peak (NVML)"});
   // With host-resident weights the block's own time is reported beside the whole run's.
   if (resident) t.columns.insert(t.columns.begin() + 2, "block (ms, mean ± SD)");
+  t.time_columns = {"wall (ms, mean ± SD)"};
+  if (resident) t.time_columns.push_back("block (ms, mean ± SD)");
   const auto mean_sd = [](const std::vector<double>& v) {
     return fmt_fixed((v.empty() ? 0.0 : mean(v)) * 1e3, 1) + " ± " + fmt_fixed(sample_sd(v) * 1e3, 1);
   };
@@ -362,6 +364,9 @@ std::string scheduling_device_summary(const DeviceSummaryInput& in) {
                "weights streamed", "floor of the bytes streamed (ms)", "block / that floor", "managed peak / bound",
                "scratch / workspace high water", "process peak (NVML)", "device used peak (NVML)",
                "probes = first run's (fewest)", "probes = CPU block (fewest)"};
+  // The measured copy rate sets both floors: they, and the ratios to them, vary as the times do.
+  t.time_columns = {"block (ms, mean ± SD, n)", "transfer floor (ms)", "block / floor", "whole run (ms)",
+                    "floor of the bytes streamed (ms)", "block / that floor"};
   bool any_resident = false, any_block_time = false;
   for (const ScheduleRow& row : s.schedules) {
     if (row.run.is_null()) {
@@ -445,6 +450,7 @@ const Registration scheduling_registration{4, {
                  .apply = set_row_tile}},
     .own_defaults = SchedulingOptions{},
     .reread = reread_as<SchedulingCase>,
+    .time_fields = time_keys_of<SchedulingCase>,
     .device_summary = scheduling_device_summary}};
 
 }  // namespace psi::exp

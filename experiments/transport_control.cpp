@@ -40,8 +40,8 @@ struct TransportControlCase {
     using R = TransportControlCase;
     return std::tuple{field("schedule", &R::schedule),
                       field_if_present("file", &R::file),
-                      field("wall_mean_s", &R::wall_mean_s),
-                      field("wall_sd_s", &R::wall_sd_s),
+                      field("wall_mean_s", &R::wall_mean_s).measures_time(),
+                      field("wall_sd_s", &R::wall_sd_s).measures_time(),
                       field("run", &R::run),
                       field_if_present("chaos_seed", &R::chaos_seed),
                       field_if_present("compared_to", &R::compared_to),
@@ -158,6 +158,7 @@ std::vector<Table> tabulate_transport_control(const nlohmann::json& case_records
   t.title = "bitwise transport control over the 8+3 run (§IV-C) — model " + recorded_model(options);
   t.columns = {"schedule", "states bitwise equal to the reference", "invocation wall (s, mean ± SD)",
                "weights H2D", "journal H2D + D2H", "blocking syncs", "managed peak / bound"};
+  t.time_columns = {"invocation wall (s, mean ± SD)"};
   const auto cases = case_records.get<std::vector<TransportControlCase>>();
   for (const auto& c : cases) {
     const auto& r = c.run;
@@ -191,6 +192,7 @@ const Registration transport_control_registration{8, {
                "prefetch): all saved states bitwise equal to the same run on the host block (CPU backend)",
     .run = run_transport_control,
     .tabulate = tabulate_transport_control,
-    .reread = reread_as<TransportControlCase>}};
+    .reread = reread_as<TransportControlCase>,
+    .time_fields = time_keys_of<TransportControlCase>}};
 
 }  // namespace psi::exp

@@ -19,9 +19,21 @@ void Table::add_row(std::vector<std::string> row) {
   rows.push_back(std::move(row));
 }
 
+namespace {
+
+void check_time_columns(const Table& t, Exit code) {
+  for (const std::string& c : t.time_columns)
+    if (std::find(t.columns.begin(), t.columns.end(), c) == t.columns.end())
+      throw Error("table '" + t.title + "': time column '" + c + "' is not one of its columns", code);
+}
+
+}  // namespace
+
 nlohmann::json Table::to_json() const {
+  check_time_columns(*this, Exit::run_failed);
   nlohmann::json j = {{"title", title}, {"columns", columns}, {"rows", rows}, {"notes", notes}};
   if (!provenance.empty()) j["provenance"] = provenance;
+  j["time_columns"] = time_columns;
   return j;
 }
 
@@ -33,6 +45,8 @@ Table Table::from_json(const nlohmann::json& j) {
     for (auto& r : j.at("rows")) t.add_row(r.get<std::vector<std::string>>());
     t.notes = j.value("notes", std::vector<std::string>{});
     t.provenance = j.value("provenance", std::vector<std::string>{});
+    t.time_columns = j.value("time_columns", std::vector<std::string>{});
+    check_time_columns(t, Exit::bad_input);
     return t;
   } catch (const nlohmann::json::exception& e) {
     throw Error(std::string("report table: malformed JSON: ") + e.what());

@@ -19,9 +19,13 @@ struct Table {
   // recordings reached by other paths (another machine, a linked folder) differ only here:
   // psi compare shows such a difference and does not count it.
   std::vector<std::string> provenance;
+  // The columns whose cells measure time (wall times, rates, ratios of them), named as in
+  // `columns`: they differ from run to run, and psi compare counts them apart. Written always
+  // (empty: none), so that a reader never has to guess from a header's words.
+  std::vector<std::string> time_columns;
 
   void add_row(std::vector<std::string> row);
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const;  // psi::Error (run_failed) on a time column that is no column
   static Table from_json(const nlohmann::json& j);  // psi::Error on a malformed table
 };
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -64,6 +65,7 @@ struct Contents {
   F32Tensor f = ramp_f32({4, 4});
   F64Tensor d = ramp_f64({9});
   std::string text = R"({"weights": [1, 2, 3]})";
+  std::optional<std::string> time_fields;  // the text's attribute time_fields, when set
 };
 
 void write_psi(const fs::path& p, const Contents& c) {
@@ -72,6 +74,7 @@ void write_psi(const fs::path& p, const Contents& c) {
   w.write("g/f32", c.f, {"modified", "[4, 4]", "", {}});
   w.write("g/f64", c.d, {"dense", "[9]", "", {}});
   w.write_text("g/weights_json", c.text);
+  if (c.time_fields) w.set_attrs("g/weights_json", {{"time_fields", *c.time_fields}});
   w.commit();
 }
 
@@ -163,21 +166,23 @@ TEST(Compare, OneFlippedBitPerDtype) {
 }
 
 // Text datasets holding JSON (a report's cases and tables) are compared field by field, naming
-// the first differing field; fields that measure time (a key like wall_mean_s, a table cell under
-// a "wall (ms)" column) differ from run to run and are counted apart, compared only with timing.
+// the first differing field; fields that measure time differ from run to run and are counted
+// apart, compared only with timing. A field is a time because both files say so (the text's
+// attribute time_fields, a table's time_columns), never because of its name's words.
 TEST(Compare, JsonTextIsComparedFieldByFieldWithTimingApart) {
   TempDir dir;
   Contents a, b;
   a.text = R"J({"cases": [{"rel_l2": 0.5, "wall_mean_s": 1.25}], "tables": [{"columns": ["case", "wall (ms)", "ok"],
-              "rows": [["x", "12.5", "yes"]]}]})J";
+              "time_columns": ["wall (ms)"], "rows": [["x", "12.5", "yes"]]}]})J";
   b.text = R"J({"cases": [{"rel_l2": 0.5, "wall_mean_s": 1.5}], "tables": [{"columns": ["case", "wall (ms)", "ok"],
-              "rows": [["x", "13.0", "yes"]]}]})J";
+              "time_columns": ["wall (ms)"], "rows": [["x", "13.0", "yes"]]}]})J";
+  a.time_fields = b.time_fields = R"(["wall_mean_s"])";
   write_psi(dir / "a.h5", a);
   write_psi(dir / "b.h5", b);
   auto r = compare_files(dir / "a.h5", dir / "b.h5");
   const auto& t = row(r, "/g/weights_json");
   EXPECT_EQ(t.status, CompareStatus::equal) << t.note;
-  EXPECT_EQ(t.compared, 8);
+  EXPECT_EQ(t.compared, 9);
   EXPECT_NE(t.note.find("2 timing fields not compared (2 differ; --timing compares them)"), std::string::npos) << t.note;
   EXPECT_EQ(r.exit_code(), 0);
 
@@ -198,14 +203,38 @@ TEST(Compare, JsonTextIsComparedFieldByFieldWithTimingApart) {
   EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs);
   EXPECT_NE(row(r, "/g/weights_json").note.find("first differing field cases[0].rel_l2: A=0.5 B=0.25"), std::string::npos)
       << row(r, "/g/weights_json").note;
-  EXPECT_TRUE(timing_field("invocation wall (s, mean ± SD)"));
-  EXPECT_TRUE(timing_field("float64_wall_mean_s"));
-  EXPECT_FALSE(timing_field("rel_l2"));
-  EXPECT_FALSE(timing_field("states"));
-  EXPECT_FALSE(timing_field("metadata"));
-  EXPECT_FALSE(timing_field("distance (shape)"));
-  EXPECT_TRUE(timing_field("wall (ms, mean ± SD)"));
-  EXPECT_TRUE(timing_field("GB/s"));
+}
+
+// What neither file declares a time is compared, however it is named; what one file alone
+// declares is compared too (a file cannot exempt a field of the other), and the note says so.
+TEST(Compare, OnlyFieldsBothFilesDeclareAreTimes) {
+  TempDir dir;
+  Contents a, b;
+  a.text = R"J({"cases": [{"wall_mean_s": 1.25, "block_s": 2}], "tables": [{"columns": ["case", "wall (ms)"],
+              "rows": [["x", "12.5"]]}]})J";
+  b.text = R"J({"cases": [{"wall_mean_s": 1.5, "block_s": 3}], "tables": [{"columns": ["case", "wall (ms)"],
+              "time_columns": ["wall (ms)"], "rows": [["x", "13.0"]]}]})J";
+  write_psi(dir / "a.h5", a);
+  write_psi(dir / "b.h5", b);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs);
+  EXPECT_EQ(row(r, "/g/weights_json").differing, 4) << row(r, "/g/weights_json").note;  // b's time_columns too
+
+  a.time_fields = R"(["wall_mean_s", "block_s"])";
+  b.time_fields = R"(["wall_mean_s"])";
+  a.text = R"J({"cases": [{"wall_mean_s": 1.25, "block_s": 2}]})J";
+  b.text = R"J({"cases": [{"wall_mean_s": 1.5, "block_s": 3}]})J";
+  write_psi(dir / "a.h5", a);
+  write_psi(dir / "b.h5", b);
+  r = compare_files(dir / "a.h5", dir / "b.h5");
+  const auto& t = row(r, "/g/weights_json");
+  EXPECT_EQ(t.status, CompareStatus::differs);
+  EXPECT_EQ(t.differing, 1);
+  EXPECT_NE(t.note.find("first differing field cases[0].block_s: A=2 B=3"), std::string::npos) << t.note;
+  EXPECT_NE(t.note.find("1 timing fields not compared (1 differ; --timing compares them)"), std::string::npos) << t.note;
+  EXPECT_NE(t.note.find(R"(the files declare different time fields (A ["wall_mean_s","block_s"], B ["wall_mean_s"]))"),
+            std::string::npos)
+      << t.note;
 }
 
 TEST(Compare, UlpDistanceAcrossZeroAndNaN) {

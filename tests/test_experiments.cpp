@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <variant>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -73,6 +74,17 @@ void expect_report_structure(const fs::path& f, const std::string& experiment) {
   ASSERT_TRUE(tables.is_array());
   ASSERT_FALSE(tables.empty());
   for (auto& t : tables) EXPECT_FALSE(t["rows"].empty()) << t["title"];
+  // Which fields measure time is written, never left to a reader's guess: the cases' keys beside
+  // them, each table's time columns in it (one of its columns each).
+  const auto declared = r.file().attr("/report/cases", "time_fields");
+  ASSERT_TRUE(declared && std::holds_alternative<std::string>(*declared));
+  EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(*declared)),
+            nlohmann::json(exp::find_experiment(experiment).time_fields()));
+  for (auto& t : tables) {
+    ASSERT_TRUE(t.contains("time_columns")) << t["title"];
+    for (auto& c : t["time_columns"])
+      EXPECT_NE(std::find(t["columns"].begin(), t["columns"].end(), c), t["columns"].end()) << t["title"] << ": " << c;
+  }
   for (auto& e : fs::directory_iterator(f.parent_path()))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temporary file left: " << e.path();
 }
@@ -89,6 +101,21 @@ void expect_records_round_trip(const std::string& experiment, const nlohmann::js
 }
 
 }  // namespace
+
+// The keys that measure time are declared by each record's field list (measures_time,
+// holds_time), nested records included, and nothing else is: the record, not a key's words.
+TEST(ExperimentRecords, TimeFieldsAreWhatTheRecordsDeclare) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(exp::find_experiment("capacity").time_fields(), (V{"block_s", "wall_s"}));
+  EXPECT_EQ(exp::find_experiment("scheduling").time_fields(), (V{"block_s", "preload_s", "wall_s"}));
+  EXPECT_EQ(exp::find_experiment("probes").time_fields(), (V{"seconds"}));
+  EXPECT_EQ(exp::find_experiment("one-token").time_fields(),
+            (V{"float64_wall_mean_s", "float64_wall_sd_s", "wall_mean_s", "wall_s", "wall_sd_s"}));
+  EXPECT_EQ(exp::find_experiment("full-prompt").time_fields(), (V{"wall_mean_s", "wall_s", "wall_sd_s"}));
+  EXPECT_EQ(exp::find_experiment("block-controls").time_fields(), V{});
+  EXPECT_EQ(exp::find_experiment("projection-oracle").time_fields(), V{});
+  for (const exp::Experiment& e : exp::experiments()) EXPECT_TRUE(e.time_fields) << e.name;
+}
 
 TEST_F(Experiments, ListAndUnknownName) {
   // Every experiment, in the study's order: each registers itself from its own file, which the
@@ -500,6 +527,7 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
   const auto cases = read_json(f, "/report/cases");
   ASSERT_EQ(cases.size(), 6u);
   expect_records_round_trip("capacity", cases);
+  EXPECT_EQ(read_json(f, "/report/tables")[0]["time_columns"], nlohmann::json({"wall (ms)"}));
   int complete = 0;
   for (auto& c : cases) {
     if (c["page_bytes"].get<long long>() * 2 == cases[0]["page_bytes"].get<long long>()) {

@@ -7,9 +7,10 @@
 //                                             output, in order (exact numbers included)
 //   <!-- readme-test: tables: psi ARGS -->    the block's tables are `psi ARGS`'s: the same
 //                                             headers, rows and cells, except the cells of a
-//                                             column that measures time (hdf5::timing_field: wall
-//                                             times, rates), which differ from run to run; its
-//                                             other lines appear as written
+//                                             column the run's report calls a time column (its
+//                                             table's time_columns: wall times, rates), which
+//                                             differ from run to run; its other lines appear as
+//                                             written
 //   <!-- readme-test: python after: psi ARGS -->  `psi ARGS` first, then the Python snippet
 //                                             (without h5py here: the file and dataset it reads
 //                                             are checked instead)
@@ -55,7 +56,8 @@
 #include <string>
 #include <vector>
 
-#include "compare/compare.h"
+#include <nlohmann/json.hpp>
+
 #include "hdf5/h5.h"
 #include "tests/readme_blocks.h"
 
@@ -450,18 +452,28 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
     }
     // The tables' headers and row names; the other lines as written.
     const auto mine = tables_of(b.body), theirs = tables_of(out);
+    // The run's report (the "report: PATH" line, in the scratch folder) says which columns are times.
+    fs::path report;
+    for (const auto& l : out)
+      if (l.starts_with("report: ")) report = s.dir() / l.substr(8);
+    ASSERT_FALSE(report.empty()) << "README.md:" << b.line << ": psi " << shape << " names no report:\n" << r.out;
+    const nlohmann::json recorded = nlohmann::json::parse(psi::h5::File::open_read(report).read_text("/report/tables"));
     for (const auto& t : mine) {
       bool found = false;
       for (const auto& u : theirs)
         if (u.header == t.header) {
           found = true;
+          std::set<std::string> time_columns;
+          for (const auto& rt : recorded)
+            if (rt.at("columns").get<std::vector<std::string>>() == t.header)
+              for (const auto& c : rt.at("time_columns")) time_columns.insert(c.get<std::string>());
           ASSERT_EQ(u.rows.size(), t.rows.size()) << "README.md:" << b.line << ": rows of the table headed '"
                                                   << t.header.at(0) << "'";
           for (std::size_t r = 0; r < t.rows.size(); ++r) {
             ASSERT_EQ(u.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": psi's row " << r;
             ASSERT_EQ(t.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": the README's row " << r;
             for (std::size_t c = 0; c < t.header.size(); ++c) {
-              if (c == 0 || !psi::hdf5::timing_field(t.header[c])) {
+              if (c == 0 || !time_columns.count(t.header[c])) {
                 EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << "README.md:" << b.line << ": table headed '" << t.header.at(0)
                                                       << "', row '" << t.rows[r][0] << "', column '" << t.header[c]
                                                       << "'";
