@@ -1,0 +1,100 @@
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/official/kernel_config.h"
+#include "engine/official/tensor_core.h"
+#include "engine/official/tensor_core_lanes.h"
+#include "engine/parallel.h"
+
+namespace psi::official::tc {
+
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
+  const std::int64_t M = A.rows, N = W.rows, K = A.cols;
+  if (W.cols != K)
+    throw Error("tensor-core gemm: inner sizes differ (A has " + std::to_string(K) + " columns, W has " +
+                std::to_string(W.cols) + ")");
+  if (C.rows != M || C.cols != N)
+    throw Error("tensor-core gemm: output is " + std::to_string(C.rows) + "x" + std::to_string(C.cols) +
+                ", product is " + std::to_string(M) + "x" + std::to_string(N));
+  if (M == 0 || N == 0) return;
+  const Scan a = scan(A), w = scan(W);
+  const LaneKernel kernel = kernel_for(W, a, w);
+  const bool fp = kernel == LaneKernel::avx512_fp;
+  const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
+
+  const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
+  parallel_for(mtasks * ntasks, [&](std::int64_t task) {
+    const std::int64_t m0 = (task / ntasks) * kTaskRows, n0 = (task % ntasks) * kTaskCols;
+    const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
+    RowData rows;
+    PanelData panel;
+    decode_task_rows(fp, A, m0, mb, Kp, rows);
+    for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
+      const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
+      decode_task_panel(fp, W, p0, nn, Kp, panel);
+      for (std::int64_t i = 0; i < mb;) {
+        const std::int64_t nr = std::min<std::int64_t>(kFpRows, mb - i);
+        float acc[kFpRows * kLanes] = {};
+        for (std::int64_t r = 0; r < nr; ++r)
+          for (std::int64_t j = 0; j < nn; ++j) acc[r * kLanes + j] = C.at(m0 + i + r, p0 + j);
+        const std::int64_t ran = run_task_rows(kernel, rows, i, nr, panel, K, Kp, acc);
+        for (std::int64_t r = 0; r < ran; ++r)
+          for (std::int64_t j = 0; j < nn; ++j) {
+            const std::int64_t m = m0 + i + r, n = p0 + j;
+            float& out = C.at(m, n);
+            if (!a.finite[std::size_t(m)] || !w.finite[std::size_t(n)] || !std::isfinite(out))
+              out = dot(std::span<const Bf16>(A.row(m), std::size_t(K)), std::span<const Bf16>(W.row(n), std::size_t(K)), out);
+            else
+              out = acc[r * kLanes + j];
+          }
+        i += ran;
+      }
+    }
+  });
+}
+
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
+  if (x.cols != W.cols)
+    throw Error("tensor-core linear: input width " + std::to_string(x.cols) + " but weight is [" +
+                std::to_string(W.rows) + ", " + std::to_string(W.cols) + "]");
+  if (y.rows != x.rows || y.cols != W.rows)
+    throw Error("tensor-core linear: output is " + std::to_string(y.rows) + "x" + std::to_string(y.cols) +
+                ", expected " + std::to_string(x.rows) + "x" + std::to_string(W.rows));
+  const ProductShape shape{rows_as_if(x.rows), W.rows, x.cols};
+  log_product(ChainKind::tensor_core, shape);
+  const std::size_t size = std::size_t(x.rows * W.rows);
+  std::vector<float> acc(size, 0.0f);
+  const KernelChoice choice = kernel_config().choice(ChainKind::tensor_core, shape);
+  const auto slices = k_slices(x.cols, choice);
+  if (choice.fma_chain) {
+    for (std::int64_t m = 0; m < x.rows; ++m)
+      for (std::int64_t n = 0; n < W.rows; ++n) {
+        float total = 0.0f;
+        for (std::size_t s = 0; s < slices.size(); ++s) {
+          float a = 0.0f;
+          for (std::int64_t k = slices[s].first; k < slices[s].second; ++k)
+            a = std::fma(x.at(m, k).to_float(), W.at(n, k).to_float(), a);
+          total = s == 0 ? a : total + a;
+        }
+        acc[std::size_t(m * W.rows + n)] = total;
+      }
+    for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
+    return;
+  }
+  // Each slice is a chain of its own from +0; the partial sums are added in FP32, in order.
+  std::vector<float> part;
+  for (std::size_t s = 0; s < slices.size(); ++s) {
+    const auto [k0, k1] = slices[s];
+    if (s > 0) part.assign(size, 0.0f);
+    tc::gemm_accumulate(CBf16Mat{x.data + k0, x.rows, k1 - k0, x.ld}, CBf16Mat{W.data + k0, W.rows, k1 - k0, W.ld},
+                        F32Mat{s == 0 ? acc.data() : part.data(), x.rows, W.rows, W.rows});
+    if (s > 0)
+      for (std::size_t i = 0; i < size; ++i) acc[i] += part[i];
+  }
+  for (std::int64_t r = 0; r < x.rows; ++r) finish_linear(acc.data() + r * W.rows, bias, rule, y.row(r), W.rows);
+}
+
+}  // namespace psi::official::tc
