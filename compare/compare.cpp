@@ -449,7 +449,9 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
 
 }  // namespace
 
-bool provenance_field(const std::string& name) { return name == "provenance" || name == "file"; }
+bool provenance_field(const std::string& name) {
+  return name == "provenance" || name == "file" || name == "compared_to";
+}
 
 DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
                                    const std::string& path_b, const CompareOptions& opt) {

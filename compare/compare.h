@@ -48,9 +48,11 @@ struct CompareOptions {
   // a table's `time_columns` (report/table.h). Nothing is taken for a time by its name.
   bool timing = false;
 };
-// A field that says where an input lay rather than what it held: a table's `provenance` lines
-// and a case's `file` (the recording's path as given). Two runs on the same recordings reached
-// by other paths differ only there; such differences are shown, never counted.
+
+// A field that says where an input lay rather than what it held: a table's `provenance` lines,
+// a case's `file` (the recording's or the run's state file, as given) and `compared_to` (the
+// reference run's state file). Two runs on the same recordings reached by other paths, or
+// written to other names, differ only there; such differences are shown, never counted.
 bool provenance_field(const std::string& name);
 
 enum class CompareStatus {

@@ -175,11 +175,14 @@ std::vector<Table> tabulate_transport_control(const nlohmann::json& case_records
                std::to_string(r["blocking_syncs"].get<long long>()),
                fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"])});
   }
-  if (!cases.empty())
+  // The reference's file is where it lay (provenance): two runs written elsewhere differ there only.
+  if (!cases.empty()) {
     t.notes.push_back("reference: " +
                       cases.front().reference.value_or("the first schedule's run (a report from before the host "
                                                        "reference)") +
-                      ", " + cases.front().compared_to + ".");
+                      ".");
+    t.provenance.push_back("reference states: " + cases.front().compared_to);
+  }
   t.notes.push_back(std::string("variant ") + kRuntimeVariant + "; 13 states x 2 modalities per run, each run in its own "
                     "file beside the report (check any pair with psi compare).");
   return {t};

@@ -590,6 +590,16 @@ TEST_F(Experiments, TransportControlUnderChaos) {
     for (auto& c : cases) EXPECT_EQ(h5::File::open_read(c["file"].get<std::string>()).attr("/", "run_id"), run_id);
     EXPECT_EQ(h5::File::open_read(host).attr("/", "run_id"), run_id);
   }
+  // The same run written under another name compares equal: the state files' names (compared_to,
+  // the table's reference line) are provenance, shown and not counted.
+  const fs::path again = dir_ / "elsewhere.h5";
+  ASSERT_EQ(psi_cmd("run transport-control --quick --out " + again.string()).status, 0);
+  const CmdResult cmp = psi_cmd("compare " + again.string() + " " + (dir_ / "tc0.h5").string());
+  EXPECT_EQ(cmp.status, 0) << cmp.out;
+  EXPECT_NE(cmp.out.find("paths of inputs differ, not counted (provenance: [0].compared_to: A=\"" +
+                         (dir_ / "elsewhere.host.h5").string() + "\""),
+            std::string::npos)
+      << cmp.out;
 }
 
 // A report's run compared with its own file (CUDA's reference run; the first schedule of reports
