@@ -539,8 +539,9 @@ std::vector<DatasetInfo> File::list_datasets(const std::string& under) const {
     return 0;
   };
   if (!exists(under)) throw h5_error(where(under) + ": no such object");
-  // Before H5Ovisit sees the tree: every link in it hard or allowed, every dataset stored here.
-  const std::vector<std::string> external = check_stored_here(under);
+  // Before H5Ovisit sees the tree: every link in it hard or allowed. Whether each dataset is
+  // stored here is open_dataset's check, in info() below: each dataset is opened once.
+  const std::vector<std::string> external = check_stored_here(under, false);
   Handle root = open_here(under);
   if (H5Ovisit2(root.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &names, H5O_INFO_BASIC) < 0)
     throw h5_error(where(under) + ": cannot list datasets");
@@ -789,13 +790,13 @@ void File::copy_from(const File& src, const std::string& path) {
   for (const auto& c : children) copy_from(src, prefix + c);
 }
 
-std::vector<std::string> File::check_stored_here(const std::string& path) const {
+std::vector<std::string> File::check_stored_here(const std::string& path, bool open_datasets) const {
   H5O_info_t info;
   if (!exists(path) || H5Oget_info_by_name(file_.get(), path.c_str(), &info, H5P_DEFAULT) < 0)
     throw h5_error(where(path) + ": no such object");
   const H5O_type_t type = info.type;
   if (type == H5O_TYPE_DATASET) {
-    open_dataset(path);
+    if (open_datasets) open_dataset(path);
     return {};
   }
   if (type != H5O_TYPE_GROUP) return {};
@@ -805,9 +806,10 @@ std::vector<std::string> File::check_stored_here(const std::string& path) const 
   struct Walk {
     const File* file;
     std::string prefix;
+    bool open_datasets;
     std::vector<std::string> external;
     std::exception_ptr error;
-  } walk{this, path == "/" ? "/" : path + "/", {}, nullptr};
+  } walk{this, path == "/" ? "/" : path + "/", open_datasets, {}, nullptr};
   auto cb = [](hid_t, const char* name, const H5L_info_t* li, void* op) -> herr_t {
     auto* w = static_cast<Walk*>(op);
     try {
@@ -820,7 +822,8 @@ std::vector<std::string> File::check_stored_here(const std::string& path) const 
       if (li->type != H5L_TYPE_HARD)
         throw h5_error(w->file->where(child) + " is " + link_description(w->file->id(), child, *li) + kOnlyHere);
       H5O_info_t oi;
-      if (H5Oget_info_by_name(w->file->id(), child.c_str(), &oi, H5P_DEFAULT) >= 0 && oi.type == H5O_TYPE_DATASET)
+      if (w->open_datasets && H5Oget_info_by_name(w->file->id(), child.c_str(), &oi, H5P_DEFAULT) >= 0 &&
+          oi.type == H5O_TYPE_DATASET)
         w->file->open_dataset(child);
     } catch (...) {
       w->error = std::current_exception();
@@ -833,7 +836,7 @@ std::vector<std::string> File::check_stored_here(const std::string& path) const 
   const herr_t rc = H5Lvisit(g.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &walk);
   if (walk.error) std::rethrow_exception(walk.error);
   if (rc < 0) throw h5_error(where(path) + ": cannot list its links");
-  for (const std::string& link : walk.external) check_stored_here(link);
+  for (const std::string& link : walk.external) check_stored_here(link, open_datasets);
   return walk.external;
 }
 

@@ -128,8 +128,9 @@ class File {
   // external link on its path, external storage or a virtual dataset is refused (exit 2).
   Handle open_dataset(const std::string& dataset) const;
   // The same for every link and dataset under `path` (a group or a dataset); returns the
-  // external links under it that --allow-link-to allowed (walked too).
-  std::vector<std::string> check_stored_here(const std::string& path) const;
+  // external links under it that --allow-link-to allowed (walked too). With `open_datasets`
+  // false the links alone: for a caller that opens every dataset itself next (list_datasets).
+  std::vector<std::string> check_stored_here(const std::string& path, bool open_datasets = true) const;
   // exists(), counting the external links followed on the way: a bound ends chains and loops.
   bool exists(const std::string& path, int& external) const;
   // An external link is followed only to a file --allow-link-to names: psi::Error (exit 2)
