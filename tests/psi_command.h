@@ -26,10 +26,14 @@ inline std::string slurp(const std::filesystem::path& p) {
   return s;
 }
 
-// Runs `psi <args>` (a shell command line) with stdout and stderr in files under `dir`.
+// Runs `psi <args>` (a shell command line) with stdout and stderr in files under `dir`. The
+// tests check the error lines; progress lines are stderr too, and a run slowed down (a
+// sanitizer, a busy machine) would print one first: the period is set past any run (progress
+// is tested on its own, test_progress.cpp).
 inline Outcome run_psi_in(const std::string& args, const std::filesystem::path& dir) {
   const std::filesystem::path out = dir / "psi.stdout", err = dir / "psi.stderr";
-  const std::string cmd = std::string(PSI_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const std::string cmd =
+      "PSI_PROGRESS_SECONDS=86400 " + std::string(PSI_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
   const int st = std::system(cmd.c_str());
   Outcome r{WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(out), slurp(err)};
   std::filesystem::remove(out);

@@ -311,7 +311,8 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
 TEST(BadOutputs, AFailedWriteEndsCleanly) {
   const fs::path dir = fresh_dir("out_write_fails"), io = fresh_dir("out_write_fails_io");
   const fs::path out = dir / "r.h5";
-  const std::string cmd = "bash -c \"trap '' XFSZ; ulimit -f 64; exec '" + std::string(PSI_BINARY) +
+  // No progress line before the error in a slowed run (a sanitizer, a busy machine).
+  const std::string cmd = "bash -c \"trap '' XFSZ; ulimit -f 64; PSI_PROGRESS_SECONDS=86400 exec '" + std::string(PSI_BINARY) +
                           "' run projection-oracle --out '" + out.string() + "'\" >'" + (io / "stdout").string() +
                           "' 2>'" + (io / "stderr").string() + "'";
   const int st = std::system(cmd.c_str());
@@ -785,7 +786,7 @@ TEST(BadOutputs, MergeEndsCleanlyOnAFileSizeLimit) {
   const fs::path t1 = shard_with_state(capacity_shard(dir, 1), dir / "t1.h5", "shard1");
   const fs::path out = dir / "merged.h5";
   for (const std::string trap : {"trap '' XFSZ; ", ""}) {
-    const std::string cmd = "bash -c \"" + trap + "ulimit -f 8; exec '" + std::string(PSI_BINARY) + "' merge '" +
+    const std::string cmd = "bash -c \"" + trap + "ulimit -f 8; PSI_PROGRESS_SECONDS=86400 exec '" + std::string(PSI_BINARY) + "' merge '" +
                             t0.string() + "' '" + t1.string() + "' --out '" + out.string() + "'\" >'" +
                             (io / "stdout").string() + "' 2>'" + (io / "stderr").string() + "'";
     const int st = std::system(cmd.c_str());

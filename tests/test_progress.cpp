@@ -166,7 +166,11 @@ TEST(Progress, FirstPlainLineComesWithinSeconds) {
   int status = -1;
   const double took = timed_system(run, status);
   ASSERT_EQ(status, 0);
-  const auto lines = lines_of(dir / "err.txt");
+  // Progress lines apart from a long operator's pulses ("psi: working at ..."), which a slowed run
+  // (a sanitizer, a busy machine) adds on their own clock.
+  std::vector<std::string> lines;
+  for (const std::string& l : lines_of(dir / "err.txt"))
+    if (!l.starts_with("psi: working")) lines.push_back(l);
   if (took < psi::kFirstLineSeconds + 0.5) GTEST_SKIP() << "the run took only " << took << " s";
   ASSERT_GE(lines.size(), 1u);
   // Every further line a period (30 s) later.
