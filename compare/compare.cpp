@@ -308,13 +308,14 @@ std::string_view status_name(CompareStatus s) {
 
 namespace {
 
-// The names both sides declare in the JSON list `key` holds (a table's time_columns): a name one
-// side alone declares is compared, so that no file can exempt a field the other does not.
-std::set<std::string> declared_by_both(const nlohmann::json& a, const nlohmann::json& b, const char* key) {
-  const auto names = [key](const nlohmann::json& j) {
+// The names two declarations both hold (JSON lists: a table's time_columns, a text's
+// time_fields; anything else declares none): a name one side alone declares is compared, so
+// that no file can exempt a field the other does not.
+std::set<std::string> declared_by_both(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto names = [](const nlohmann::json& list) {
     std::set<std::string> out;
-    if (const auto it = j.find(key); it != j.end() && it->is_array())
-      for (const auto& n : *it)
+    if (list.is_array())
+      for (const auto& n : list)
         if (n.is_string()) out.insert(n.get<std::string>());
     return out;
   };
@@ -364,7 +365,8 @@ struct JsonDiff {
       // A rendered table: its cells under a column both sides call a time column are time fields.
       std::vector<bool> timed_column;
       if (a->contains("columns") && a->at("columns").is_array()) {
-        const std::set<std::string> time_columns = declared_by_both(*a, *b, "time_columns");
+        const std::set<std::string> time_columns =
+            declared_by_both(a->value("time_columns", nlohmann::json()), b->value("time_columns", nlohmann::json()));
         for (const auto& c : a->at("columns")) timed_column.push_back(c.is_string() && time_columns.count(c.get<std::string>()));
       }
       std::set<std::string> keys;
@@ -423,11 +425,11 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
   // time_fields, a JSON list), never guessed from their names.
   const auto declared = [](const h5::File& f, const std::string& path) {
     const std::string list = string_attr(f, path, "time_fields");
-    const nlohmann::json j = list.empty() ? nlohmann::json() : read_json_if_valid(list, f.path().string() + ":" + path + "@time_fields").value_or(nullptr);
-    return nlohmann::json{{"time_fields", j}};
+    if (list.empty()) return nlohmann::json();
+    return read_json_if_valid(list, f.path().string() + ":" + path + "@time_fields").value_or(nullptr);
   };
   const nlohmann::json da = declared(a, path_a), db = declared(b, path_b);
-  d.time_keys = declared_by_both(da, db, "time_fields");
+  d.time_keys = declared_by_both(da, db);
   d.walk("", &ja, &jb, false);
   out.compared = d.leaves;
   out.differing = std::int64_t(d.differing.size());
@@ -441,9 +443,9 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
                                  std::to_string(d.timing_leaves) + " differ)"
                            : "; " + std::to_string(d.timing_leaves) + " timing fields not compared (" +
                                  std::to_string(d.timing_differing) + " differ; --timing compares them)";
-  if (da.at("time_fields") != db.at("time_fields"))
-    out.note += "; the files declare different time fields (A " + da.at("time_fields").dump() + ", B " +
-                db.at("time_fields").dump() + "): only those both declare are counted apart";
+  if (da != db)
+    out.note += "; the files declare different time fields (A " + da.dump() + ", B " + db.dump() +
+                "): only those both declare are counted apart";
   return true;
 }
 

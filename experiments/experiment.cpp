@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <set>
 
 #include "engine/backend/backend_factory.h"
 #include "engine/error.h"
@@ -31,13 +30,11 @@ nlohmann::json Options::to_json() const {
 
 Options Options::from_json(const nlohmann::json& j) {
   // A key psi does not write is refused: read as absent, it would leave a claimed setting at its
-  // default and the merged or re-rendered run would say what was never run.
-  std::set<std::string> known = {"model", "profile", "backend", "seed", "checkpoint", "shard_index",
-                                 "shard_count", "quick", "chaos_seed", "kernel_config"};
-  for (const Experiment& e : experiments())
-    for (const auto& [key, value] : e.own_defaults.items()) known.insert(key);
+  // default and the merged or re-rendered run would say what was never run. What psi writes is
+  // to_json's keys (kernel_config only when one was given).
+  const nlohmann::json written = Options{}.to_json();
   for (const auto& [key, value] : j.items())
-    if (!known.count(key)) throw Error("unknown key '" + key + "' (not one psi writes)");
+    if (key != "kernel_config" && !written.contains(key)) throw Error("unknown key '" + key + "' (not one psi writes)");
   Options o;
   o.model = j.at("model").get<std::string>();
   o.profile = j.at("profile").get<std::string>();
