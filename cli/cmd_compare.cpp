@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "compare/compare.h"
+#include "report/compare_table.h"
 
 namespace {
 
@@ -72,7 +73,7 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
       opt.map.push_back({m.substr(0, eq), m.substr(eq + 1)});
     }
     auto report = psi::hdf5::compare_files(o->a, o->b, opt);
-    std::cout << (o->json ? psi::hdf5::format_json(report) : psi::hdf5::format_table(report));
+    std::cout << (o->json ? psi::report::compare_json(report) : psi::report::compare_table(report));
     std::cout.flush();
     for (const auto& e : report.errors()) std::cerr << "psi: error: " << psi::one_line(e) << "\n";
     return report.exit_code();

@@ -2,7 +2,9 @@
 // `psi compare`: dataset-by-dataset comparison of two HDF5 files (psi-h5/1 files, the
 // official recordings, or plain files a user made with h5py). BF16 is recognised by the
 // attribute dtype='bfloat16' on a uint16 dataset whichever program wrote it; datasets that
-// store only some rows (attribute `stored`) are compared on the rows both files hold.
+// store only some rows (attribute `stored`) are compared on the rows both files hold. compare.cpp
+// walks the two files; element_diff.h compares a tensor, json_diff.h a JSON text, and
+// report/compare_table.h shows the result.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -122,10 +124,5 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
 // Compares one dataset of `a` with one of `b` (possibly the same file, other paths).
 DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
                                    const std::string& path_b, const CompareOptions& opt = {});
-
-// A table, one line per dataset, then a summary line.
-std::string format_table(const CompareReport& r);
-// The same as JSON.
-std::string format_json(const CompareReport& r);
 
 }  // namespace psi::hdf5

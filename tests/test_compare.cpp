@@ -16,6 +16,7 @@
 #include "compare/compare.h"
 #include "hdf5/h5.h"
 #include "hdf5/state_file.h"
+#include "report/compare_table.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -263,8 +264,8 @@ TEST(Compare, UlpDistanceAcrossZeroAndNaN) {
   EXPECT_EQ(n.differing, 1);
   EXPECT_EQ(n.distance->max_ulp_same_sign, kUlpNaN);
   EXPECT_TRUE(std::isnan(n.distance->rel_l2));
-  EXPECT_NE(format_table(r).find(" nan "), std::string::npos) << format_table(r);
-  EXPECT_TRUE(nlohmann::json::accept(format_json(r)));
+  EXPECT_NE(report::compare_table(r).find(" nan "), std::string::npos) << report::compare_table(r);
+  EXPECT_TRUE(nlohmann::json::accept(report::compare_json(r)));
 }
 
 // Two valid files whose tensors (or texts) differ in shape differ: exit 1, not bad input.
@@ -283,10 +284,10 @@ TEST(Compare, ShapeMismatchIsADifferenceNamingBothShapes) {
   EXPECT_EQ(row(r, "/g/bf").status, CompareStatus::equal);
   EXPECT_EQ(r.exit_code(), 1);
   EXPECT_TRUE(r.errors().empty());
-  const std::string table = format_table(r);
+  const std::string table = report::compare_table(r);
   EXPECT_NE(table.find("2 differ in shape"), std::string::npos) << table;
   EXPECT_NE(table.find("-> exit 1"), std::string::npos) << table;
-  EXPECT_EQ(nlohmann::json::parse(format_json(r))["summary"]["shape_mismatch"], 2);
+  EXPECT_EQ(nlohmann::json::parse(report::compare_json(r))["summary"]["shape_mismatch"], 2);
 }
 
 TEST(Compare, Float32AgainstBf16IsADtypeMismatch) {
@@ -352,7 +353,7 @@ TEST(Compare, OnlyFilterAndDatasetsInOneFile) {
   auto r2 = compare_files(dir / "a.h5", dir / "b.h5", only_f);
   EXPECT_EQ(r2.datasets.size(), 2u);
   EXPECT_EQ(r2.exit_code(), 1);  // one-file datasets alone: nothing compared, never a pass
-  EXPECT_NE(format_table(r2).find("nothing was compared"), std::string::npos) << format_table(r2);
+  EXPECT_NE(report::compare_table(r2).find("nothing was compared"), std::string::npos) << report::compare_table(r2);
   only_f.strict = true;
   EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", only_f).exit_code(), 1);
 
@@ -401,7 +402,7 @@ TEST(Compare, PathMapMatchesWholeComponents) {
   const auto r = compare_files(dir / "a.h5", dir / "b.h5", o);
   EXPECT_EQ(row(r, "/official-h200/t").path_b, "/dense/t");
   EXPECT_EQ(row(r, "/official-h200-flash/t").path_b, "/official-h200-flash/t");
-  EXPECT_EQ(r.exit_code(), 0) << format_table(r);
+  EXPECT_EQ(r.exit_code(), 0) << report::compare_table(r);
 }
 
 // A psi bf16 tensor against the same bits a user stored with h5py (uint16 + dtype attr).
@@ -469,7 +470,7 @@ TEST(Compare, DatasetsInOneFileFailUnlessASubsetIsAskedFor) {
   const auto whole = compare_files(dir / "a.h5", dir / "b.h5");
   EXPECT_EQ(whole.count(CompareStatus::equal), 1);
   EXPECT_EQ(whole.exit_code(), 1);
-  EXPECT_NE(format_table(whole).find("not everything was compared"), std::string::npos) << format_table(whole);
+  EXPECT_NE(report::compare_table(whole).find("not everything was compared"), std::string::npos) << report::compare_table(whole);
   CompareOptions subset;
   subset.subset = true;
   EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5", subset).exit_code(), 0);

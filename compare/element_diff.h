@@ -1,0 +1,35 @@
+#pragma once
+// psi compare's element diff: where each side's stored elements sit in the full tensor, and the
+// element-by-element comparison of the box both sides store.
+#include <string>
+
+#include "compare/compare.h"
+#include "engine/tensor.h"
+#include "hdf5/h5.h"
+#include "hdf5/schema.h"
+
+namespace psi::hdf5 {
+
+// One side of a comparison: where its stored elements sit in the full tensor.
+struct Side {
+  h5::DatasetInfo info;
+  Shape full;
+  StoredRegion region;
+  Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
+};
+
+
+// The side of dataset `di` of `f`: its full shape (attribute full_shape) and stored region
+// (attribute stored), checked against each other (psi::Error naming the dataset otherwise).
+Side describe(const h5::File& f, const h5::DatasetInfo& di);
+
+// "rows 0..255 of axis 1" when the box cuts one axis, else the box in slice notation.
+std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full);
+
+// Loads both sides (of the same element kind), checks each whole one against its sha256_full
+// (a mismatch makes the dataset `corrupt`), then compares the elements of box [lo, hi)
+// (full-tensor coordinates) into `out`: its counts, distance, first difference and status.
+void compare_elements(const h5::File& fa, const Side& sa, const h5::File& fb, const Side& sb, const Shape& lo,
+                      const Shape& hi, DatasetComparison& out);
+
+}  // namespace psi::hdf5

@@ -1,0 +1,20 @@
+#include "compare/file_attrs.h"
+
+#include <variant>
+
+namespace psi::hdf5 {
+
+std::string string_attr(const h5::File& f, const std::string& ds, const char* name) {
+  auto v = f.attr(ds, name);
+  return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
+}
+
+std::string file_format(const h5::File& f) {
+  for (const char* name : {"schema", "format"}) {
+    std::string v = string_attr(f, "/", name);
+    if (!v.empty()) return v;
+  }
+  return "plain HDF5";
+}
+
+}  // namespace psi::hdf5

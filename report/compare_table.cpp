@@ -1,0 +1,141 @@
+#include "report/compare_table.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/distance.h"
+#include "engine/error.h"
+
+namespace psi::report {
+
+using hdf5::CompareReport;
+using hdf5::CompareStatus;
+using hdf5::DatasetComparison;
+
+namespace {
+
+std::string dataset_label(const DatasetComparison& d) {
+  if (d.path_a.empty()) return d.path_b;
+  if (d.path_b.empty() || d.path_b == d.path_a) return d.path_a;
+  return d.path_a + " => " + d.path_b;
+}
+
+std::string index_str(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string compare_table(const CompareReport& r) {
+  auto partial = [](const std::string& marker) { return marker.empty() ? "" : ", PARTIAL: " + marker; };
+  // Names and notes come from the files (paths, dataset names, partial markers): each line is
+  // kept one line, so that a newline in them cannot forge another.
+  std::string out = one_line("A: " + r.file_a + " (" + r.format_a + partial(r.partial_a) + ")") + "\n";
+  out += one_line("B: " + r.file_b + " (" + r.format_b + partial(r.partial_b) + "), the reference of rel_l2") + "\n";
+  std::size_t width = 7;
+  for (const auto& d : r.datasets) width = std::max(width, one_line(dataset_label(d)).size());
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  %-*s  %s\n", "status", "differing/total", "sign_flips",
+                "max_ulp", "rel_l2", int(width), "dataset", "first difference / note");
+  out += buf;
+  for (const auto& d : r.datasets) {
+    std::string counts = "-", flips = "-", ulp = "-", rel = "-";
+    const std::optional<Distance>& dist = d.distance;
+    if (d.status == CompareStatus::equal || d.status == CompareStatus::differs) {
+      counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
+      if (dist) {
+        flips = std::to_string(dist->sign_flips);
+        ulp = dist->max_ulp_same_sign == kUlpNaN ? "nan" : std::to_string(dist->max_ulp_same_sign);
+        std::snprintf(buf, sizeof buf, "%.3e", dist->rel_l2);
+        rel = dist->rel_l2 == 0 ? "0" : buf;
+      }
+    }
+    std::string detail;
+    if (d.first)
+      detail = "@" + std::to_string(d.first->flat_index) + " " + index_str(d.first->index) +
+               ": A=" + d.first->a_value + " B=" + d.first->b_value;
+    if (!d.note.empty()) detail += (detail.empty() ? "" : "; ") + d.note;
+    std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  ", std::string(status_name(d.status)).c_str(),
+                  counts.c_str(), flips.c_str(), ulp.c_str(), rel.c_str());
+    std::string label = one_line(dataset_label(d));
+    label.resize(std::max(label.size(), width), ' ');
+    out += buf + label + "  " + one_line(detail);
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += "\n";
+  }
+  const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
+  const auto n_shape = r.count(CompareStatus::shape_mismatch);
+  const auto n_bad = r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
+                     r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable);
+  // The shape count only when there is one, so that the usual line keeps its form.
+  const std::string shape_part = n_shape ? ", " + std::to_string(n_shape) + " differ in shape" : "";
+  std::snprintf(buf, sizeof buf,
+                "summary: %" PRId64 " compared (%" PRId64 " bitwise equal, %" PRId64 " differ)%s, %" PRId64
+                " not stored, %" PRId64 " only in A, %" PRId64 " only in B, %" PRId64 " bad -> exit %d\n",
+                n_equal + n_diff, n_equal, n_diff, shape_part.c_str(), r.count(CompareStatus::not_stored),
+                r.count(CompareStatus::only_a), r.count(CompareStatus::only_b), n_bad, r.exit_code());
+  out += buf;
+  if (n_bad == 0 && n_diff == 0 && n_shape == 0 && n_equal == 0)
+    out += "nothing was compared: the files share no stored dataset (exit 1)\n";
+  else if (n_bad == 0 && n_diff == 0 && n_shape == 0 && r.strict && r.count(CompareStatus::only_a) + r.count(CompareStatus::only_b) > 0)
+    out += "not everything was compared: datasets in one file only (exit 1; --subset compares what both hold)\n";
+  return out;
+}
+
+std::string compare_json(const CompareReport& r) {
+  using nlohmann::json;
+  json j;
+  j["file_a"] = r.file_a;
+  j["file_b"] = r.file_b;
+  j["format_a"] = r.format_a;
+  j["format_b"] = r.format_b;
+  j["partial_a"] = r.partial_a.empty() ? json(nullptr) : json(r.partial_a);
+  j["partial_b"] = r.partial_b.empty() ? json(nullptr) : json(r.partial_b);
+  j["strict"] = r.strict;
+  j["datasets"] = json::array();
+  for (const auto& d : r.datasets) {
+    json e;
+    e["path_a"] = d.path_a.empty() ? json(nullptr) : json(d.path_a);
+    e["path_b"] = d.path_b.empty() ? json(nullptr) : json(d.path_b);
+    e["status"] = status_name(d.status);
+    e["dtype"] = d.dtype;
+    e["full_shape"] = d.full_shape;
+    e["compared"] = d.compared;
+    e["differing"] = d.differing;
+    const std::optional<Distance>& dist = d.distance;
+    e["sign_flips"] = dist ? json(dist->sign_flips) : json(nullptr);
+    e["max_ulp"] = !dist ? json(nullptr) : dist->max_ulp_same_sign == kUlpNaN ? json("nan") : json(dist->max_ulp_same_sign);
+    // JSON has no NaN or Inf: a non-finite relative error is written as a string.
+    e["rel_l2"] = !dist                          ? json(nullptr)
+                  : std::isfinite(dist->rel_l2)  ? json(dist->rel_l2)
+                  : std::isnan(dist->rel_l2)     ? json("nan")
+                                                : json("inf");
+    if (d.first)
+      e["first_difference"] = {{"flat_index", d.first->flat_index},
+                               {"index", d.first->index},
+                               {"a", d.first->a_value},
+                               {"b", d.first->b_value}};
+    e["note"] = d.note;
+    e["sha256_checked"] = {{"a", d.sha256_checked_a}, {"b", d.sha256_checked_b}};
+    e["unverified"] = d.unverified.empty() ? json(nullptr) : json(d.unverified);
+    j["datasets"].push_back(e);
+  }
+  j["summary"] = {{"equal", r.count(CompareStatus::equal)},
+                  {"differs", r.count(CompareStatus::differs)},
+                  {"shape_mismatch", r.count(CompareStatus::shape_mismatch)},
+                  {"not_stored", r.count(CompareStatus::not_stored)},
+                  {"only_a", r.count(CompareStatus::only_a)},
+                  {"only_b", r.count(CompareStatus::only_b)},
+                  {"bad", r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
+                              r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable)}};
+  j["exit_code"] = r.exit_code();
+  return j.dump(2) + "\n";
+}
+
+}  // namespace psi::report
