@@ -84,7 +84,7 @@ void BM_CertifyRecorded(benchmark::State& st) {
     return;
   }
   for (auto _ : st) {
-    auto f = psi::h5::File::open_read(file);
+    auto f = psi::hdf5::File::open_read(file);
     const po::LinearProblem p = po::load_probe(f, probe);
     const auto choice = po::choose_probe_output(f, p, "");
     const psi::Bf16Tensor y = po::load_output(f, choice.dataset, p);

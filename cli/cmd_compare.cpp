@@ -60,7 +60,7 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
   sub.add_flag("--allow-partial", o->allow_partial,
                "compare a partial file (an interrupted run's <report>.partial.h5) too; the output marks it PARTIAL");
   return [o] {
-    psi::hdf5::CompareOptions opt;
+    psi::compare::CompareOptions opt;
     opt.only = o->only;
     opt.strict = o->strict;
     opt.subset = o->subset;
@@ -72,7 +72,7 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
         throw psi::Error("--map '" + m + "' is not FROM=TO (e.g. --map /block_small/flash/=/block_small/math/)");
       opt.map.push_back({m.substr(0, eq), m.substr(eq + 1)});
     }
-    auto report = psi::hdf5::compare_files(o->a, o->b, opt);
+    auto report = psi::compare::compare_files(o->a, o->b, opt);
     std::cout << (o->json ? psi::report::compare_json(report) : psi::report::compare_table(report));
     std::cout.flush();
     for (const auto& e : report.errors()) std::cerr << "psi: error: " << psi::one_line(e) << "\n";

@@ -69,7 +69,7 @@ void add_operand_options(CLI::App* app, OperandOpts& o, bool y_required_in_datas
 }
 
 struct Loaded {
-  psi::h5::File file;
+  psi::hdf5::File file;
   po::LinearProblem problem;
   std::string output;         // dataset of the recorded output, may be empty (explain without --y)
   std::string output_reason;
@@ -90,7 +90,7 @@ Loaded load(const OperandOpts& o, bool need_output, const char* cmd) {
                 (need_output ? " --y Y" : " [--y Y]"));
   if (datasets && !o.output.empty()) throw Error(std::string("oracle ") + cmd + ": --output is for --probe; use --y");
   if (datasets && need_output && o.y.empty()) throw Error(std::string("oracle ") + cmd + ": --y Y is required with --x/--w");
-  Loaded l{psi::h5::File::open_read(o.file), {}, {}, {}};
+  Loaded l{psi::hdf5::File::open_read(o.file), {}, {}, {}};
   if (probe) {
     l.problem = po::load_probe(l.file, probe_group(o.probe));
     auto choice = po::choose_probe_output(l.file, l.problem, o.output);

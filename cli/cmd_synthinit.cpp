@@ -73,9 +73,9 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
                        " BF16 elements, more than this machine's memory (" + std::to_string(memory) + " bytes) holds");
     if (!o->out.empty()) {
       psi::outputs::check_output(o->out, {}, "synthinit: --out", psi::hdf5::is_psi_h5);
-      if (o->shape.size() > std::size_t(psi::h5::kMaxRank))
+      if (o->shape.size() > std::size_t(psi::hdf5::kMaxRank))
         throw psi::Error("synthinit: --out: a tensor of rank " + std::to_string(o->shape.size()) +
-                         " cannot be written (HDF5 holds at most " + std::to_string(psi::h5::kMaxRank) + " dimensions)");
+                         " cannot be written (HDF5 holds at most " + std::to_string(psi::hdf5::kMaxRank) + " dimensions)");
     }
     auto spec = psi::synthinit::classify(o->name, o->shape);
     auto t = psi::synthinit::make(o->name, o->shape, o->seed);
@@ -85,7 +85,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
       std::printf("  [%d] 0x%04x %.17g\n", i, t.data[i].bits, double(t.data[i].to_float()));
     std::printf("sha256 %s\n", psi::sha256_hex(t).c_str());
     if (!o->out.empty()) {
-      psi::h5::File f = psi::h5::File::create(o->out);
+      psi::hdf5::File f = psi::hdf5::File::create(o->out);
       f.write_bf16("/" + o->name, t);
       // Not a psi-h5/1 report, but psi's: a later --out may replace it (outputs/output_path.h).
       f.set_attr("/", "schema", std::string("psi-synthinit/1"));

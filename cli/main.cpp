@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   try {
     check_interrupt("the start of psi");
     check_environment();
-    for (const std::string& f : cli::named_link_targets()) h5::allow_links_to(f);
+    for (const std::string& f : cli::named_link_targets()) hdf5::allow_links_to(f);
     for (auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;
       const int status = run();

@@ -14,7 +14,7 @@
 #include "hdf5/state_file.h"
 #include "hdf5/unverified.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 bool maps_path(const PathMap& m, std::string_view path) {
   if (!path.starts_with(m.from)) return false;
@@ -27,18 +27,18 @@ namespace {
 // psi files and the recordings hash every tensor they hold: one without sha256_full was edited
 // (hdf5/unverified.h refuses it, or records it under --allow-unverified); a plain HDF5 file
 // records no hashes, and its data is compared as it is. Returns why, or empty.
-std::string unverified_tensor(const h5::File& f, const h5::DatasetInfo& di, const char* side) {
+std::string unverified_tensor(const hdf5::File& f, const hdf5::DatasetInfo& di, const char* side) {
   const std::string format = file_format(f);
-  if ((format != kSchema && format != kRecordingFormat) || is_text_dataset(f, di)) return "";
-  const std::string why = unverifiable_reason(read_integrity(f, di.path));
+  if ((format != hdf5::kSchema && format != hdf5::kRecordingFormat) || hdf5::is_text_dataset(f, di)) return "";
+  const std::string why = hdf5::unverifiable_reason(hdf5::read_integrity(f, di.path));
   if (why.empty()) return "";
-  unverifiable(f.path().string() + ":" + di.path, why);
+  hdf5::unverifiable(f.path().string() + ":" + di.path, why);
   return std::string(side) + ": " + why;
 }
 
-std::string kind_label(const h5::DatasetInfo& di) {
-  std::string k(h5::kind_name(di.kind));
-  if (di.kind == h5::ElemKind::u16) k += " (no dtype='bfloat16' attribute)";
+std::string kind_label(const hdf5::DatasetInfo& di) {
+  std::string k(hdf5::kind_name(di.kind));
+  if (di.kind == hdf5::ElemKind::u16) k += " (no dtype='bfloat16' attribute)";
   return k;
 }
 
@@ -69,19 +69,19 @@ bool provenance_field(const std::string& name) {
   return name == "provenance" || name == "file" || name == "compared_to";
 }
 
-DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
+DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_a, const hdf5::File& b,
                                    const std::string& path_b, const CompareOptions& opt) {
   DatasetComparison out;
   out.path_a = path_a;
   out.path_b = path_b;
-  const h5::DatasetInfo ia = a.info(path_a), ib = b.info(path_b);
-  out.dtype = std::string(h5::kind_name(ia.kind));
-  if (ia.kind == h5::ElemKind::other || ib.kind == h5::ElemKind::other) {
+  const hdf5::DatasetInfo ia = a.info(path_a), ib = b.info(path_b);
+  out.dtype = std::string(hdf5::kind_name(ia.kind));
+  if (ia.kind == hdf5::ElemKind::other || ib.kind == hdf5::ElemKind::other) {
     out.status = CompareStatus::unsupported;
     out.note = "element type not supported (psi compares bfloat16, float32, float64, uint8, uint16, int64)";
     return out;
   }
-  if (ia.kind == h5::ElemKind::u8 && ib.kind == h5::ElemKind::u8 && ia.shape.size() == 1 && ib.shape.size() == 1) {
+  if (ia.kind == hdf5::ElemKind::u8 && ib.kind == hdf5::ElemKind::u8 && ia.shape.size() == 1 && ib.shape.size() == 1) {
     try {
       if (compare_json_text(a, path_a, b, path_b, opt, out)) {
         out.full_shape = ia.shape;
@@ -122,7 +122,7 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     out.note = "shape " + shape_str(sa.full) + " in A vs " + shape_str(sb.full) + " in B";
     return out;
   }
-  auto none = StoredRegion::Kind::none;
+  auto none = hdf5::StoredRegion::Kind::none;
   if (sa.region.kind == none || sb.region.kind == none) {
     out.status = CompareStatus::not_stored;
     out.note = sa.region.kind == none && sb.region.kind == none ? "stored='none' in A and B"
@@ -144,8 +144,8 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
     hi[i] = std::min(sa.hi[i], sb.hi[i]);
     empty = empty || hi[i] <= lo[i];
   }
-  const bool partial = sa.region.kind != StoredRegion::Kind::full || sb.region.kind != StoredRegion::Kind::full;
-  const std::string regions = "A stores " + stored_name(sa.region) + ", B stores " + stored_name(sb.region);
+  const bool partial = sa.region.kind != hdf5::StoredRegion::Kind::full || sb.region.kind != hdf5::StoredRegion::Kind::full;
+  const std::string regions = "A stores " + hdf5::stored_name(sa.region) + ", B stores " + hdf5::stored_name(sb.region);
   if (empty) {
     out.status = CompareStatus::not_stored;
     out.note = numel(sa.full) == 0 ? "empty tensor" : "no element stored in both (" + regions + ")";
@@ -159,14 +159,14 @@ DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a,
 
 CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
                             const CompareOptions& opt) {
-  const h5::File fa = h5::File::open_read(a), fb = h5::File::open_read(b);
+  const hdf5::File fa = hdf5::File::open_read(a), fb = hdf5::File::open_read(b);
   CompareReport r;
   r.file_a = a.string();
   r.file_b = b.string();
   r.format_a = file_format(fa);
   r.format_b = file_format(fb);
-  r.partial_a = partial_marker(fa);
-  r.partial_b = partial_marker(fb);
+  r.partial_a = hdf5::partial_marker(fa);
+  r.partial_b = hdf5::partial_marker(fb);
   auto refuse_partial = [&](const std::string& file, const std::string& marker) {
     if (!marker.empty() && !opt.allow_partial)
       throw Error(file + ": a partial file (" + marker + "); psi compare refuses it unless --allow-partial is given");
@@ -205,7 +205,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
       DatasetComparison only_a;
       only_a.path_a = d.path;
       only_a.status = CompareStatus::only_a;
-      only_a.dtype = std::string(h5::kind_name(d.kind));
+      only_a.dtype = std::string(hdf5::kind_name(d.kind));
       only_a.full_shape = d.shape;
       if (pb != d.path) only_a.note = "mapped to " + pb + ", which B lacks";
       r.datasets.push_back(only_a);
@@ -216,7 +216,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
     DatasetComparison only_b;
     only_b.path_b = d.path;
     only_b.status = CompareStatus::only_b;
-    only_b.dtype = std::string(h5::kind_name(d.kind));
+    only_b.dtype = std::string(hdf5::kind_name(d.kind));
     only_b.full_shape = d.shape;
     r.datasets.push_back(only_b);
   }
@@ -249,4 +249,4 @@ std::vector<std::string> CompareReport::errors() const {
   return out;
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

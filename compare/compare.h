@@ -15,7 +15,7 @@
 #include "engine/tensor.h"
 #include "hdf5/h5.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 // A dataset of A whose path starts with `from` as whole components is paired with B's
 // dataset at `to` + the rest.
@@ -122,7 +122,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
                             const CompareOptions& opt = {});
 
 // Compares one dataset of `a` with one of `b` (possibly the same file, other paths).
-DatasetComparison compare_datasets(const h5::File& a, const std::string& path_a, const h5::File& b,
+DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_a, const hdf5::File& b,
                                    const std::string& path_b, const CompareOptions& opt = {});
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

@@ -11,7 +11,7 @@
 #include "engine/distance.h"
 #include "engine/error.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 namespace {
 
@@ -70,19 +70,19 @@ struct Elem<std::int64_t> : IntElem<std::int64_t> {};
 
 // ---- loading -------------------------------------------------------------------------------
 
-// Integer datasets h5::File has no typed reader for (uint16 without dtype='bfloat16', int64).
+// Integer datasets hdf5::File has no typed reader for (uint16 without dtype='bfloat16', int64).
 template <class T>
-std::vector<T> read_native(const h5::File& f, const std::string& path, hid_t mem_type, std::int64_t n) {
+std::vector<T> read_native(const hdf5::File& f, const std::string& path, hid_t mem_type, std::int64_t n) {
   std::vector<T> out(static_cast<std::size_t>(n));
   if (n == 0) return out;
-  h5::Handle d(H5Dopen2(f.id(), path.c_str(), H5P_DEFAULT), H5Dclose);
+  hdf5::Handle d(H5Dopen2(f.id(), path.c_str(), H5P_DEFAULT), H5Dclose);
   if (!d || H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     throw Error(f.path().string() + ":" + path + ": read failed (truncated or corrupt file?)");
   return out;
 }
 
 template <class T>
-std::vector<T> load(const h5::File& f, const h5::DatasetInfo& di) {
+std::vector<T> load(const hdf5::File& f, const hdf5::DatasetInfo& di) {
   if constexpr (std::is_same_v<T, Bf16>) return f.read_bf16(di.path).data;
   else if constexpr (std::is_same_v<T, float>) return f.read_f32(di.path).data;
   else if constexpr (std::is_same_v<T, double>) return f.read_f64(di.path).data;
@@ -154,14 +154,14 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
 // Loads both sides, checks each whole one against its sha256_full (a mismatch makes the
 // dataset `corrupt`: comparing data that is not what was written would mislead), then compares.
 template <class T>
-void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, const Side& sb,
+void load_and_compare(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb,
                       const Shape& lo, const Shape& hi, DatasetComparison& out) {
   const std::vector<T> a = load<T>(fa, sa.info), b = load<T>(fb, sb.info);
   std::string corrupt;
-  auto check = [&](const h5::File& f, const std::string& path, const std::vector<T>& v, bool& checked) {
-    const Sha256Check c = check_sha256_full(f, path, v.data(), v.size() * sizeof(T));
-    checked = c == Sha256Check::match || c == Sha256Check::mismatch;
-    if (c == Sha256Check::mismatch) corrupt += (corrupt.empty() ? "" : "; ") + sha256_mismatch_message(f, path);
+  auto check = [&](const hdf5::File& f, const std::string& path, const std::vector<T>& v, bool& checked) {
+    const hdf5::Sha256Check c = hdf5::check_sha256_full(f, path, v.data(), v.size() * sizeof(T));
+    checked = c == hdf5::Sha256Check::match || c == hdf5::Sha256Check::mismatch;
+    if (c == hdf5::Sha256Check::mismatch) corrupt += (corrupt.empty() ? "" : "; ") + hdf5::sha256_mismatch_message(f, path);
   };
   check(fa, sa.info.path, a, out.sha256_checked_a);
   check(fb, sb.info.path, b, out.sha256_checked_b);
@@ -176,23 +176,23 @@ void load_and_compare(const h5::File& fa, const Side& sa, const h5::File& fb, co
 
 }  // namespace
 
-Side describe(const h5::File& f, const h5::DatasetInfo& di) {
+Side describe(const hdf5::File& f, const hdf5::DatasetInfo& di) {
   const std::string where = f.path().string() + ":" + di.path;
   Side s;
   s.info = di;
-  std::string fs = string_attr(f, di.path, attr::full_shape);
-  s.full = fs.empty() ? di.shape : parse_shape_json(fs, where);
-  s.region = parse_stored(read_integrity(f, di.path).stored, where);
-  if (s.region.kind == StoredRegion::Kind::none) return s;
-  if (s.region.kind == StoredRegion::Kind::rows &&
+  std::string fs = string_attr(f, di.path, hdf5::attr::full_shape);
+  s.full = fs.empty() ? di.shape : hdf5::parse_shape_json(fs, where);
+  s.region = hdf5::parse_stored(hdf5::read_integrity(f, di.path).stored, where);
+  if (s.region.kind == hdf5::StoredRegion::Kind::none) return s;
+  if (s.region.kind == hdf5::StoredRegion::Kind::rows &&
       (s.region.axis >= int(s.full.size()) || s.region.last >= s.full[s.region.axis]))
-    throw Error(where + ": stored='" + stored_name(s.region) + "' lies outside full_shape " + shape_str(s.full));
-  if (stored_shape(s.full, s.region) != di.shape)
+    throw Error(where + ": stored='" + hdf5::stored_name(s.region) + "' lies outside full_shape " + shape_str(s.full));
+  if (hdf5::stored_shape(s.full, s.region) != di.shape)
     throw Error(where + ": stored shape " + shape_str(di.shape) + " does not match stored='" +
-                stored_name(s.region) + "' of full_shape " + shape_str(s.full));
+                hdf5::stored_name(s.region) + "' of full_shape " + shape_str(s.full));
   s.lo.assign(s.full.size(), 0);
   s.hi = s.full;
-  if (s.region.kind == StoredRegion::Kind::rows) {
+  if (s.region.kind == hdf5::StoredRegion::Kind::rows) {
     s.lo[s.region.axis] = s.region.first;
     s.hi[s.region.axis] = s.region.last + 1;
   }
@@ -212,17 +212,17 @@ std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full) {
   return out + "]";
 }
 
-void compare_elements(const h5::File& fa, const Side& sa, const h5::File& fb, const Side& sb, const Shape& lo,
+void compare_elements(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb, const Shape& lo,
                       const Shape& hi, DatasetComparison& out) {
   switch (sa.info.kind) {
-    case h5::ElemKind::bf16: load_and_compare<Bf16>(fa, sa, fb, sb, lo, hi, out); break;
-    case h5::ElemKind::f32: load_and_compare<float>(fa, sa, fb, sb, lo, hi, out); break;
-    case h5::ElemKind::f64: load_and_compare<double>(fa, sa, fb, sb, lo, hi, out); break;
-    case h5::ElemKind::u8: load_and_compare<std::uint8_t>(fa, sa, fb, sb, lo, hi, out); break;
-    case h5::ElemKind::u16: load_and_compare<std::uint16_t>(fa, sa, fb, sb, lo, hi, out); break;
-    case h5::ElemKind::i64: load_and_compare<std::int64_t>(fa, sa, fb, sb, lo, hi, out); break;
-    case h5::ElemKind::other: break;
+    case hdf5::ElemKind::bf16: load_and_compare<Bf16>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::f32: load_and_compare<float>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::f64: load_and_compare<double>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::u8: load_and_compare<std::uint8_t>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::u16: load_and_compare<std::uint16_t>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::i64: load_and_compare<std::int64_t>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::other: break;
   }
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

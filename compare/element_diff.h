@@ -8,20 +8,20 @@
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 // One side of a comparison: where its stored elements sit in the full tensor.
 struct Side {
-  h5::DatasetInfo info;
+  hdf5::DatasetInfo info;
   Shape full;
-  StoredRegion region;
+  hdf5::StoredRegion region;
   Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
 };
 
 
 // The side of dataset `di` of `f`: its full shape (attribute full_shape) and stored region
 // (attribute stored), checked against each other (psi::Error naming the dataset otherwise).
-Side describe(const h5::File& f, const h5::DatasetInfo& di);
+Side describe(const hdf5::File& f, const hdf5::DatasetInfo& di);
 
 // "rows 0..255 of axis 1" when the box cuts one axis, else the box in slice notation.
 std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full);
@@ -29,7 +29,7 @@ std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full);
 // Loads both sides (of the same element kind), checks each whole one against its sha256_full
 // (a mismatch makes the dataset `corrupt`), then compares the elements of box [lo, hi)
 // (full-tensor coordinates) into `out`: its counts, distance, first difference and status.
-void compare_elements(const h5::File& fa, const Side& sa, const h5::File& fb, const Side& sb, const Shape& lo,
+void compare_elements(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb, const Shape& lo,
                       const Shape& hi, DatasetComparison& out);
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

@@ -5,12 +5,12 @@
 
 #include "hdf5/h5.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 // A scalar string attribute of `ds`; empty when absent or of another type.
-std::string string_attr(const h5::File& f, const std::string& ds, const char* name);
+std::string string_attr(const hdf5::File& f, const std::string& ds, const char* name);
 
 // The root attribute `schema` or `format`, or "plain HDF5".
-std::string file_format(const h5::File& f);
+std::string file_format(const hdf5::File& f);
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

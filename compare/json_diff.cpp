@@ -10,7 +10,7 @@
 #include "compare/file_attrs.h"
 #include "engine/json_read.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 namespace {
 
@@ -121,7 +121,7 @@ struct JsonDiff {
 
 // Two uint8 datasets that both hold JSON: compared field by field into `out`; false when either
 // is not JSON (then they are compared as bytes).
-bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::File& b, const std::string& path_b,
+bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf5::File& b, const std::string& path_b,
                        const CompareOptions& opt, DatasetComparison& out) {
   const std::string ta = a.read_text(path_a), tb = b.read_text(path_b);
   const nlohmann::json ja = read_json_if_valid(ta, a.path().string() + ":" + path_a).value_or(nullptr);
@@ -131,7 +131,7 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
   d.timing = opt.timing;
   // The keys that measure time are what the writer declared beside the text (attribute
   // time_fields, a JSON list), never guessed from their names.
-  const auto declared = [](const h5::File& f, const std::string& path) {
+  const auto declared = [](const hdf5::File& f, const std::string& path) {
     const std::string list = string_attr(f, path, "time_fields");
     if (list.empty()) return nlohmann::json();
     return read_json_if_valid(list, f.path().string() + ":" + path + "@time_fields").value_or(nullptr);
@@ -157,4 +157,4 @@ bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::F
   return true;
 }
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

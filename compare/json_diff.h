@@ -6,11 +6,11 @@
 #include "compare/compare.h"
 #include "hdf5/h5.h"
 
-namespace psi::hdf5 {
+namespace psi::compare {
 
 // Two uint8 datasets that both hold JSON: compared field by field into `out`; false when either
 // is not JSON (then they are compared as bytes).
-bool compare_json_text(const h5::File& a, const std::string& path_a, const h5::File& b, const std::string& path_b,
+bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf5::File& b, const std::string& path_b,
                        const CompareOptions& opt, DatasetComparison& out);
 
-}  // namespace psi::hdf5
+}  // namespace psi::compare

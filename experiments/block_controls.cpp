@@ -273,7 +273,7 @@ void run_block_controls(const Options& o, Report& report) {
 
   // The official implementation's own timing and memory on the recording machine.
   nlohmann::json official = nlohmann::json::object();
-  auto f = h5::File::open_read(r.file);
+  auto f = hdf5::File::open_read(r.file);
   if (auto tm = f.attr("/" + r.group, "timing_and_memory"); tm && std::holds_alternative<std::string>(*tm))
     official = read_json_if_valid(std::get<std::string>(*tm), r.file.string() + ":/" + r.group + ": attribute timing_and_memory")
                    .value_or(nlohmann::json::object());

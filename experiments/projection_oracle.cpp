@@ -48,7 +48,7 @@ struct ProjectionOracleCase {
 void run_projection_oracle(const Options& o, Report& report) {
   const probes::ProbeCase& recorded = probes::probe_case("video-q-proj");
   const auto file = reference_dir(o) / recorded.default_file;
-  auto f = h5::File::open_read(file);
+  auto f = hdf5::File::open_read(file);
   const oracle::LinearProblem p = oracle::load_probe(f, recorded.group);
   const oracle::OutputChoice out = oracle::choose_probe_output(f, p, "");
   const Bf16Tensor official = oracle::load_output(f, out.dataset, p);

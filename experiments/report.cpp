@@ -85,7 +85,7 @@ Report::Report(const Experiment& e, const Options& o, const std::string& device_
 void Report::stamp_side_file(hdf5::StateWriter& w) const { w.set_attrs("/", {{kRunId, run_id_}}); }
 
 void Report::check_side_file(const std::filesystem::path& file) const {
-  const auto id = h5::File::open_read(file).attr("/", kRunId);
+  const auto id = hdf5::File::open_read(file).attr("/", kRunId);
   const std::string* text = id ? std::get_if<std::string>(&*id) : nullptr;
   if (!text || *text != run_id_)
     throw Error(file.string() + " was replaced by another run while this one ran (its run_id is " +
@@ -220,7 +220,7 @@ std::string missing_shards(const std::map<std::int64_t, std::filesystem::path>& 
 
 // Every dataset a shard contributes is checked against its sha256_full before it is copied: a
 // shard changed after it was written must not pass into a merged report as psi's.
-void check_before_copy(const hdf5::StateReader& r, const h5::DatasetInfo& di) {
+void check_before_copy(const hdf5::StateReader& r, const hdf5::DatasetInfo& di) {
   const std::string where = r.path().string() + ":" + di.path;
   std::vector<std::uint8_t> bytes;
   const auto take = [&](const auto& t) {
@@ -228,12 +228,12 @@ void check_before_copy(const hdf5::StateReader& r, const h5::DatasetInfo& di) {
     bytes.assign(p, p + t.bytes());
   };
   switch (di.kind) {
-    case h5::ElemKind::bf16: take(r.read_bf16(di.path)); break;
-    case h5::ElemKind::f32: take(r.read_f32(di.path)); break;
-    case h5::ElemKind::f64: take(r.read_f64(di.path)); break;
-    case h5::ElemKind::u8: bytes = r.file().read_u8(di.path); break;
+    case hdf5::ElemKind::bf16: take(r.read_bf16(di.path)); break;
+    case hdf5::ElemKind::f32: take(r.read_f32(di.path)); break;
+    case hdf5::ElemKind::f64: take(r.read_f64(di.path)); break;
+    case hdf5::ElemKind::u8: bytes = r.file().read_u8(di.path); break;
     default:
-      throw Error(where + ": " + std::string(h5::kind_name(di.kind)) +
+      throw Error(where + ": " + std::string(hdf5::kind_name(di.kind)) +
                   " data, which psi does not write in a report; psi merge copies only what it can check");
   }
   switch (hdf5::check_sha256_full(r.file(), di.path, bytes.data(), bytes.size())) {

@@ -179,7 +179,7 @@ OpReplay replay_op(const hdf5::StateReader& r, const std::string& group, const C
   out.attention = own.attention;
   out.shape = shape_words(own);
   out.k = own.depth();
-  const h5::File& f = r.file();
+  const hdf5::File& f = r.file();
   const auto shape_attr = f.attr(s, "shape");
   if (!shape_attr || !std::holds_alternative<std::string>(*shape_attr))
     throw Error(where + ": no shape attribute (a JSON list, " + hdf5::shape_json(own.shape) + " for psi's operator)");

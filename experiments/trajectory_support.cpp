@@ -20,7 +20,7 @@
 namespace psi::exp {
 
 RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group) {
-  auto f = h5::File::open_read(file);
+  auto f = hdf5::File::open_read(file);
   const std::string g = "/" + group;
   if (!f.exists(g)) throw Error(file.string() + ": no trajectory group '" + group + "'");
   RecordedTrajectory r;

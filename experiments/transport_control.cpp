@@ -137,10 +137,10 @@ void run_transport_control(const Options& o, Report& report) {
     if (file != reference_file) {
       // Both files are read back by name: before and after, they must still be this run's.
       for (const auto& f : {file, reference_file}) report.check_side_file(f);
-      const hdf5::CompareReport cmp = hdf5::compare_files(file, reference_file);
+      const compare::CompareReport cmp = compare::compare_files(file, reference_file);
       for (const auto& f : {file, reference_file}) report.check_side_file(f);
       rec.datasets_compared = std::int64_t(cmp.datasets.size());
-      rec.datasets_equal = cmp.count(hdf5::CompareStatus::equal);
+      rec.datasets_equal = cmp.count(compare::CompareStatus::equal);
       rec.compare_exit = cmp.exit_code();
       if (cmp.exit_code() != 0)
         report.fail("transport-control: schedule " + s.name + " differs from the reference, " + reference +

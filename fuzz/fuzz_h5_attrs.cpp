@@ -1,7 +1,7 @@
 // libFuzzer target for psi's own parsing of HDF5 content: the bytes choose what a file holds
 // (root schema/format and run attributes; datasets of psi's element types and shapes, with
 // full_shape, stored, dtype and check-value attributes and JSON text), the file is written with
-// h5::File, so libhdf5 only ever reads files it wrote itself, and every reader runs on it
+// hdf5::File, so libhdf5 only ever reads files it wrote itself, and every reader runs on it
 // (fuzz/h5_readers.h). Attribute values are either drawn whole from the bytes or assembled in
 // the forms psi parses (shape lists, rows_<a>_to_<b>_of_axis_<k>) with arbitrary numbers.
 #include <fuzzer/FuzzedDataProvider.h>
@@ -16,7 +16,7 @@
 
 namespace {
 
-using psi::h5::AttrValue;
+using psi::hdf5::AttrValue;
 
 template <std::size_t N>
 std::string pick(FuzzedDataProvider& in, const char* const (&choices)[N]) {
@@ -70,14 +70,14 @@ std::string table_json(FuzzedDataProvider& in) {
   return R"([{"title":")" + in.ConsumeRandomLengthString(16) + R"(","columns":["a"],"rows":[)" + rows + "]}]";
 }
 
-void write_dataset(FuzzedDataProvider& in, psi::h5::File& f) {
+void write_dataset(FuzzedDataProvider& in, psi::hdf5::File& f) {
   const char* const paths[] = {"/x", "/a/b", "/states/dense/00_stage1_initial/video_latent", "/report/tables",
                                "/report/cases", "/probe/out", "/probe/weights_json"};
   const std::string path = pick(in, paths) + (in.ConsumeBool() ? "" : std::to_string(in.ConsumeIntegral<std::uint8_t>()));
   psi::Shape shape(in.ConsumeIntegralInRange(0, 3));
   for (auto& d : shape) d = in.ConsumeIntegralInRange<std::int64_t>(0, 6);
   const std::size_t n = std::size_t(psi::numel(shape));
-  psi::h5::Attrs a;
+  psi::hdf5::Attrs a;
   if (in.ConsumeBool()) a["full_shape"] = shape_text(in);
   if (in.ConsumeBool()) a["stored"] = stored_text(in);
   if (in.ConsumeBool()) {
@@ -116,7 +116,7 @@ void write_dataset(FuzzedDataProvider& in, psi::h5::File& f) {
 }
 
 void write_file(FuzzedDataProvider& in, const std::string& p) {
-  auto f = psi::h5::File::create(p);
+  auto f = psi::hdf5::File::create(p);
   const char* const formats[] = {"psi-h5/1", "record_official/1", "psi-h5/2", ""};
   if (in.ConsumeBool()) f.set_attr("/", "schema", in.ConsumeBool() ? AttrValue(pick(in, formats)) : any_value(in));
   if (in.ConsumeBool()) f.set_attr("/", "format", in.ConsumeBool() ? AttrValue(pick(in, formats)) : any_value(in));

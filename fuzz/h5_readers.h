@@ -1,6 +1,6 @@
 #pragma once
-// What the HDF5 fuzz targets do with a file: everything psi reads HDF5 with. h5::File (open,
-// list, info, attributes, typed reads), hdf5::compare_datasets on each dataset against itself
+// What the HDF5 fuzz targets do with a file: everything psi reads HDF5 with. hdf5::File (open,
+// list, info, attributes, typed reads), compare::compare_datasets on each dataset against itself
 // (psi's parsing of full_shape and stored), hdf5::StateReader (schema, run info, tensor
 // records), the experiment-report reader behind `psi report` (JSON tables in the file), the
 // recording reader of the probes (probes::Recording) and `psi merge` with the file as a shard.
@@ -43,8 +43,8 @@ void step(F&& f) {
   }
 }
 
-inline void read_datasets(const h5::File& f) {
-  std::vector<h5::DatasetInfo> list;
+inline void read_datasets(const hdf5::File& f) {
+  std::vector<hdf5::DatasetInfo> list;
   step([&] { list = f.list_datasets("/"); });
   if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
   step([&] { f.attrs("/"); });
@@ -53,21 +53,21 @@ inline void read_datasets(const h5::File& f) {
     if (numel(d.shape) > kMaxElements) continue;
     step([&] {
       switch (d.kind) {
-        case h5::ElemKind::bf16: f.read_bf16(d.path); break;
-        case h5::ElemKind::f32: f.read_f32(d.path); break;
-        case h5::ElemKind::f64: f.read_f64(d.path); break;
-        case h5::ElemKind::u8: f.read_text(d.path); break;
+        case hdf5::ElemKind::bf16: f.read_bf16(d.path); break;
+        case hdf5::ElemKind::f32: f.read_f32(d.path); break;
+        case hdf5::ElemKind::f64: f.read_f64(d.path); break;
+        case hdf5::ElemKind::u8: f.read_text(d.path); break;
         default: break;
       }
     });
-    step([&] { hdf5::compare_datasets(f, d.path, f, d.path); });
+    step([&] { compare::compare_datasets(f, d.path, f, d.path); });
   }
 }
 
 inline void read_state(const std::string& p) {
   hdf5::StateReader r(p);
   if (r.kind() == hdf5::FileKind::psi) step([&] { r.run_info(); });
-  std::vector<h5::DatasetInfo> list;
+  std::vector<hdf5::DatasetInfo> list;
   step([&] { list = r.datasets(); });
   if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
   for (const auto& d : list) step([&] { r.record(d.path); });
@@ -76,8 +76,8 @@ inline void read_state(const std::string& p) {
 // The file as a recording (probes/recording.h): each top-level group, each of its datasets
 // as a stored output and as an input (regenerated from SynthInit when only rows are stored).
 inline void read_recording(const std::string& p) {
-  const h5::File f = h5::File::open_read(p);
-  std::vector<h5::DatasetInfo> list;
+  const hdf5::File f = hdf5::File::open_read(p);
+  std::vector<hdf5::DatasetInfo> list;
   step([&] { list = f.list_datasets("/"); });
   if (list.size() > kMaxDatasets) list.resize(kMaxDatasets);
   for (const auto& d : list) {
@@ -101,7 +101,7 @@ inline void merge_alone(const std::string& p) {
 
 // Every reader on the HDF5 file at `p`.
 inline void read_everything(const std::string& p) {
-  step([&] { read_datasets(h5::File::open_read(p)); });
+  step([&] { read_datasets(hdf5::File::open_read(p)); });
   step([&] { read_state(p); });
   step([&] { report::render(exp::read_tables(p), report::Format::markdown); });
   step([&] { read_recording(p); });

@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 
-namespace psi::h5 {
+namespace psi::hdf5 {
 
 using detail::h5_error;
 
@@ -250,4 +250,4 @@ void File::abandon_to(const fs::path& partial) {
 
 std::string File::where(const std::string& object) const { return final_path_.string() + ":" + object; }
 
-}  // namespace psi::h5
+}  // namespace psi::hdf5

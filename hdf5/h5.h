@@ -15,7 +15,7 @@
 #include "engine/tensor.h"
 #include "outputs/pending_output.h"
 
-namespace psi::h5 {
+namespace psi::hdf5 {
 
 // An owned hid_t, closed with the right H5*close function.
 class Handle {
@@ -155,4 +155,4 @@ void quiet_errors();
 // becomes one of the command's inputs for the output rule.
 void allow_links_to(const std::filesystem::path& file);
 
-}  // namespace psi::h5
+}  // namespace psi::hdf5

@@ -7,7 +7,7 @@
 #include "engine/error.h"
 #include "hdf5/h5.h"
 
-namespace psi::h5::detail {
+namespace psi::hdf5::detail {
 
 // Every refusal of a file's content is bad input (exit 2).
 inline Error h5_error(const std::string& what) { return Error(what, Exit::bad_input); }
@@ -15,4 +15,4 @@ inline Error h5_error(const std::string& what) { return Error(what, Exit::bad_in
 // Opens the object at `path` of `file`, or refuses it naming `where` (defined in h5_links.cpp).
 Handle open_object(hid_t file, const std::string& path, const std::string& where);
 
-}  // namespace psi::h5::detail
+}  // namespace psi::hdf5::detail

@@ -13,7 +13,7 @@
 
 namespace fs = std::filesystem;
 
-namespace psi::h5 {
+namespace psi::hdf5 {
 
 using detail::h5_error;
 
@@ -264,4 +264,4 @@ std::vector<std::string> File::check_stored_here(const std::string& path, bool o
   return walk.external;
 }
 
-}  // namespace psi::h5
+}  // namespace psi::hdf5

@@ -11,7 +11,7 @@
 
 namespace fs = std::filesystem;
 
-namespace psi::h5 {
+namespace psi::hdf5 {
 
 using detail::h5_error;
 
@@ -238,4 +238,4 @@ Attrs File::attrs(const std::string& object) const {
   return out;
 }
 
-}  // namespace psi::h5
+}  // namespace psi::hdf5

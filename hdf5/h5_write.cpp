@@ -5,7 +5,7 @@
 
 namespace fs = std::filesystem;
 
-namespace psi::h5 {
+namespace psi::hdf5 {
 
 using detail::h5_error;
 
@@ -136,4 +136,4 @@ void File::copy_from(const File& src, const std::string& path) {
   for (const auto& c : children) copy_from(src, prefix + c);
 }
 
-}  // namespace psi::h5
+}  // namespace psi::hdf5

@@ -68,7 +68,7 @@ TensorStats tensor_stats(const F64Tensor& t) { return stats_of(t); }
 
 bool is_psi_h5(const std::filesystem::path& p) {
   try {
-    const auto schema = h5::File::open_read(p).attr("/", "schema");
+    const auto schema = hdf5::File::open_read(p).attr("/", "schema");
     return schema && std::holds_alternative<std::string>(*schema) &&
            std::get<std::string>(*schema).starts_with("psi-");
   } catch (const Error&) {
@@ -76,9 +76,9 @@ bool is_psi_h5(const std::filesystem::path& p) {
   }
 }
 
-Integrity read_integrity(const h5::File& f, const std::string& dataset) {
+Integrity read_integrity(const hdf5::File& f, const std::string& dataset) {
   const std::string where = f.path().string() + ":" + dataset;
-  auto describe = [](const std::optional<h5::AttrValue>& v) -> std::string {
+  auto describe = [](const std::optional<hdf5::AttrValue>& v) -> std::string {
     if (!v) return "not a scalar string";
     if (std::holds_alternative<std::int64_t>(*v)) return "an integer";
     if (std::holds_alternative<double>(*v)) return "a float";
@@ -106,14 +106,14 @@ Integrity read_integrity(const h5::File& f, const std::string& dataset) {
   return in;
 }
 
-Sha256Check check_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
+Sha256Check check_sha256_full(const hdf5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
   const Integrity in = read_integrity(f, dataset);
   if (in.sha256_full.empty()) return Sha256Check::not_recorded;
   if (in.stored != "full") return Sha256Check::not_whole;
   return sha256_hex(data, bytes) == in.sha256_full ? Sha256Check::match : Sha256Check::mismatch;
 }
 
-std::string sha256_mismatch_message(const h5::File& f, const std::string& dataset) {
+std::string sha256_mismatch_message(const hdf5::File& f, const std::string& dataset) {
   return f.path().string() + ":" + dataset +
          ": data does not match its sha256_full attribute (the file is corrupt or was changed after it was written)";
 }
@@ -126,33 +126,33 @@ std::string unverifiable_reason(const Integrity& in) {
          "') and no sha256_full: nothing to check the rows against";
 }
 
-bool is_text_dataset(const h5::File& f, const h5::DatasetInfo& di) {
-  return di.kind == h5::ElemKind::u8 && (di.dtype_attr == "utf8" || f.has_attr(di.path, "encoding"));
+bool is_text_dataset(const hdf5::File& f, const hdf5::DatasetInfo& di) {
+  return di.kind == hdf5::ElemKind::u8 && (di.dtype_attr == "utf8" || f.has_attr(di.path, "encoding"));
 }
 
-std::string dtype_label_problem(const h5::DatasetInfo& di) {
+std::string dtype_label_problem(const hdf5::DatasetInfo& di) {
   if (di.dtype_attr.empty()) return "";
   struct Label {
     const char* name;
-    h5::ElemKind kind;
+    hdf5::ElemKind kind;
   };
-  static constexpr Label kLabels[] = {{"bfloat16", h5::ElemKind::bf16}, {"float32", h5::ElemKind::f32},
-                                      {"float64", h5::ElemKind::f64},   {"uint8", h5::ElemKind::u8},
-                                      {"utf8", h5::ElemKind::u8},       {"uint16", h5::ElemKind::u16},
-                                      {"int64", h5::ElemKind::i64}};
+  static constexpr Label kLabels[] = {{"bfloat16", hdf5::ElemKind::bf16}, {"float32", hdf5::ElemKind::f32},
+                                      {"float64", hdf5::ElemKind::f64},   {"uint8", hdf5::ElemKind::u8},
+                                      {"utf8", hdf5::ElemKind::u8},       {"uint16", hdf5::ElemKind::u16},
+                                      {"int64", hdf5::ElemKind::i64}};
   for (const Label& l : kLabels)
     if (di.dtype_attr == l.name) {
       if (di.kind == l.kind) return "";
       // A bfloat16 label is read as BF16 only on uint16 storage.
-      const std::string stored = di.kind == h5::ElemKind::bf16 ? "uint16" : std::string(h5::kind_name(di.kind));
+      const std::string stored = di.kind == hdf5::ElemKind::bf16 ? "uint16" : std::string(hdf5::kind_name(di.kind));
       return "its dtype attribute says '" + di.dtype_attr + "' but the data is stored as " + stored +
-             (l.kind == h5::ElemKind::bf16 ? " (bfloat16 is stored as uint16)" : "");
+             (l.kind == hdf5::ElemKind::bf16 ? " (bfloat16 is stored as uint16)" : "");
     }
   return "its dtype attribute '" + di.dtype_attr.substr(0, 80) +
          "' names no element type psi knows (bfloat16, float32, float64, uint8, utf8, uint16, int64)";
 }
 
-bool verify_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
+bool verify_sha256_full(const hdf5::File& f, const std::string& dataset, const void* data, std::size_t bytes) {
   const Sha256Check c = check_sha256_full(f, dataset, data, bytes);
   if (c == Sha256Check::mismatch) throw Error(sha256_mismatch_message(f, dataset));
   if (c != Sha256Check::not_recorded) return true;

@@ -60,7 +60,7 @@ struct Integrity {
   std::string sha256_full;  // lowercase; empty: none recorded
   std::string stored;       // "full" when absent
 };
-Integrity read_integrity(const h5::File& f, const std::string& dataset);
+Integrity read_integrity(const hdf5::File& f, const std::string& dataset);
 
 // Why a tensor dataset with these attributes cannot be checked ("no sha256_full: ..."), or empty
 // when it can: a tensor without sha256_full has nothing to check it against, whether it stores all
@@ -70,27 +70,27 @@ std::string unverifiable_reason(const Integrity& in);
 
 // A UTF-8 text dataset (dtype='utf8' as psi writes it, or an `encoding` attribute as the
 // recordings' weights_json): JSON metadata, not a tensor; neither psi nor the recordings hash it.
-bool is_text_dataset(const h5::File& f, const h5::DatasetInfo& di);
+bool is_text_dataset(const hdf5::File& f, const hdf5::DatasetInfo& di);
 
 // Why a dataset's `dtype` attribute does not describe its stored HDF5 type (a 'bfloat16' label on
 // a float32 dataset, a 'float32' label on uint16, a label psi does not know), or empty when it
 // does or there is none.
-std::string dtype_label_problem(const h5::DatasetInfo& di);
+std::string dtype_label_problem(const hdf5::DatasetInfo& di);
 
 // A dataset's data checked against its `sha256_full` attribute (read_integrity). The hash is over the whole
 // tensor, so only a dataset that stores all of it (stored='full' or no `stored`) can be checked.
 enum class Sha256Check { match, mismatch, not_recorded, not_whole };
 // `data`/`bytes`: the dataset's elements as read, little-endian (the host order psi runs on).
-Sha256Check check_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes);
+Sha256Check check_sha256_full(const hdf5::File& f, const std::string& dataset, const void* data, std::size_t bytes);
 // The one-line message for a mismatch: "<file>:<dataset>: data does not match its sha256_full ...".
-std::string sha256_mismatch_message(const h5::File& f, const std::string& dataset);
+std::string sha256_mismatch_message(const hdf5::File& f, const std::string& dataset);
 // check_sha256_full for readers that must not go on with corrupt or uncheckable data: a mismatch
 // throws a psi::Error (bad input) with sha256_mismatch_message; data with nothing to check it
 // against (unverifiable_reason) goes to hdf5::unverifiable: refused, or recorded under
 // --allow-unverified. Returns false for such data (read unverified), true otherwise.
-bool verify_sha256_full(const h5::File& f, const std::string& dataset, const void* data, std::size_t bytes);
+bool verify_sha256_full(const hdf5::File& f, const std::string& dataset, const void* data, std::size_t bytes);
 template <class T>
-bool verify_sha256_full(const h5::File& f, const std::string& dataset, const Tensor<T>& t) {
+bool verify_sha256_full(const hdf5::File& f, const std::string& dataset, const Tensor<T>& t) {
   return verify_sha256_full(f, dataset, t.ptr(), t.bytes());
 }
 

@@ -32,7 +32,7 @@ constexpr const char* unverified = "unverified";
 }  // namespace root
 
 template <class T>
-void write_typed(h5::File& f, const std::string& ds, const Tensor<T>& t, const h5::Attrs& a) {
+void write_typed(hdf5::File& f, const std::string& ds, const Tensor<T>& t, const hdf5::Attrs& a) {
   if constexpr (std::is_same_v<T, Bf16>) f.write_bf16(ds, t, a);
   else if constexpr (std::is_same_v<T, float>) f.write_f32(ds, t, a);
   else f.write_f64(ds, t, a);
@@ -54,13 +54,13 @@ Tensor<T> slice_rows(const Tensor<T>& t, int axis, std::int64_t first, std::int6
   return out;
 }
 
-std::string string_or_empty(const h5::File& f, const std::string& obj, const char* name) {
+std::string string_or_empty(const hdf5::File& f, const std::string& obj, const char* name) {
   auto v = f.attr(obj, name);
   if (v && std::holds_alternative<std::string>(*v)) return std::get<std::string>(*v);
   return "";
 }
 
-std::optional<double> number(const h5::File& f, const std::string& obj, const char* name) {
+std::optional<double> number(const hdf5::File& f, const std::string& obj, const char* name) {
   auto v = f.attr(obj, name);
   if (!v) return std::nullopt;
   if (auto* d = std::get_if<double>(&*v)) return *d;
@@ -71,7 +71,7 @@ std::optional<double> number(const h5::File& f, const std::string& obj, const ch
 }  // namespace
 
 StateWriter::StateWriter(const std::filesystem::path& final_path, RunInfo run)
-    : file_(h5::File::create(final_path)), run_(std::move(run)) {
+    : file_(hdf5::File::create(final_path)), run_(std::move(run)) {
   if (run_.seed > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
     throw Error(final_path.string() + ": seed " + std::to_string(run_.seed) +
                 " does not fit the int64 'seed' attribute");
@@ -86,7 +86,7 @@ void StateWriter::write_dataset(const std::string& dataset, const Tensor<T>& sto
   if (meta.variant.empty())
     throw Error(path().string() + ":" + dataset + ": no variant given (dense, official-h200, baseline, modified, input, ...)",
                 Exit::run_failed);
-  h5::Attrs a = meta.extra;
+  hdf5::Attrs a = meta.extra;
   a[attr::full_shape] = shape_json(full_shape);
   a[attr::stored] = stored_name(region);
   a[attr::shape_semantics] = meta.shape_semantics;
@@ -117,11 +117,11 @@ void StateWriter::write_rows(const std::string& dataset, const Tensor<T>& full, 
   write_dataset(dataset, slice_rows(full, axis, first, last), full.shape, r, tensor_stats(full), meta);
 }
 
-void StateWriter::write_text(const std::string& dataset, const std::string& utf8, const h5::Attrs& a) {
+void StateWriter::write_text(const std::string& dataset, const std::string& utf8, const hdf5::Attrs& a) {
   file_.write_text(dataset, utf8, a);
 }
 
-void StateWriter::set_attrs(const std::string& object, const h5::Attrs& a) { file_.set_attrs(object, a); }
+void StateWriter::set_attrs(const std::string& object, const hdf5::Attrs& a) { file_.set_attrs(object, a); }
 
 void StateWriter::write_root_attrs() {
   file_.set_attrs("/", {
@@ -157,13 +157,13 @@ void StateWriter::abandon_to(const std::filesystem::path& partial) {
 
 void StateWriter::mark_partial(const std::string& why) { file_.set_attr("/", root::partial, why); }
 
-std::string unverified_marker(const h5::File& f) {
+std::string unverified_marker(const hdf5::File& f) {
   if (!f.attr("/", root::unverified)) return "";
   const std::string what = string_or_empty(f, "/", root::unverified);
   return what.empty() ? "marked unverified" : what;
 }
 
-std::string partial_marker(const h5::File& f) {
+std::string partial_marker(const hdf5::File& f) {
   if (!f.attr("/", root::partial)) return "";
   // Any value marks the file; only a text can say why.
   const std::string why = string_or_empty(f, "/", root::partial);
@@ -180,7 +180,7 @@ template void StateWriter::write_rows(const std::string&, const F32Tensor&, int,
 template void StateWriter::write_rows(const std::string&, const F64Tensor&, int, std::int64_t,
                                       std::int64_t, const TensorMeta&);
 
-StateReader::StateReader(const std::filesystem::path& p) : file_(h5::File::open_read(p)) {
+StateReader::StateReader(const std::filesystem::path& p) : file_(hdf5::File::open_read(p)) {
   const std::string name = p.string();
   auto schema = file_.attr("/", root::schema);
   if (schema) {

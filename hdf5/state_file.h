@@ -34,7 +34,7 @@ struct TensorMeta {
   std::string variant;          // required: "dense", "baseline", "modified", "input", ...
   std::string shape_semantics;  // e.g. "[1, tokens, channels] video self-attention output"
   std::string synthinit_name;   // written only when not empty
-  h5::Attrs extra;              // further attributes, e.g. spec_probe_name
+  hdf5::Attrs extra;              // further attributes, e.g. spec_probe_name
 };
 
 class StateWriter {
@@ -55,9 +55,9 @@ class StateWriter {
                   std::int64_t last, const TensorMeta& meta);
 
   // UTF-8 text (e.g. JSON) as a uint8 dataset with dtype='utf8'.
-  void write_text(const std::string& dataset, const std::string& utf8, const h5::Attrs& a = {});
+  void write_text(const std::string& dataset, const std::string& utf8, const hdf5::Attrs& a = {});
   // Attributes on a group (created if needed) or on "/" (extras beside the schema's own).
-  void set_attrs(const std::string& object, const h5::Attrs& a);
+  void set_attrs(const std::string& object, const hdf5::Attrs& a);
 
   // Writes the root attributes (end time now) and renames the file into place. Without it,
   // destroying the writer (an exception, an early return) leaves no file behind.
@@ -74,7 +74,7 @@ class StateWriter {
   // merge of partial shards does.
   void mark_partial(const std::string& why);
   // The file being written, for copying objects in (psi merge).
-  h5::File& file() { return file_; }
+  hdf5::File& file() { return file_; }
 
  private:
   void write_root_attrs();
@@ -82,23 +82,23 @@ class StateWriter {
   void write_dataset(const std::string& dataset, const Tensor<T>& stored, const Shape& full_shape,
                      const StoredRegion& region, const TensorStats& stats, const TensorMeta& meta);
 
-  h5::File file_;
+  hdf5::File file_;
   RunInfo run_;
 };
 
 // The root attribute `partial` of a file that holds part of a run only (an interrupted run, a
 // merge of such files): its text says why; empty for any other file.
-std::string partial_marker(const h5::File& f);
+std::string partial_marker(const hdf5::File& f);
 
 // The root attribute `unverified` of a file whose content rests on data psi read unchecked
 // (--allow-unverified, hdf5/unverified.h): what that data was; empty for any other file.
-std::string unverified_marker(const h5::File& f);
+std::string unverified_marker(const hdf5::File& f);
 
 enum class FileKind { psi, recording };
 
 // One dataset's description as the reader sees it.
 struct TensorRecord {
-  h5::DatasetInfo info;  // path, stored shape, element kind
+  hdf5::DatasetInfo info;  // path, stored shape, element kind
   Shape full_shape;      // from full_shape, else the stored shape
   StoredRegion stored;
   bool has_stats = false;  // sha256_full and the sums are present
@@ -118,12 +118,12 @@ class StateReader {
   FileKind kind() const { return kind_; }
   const std::string& format() const { return format_; }  // "psi-h5/1" or "record_official/1"
   const std::filesystem::path& path() const { return file_.path(); }
-  const h5::File& file() const { return file_; }
+  const hdf5::File& file() const { return file_; }
 
   RunInfo run_info() const;  // psi files only (a recording throws)
-  h5::Attrs root_attrs() const { return file_.attrs("/"); }
+  hdf5::Attrs root_attrs() const { return file_.attrs("/"); }
 
-  std::vector<h5::DatasetInfo> datasets(const std::string& under = "/") const {
+  std::vector<hdf5::DatasetInfo> datasets(const std::string& under = "/") const {
     return file_.list_datasets(under);
   }
   TensorRecord record(const std::string& dataset) const;
@@ -134,7 +134,7 @@ class StateReader {
   std::string read_text(const std::string& dataset) const { return file_.read_text(dataset); }
 
  private:
-  h5::File file_;
+  hdf5::File file_;
   FileKind kind_ = FileKind::psi;
   std::string format_;
 };

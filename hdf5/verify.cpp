@@ -29,7 +29,7 @@ std::int64_t count_nonfinite(const std::vector<T>& v) {
 VerifyReport verify_file(const std::filesystem::path& file) {
   VerifyReport r;
   r.file = file;
-  const h5::File f = h5::File::open_read(file);
+  const hdf5::File f = hdf5::File::open_read(file);
   const auto schema = f.attr("/", "schema");
   const auto* schema_text = schema ? std::get_if<std::string>(&*schema) : nullptr;
   if (!schema_text) {
@@ -41,12 +41,12 @@ VerifyReport verify_file(const std::filesystem::path& file) {
     const std::string partial = partial_marker(f);
     if (!partial.empty()) r.problems.push_back(file.string() + ": a partial file (" + partial + ")");
   }
-  for (const h5::DatasetInfo& di : f.list_datasets()) {
+  for (const hdf5::DatasetInfo& di : f.list_datasets()) {
     check_interrupt("psi verify " + file.string());
     const Integrity in = read_integrity(f, di.path);
     const std::string where = file.string() + ":" + di.path;
     if (const std::string p = dtype_label_problem(di); !p.empty()) r.problems.push_back(where + ": " + p);
-    if (const std::string why = unverifiable_reason(in); !why.empty() && di.kind != h5::ElemKind::other && !is_text_dataset(f, di)) {
+    if (const std::string why = unverifiable_reason(in); !why.empty() && di.kind != hdf5::ElemKind::other && !is_text_dataset(f, di)) {
       if (unverified_allowed()) {
         unverifiable(where, why);
         r.notes.push_back("UNVERIFIED: " + where + ": " + why);
@@ -63,13 +63,13 @@ VerifyReport verify_file(const std::filesystem::path& file) {
       bytes.assign(p, p + t.bytes());
     };
     switch (di.kind) {
-      case h5::ElemKind::bf16: take_float(f.read_bf16(di.path)); break;
-      case h5::ElemKind::f32: take_float(f.read_f32(di.path)); break;
-      case h5::ElemKind::f64: take_float(f.read_f64(di.path)); break;
-      case h5::ElemKind::u8: bytes = f.read_u8(di.path); break;
+      case hdf5::ElemKind::bf16: take_float(f.read_bf16(di.path)); break;
+      case hdf5::ElemKind::f32: take_float(f.read_f32(di.path)); break;
+      case hdf5::ElemKind::f64: take_float(f.read_f64(di.path)); break;
+      case hdf5::ElemKind::u8: bytes = f.read_u8(di.path); break;
       default:
         ++r.unchecked;
-        r.notes.push_back(where + ": " + std::string(h5::kind_name(di.kind)) + " data, not read (psi reads no such data)");
+        r.notes.push_back(where + ": " + std::string(hdf5::kind_name(di.kind)) + " data, not read (psi reads no such data)");
         continue;
     }
     ++r.datasets;

@@ -14,7 +14,7 @@ namespace psi::oracle {
 
 namespace {
 
-std::string where(const h5::File& f, const std::string& object) { return f.path().string() + ":" + object; }
+std::string where(const hdf5::File& f, const std::string& object) { return f.path().string() + ":" + object; }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -24,14 +24,14 @@ Shape leading(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 
 // An operand or output as stored, refused if it no longer matches its sha256_full: the oracle
 // must not certify data that was corrupted after it was written.
-Bf16Tensor read_verified(const h5::File& f, const std::string& path) {
+Bf16Tensor read_verified(const hdf5::File& f, const std::string& path) {
   Bf16Tensor t = f.read_bf16(path);
   hdf5::verify_sha256_full(f, path, t);
   return t;
 }
 
 // x [..., K] with K >= 1.
-void set_x(const h5::File& f, const std::string& path, LinearProblem& p) {
+void set_x(const hdf5::File& f, const std::string& path, LinearProblem& p) {
   p.x = read_verified(f, path);
   if (p.x.shape.empty() || p.x.shape.back() <= 0)
     throw Error(where(f, path) + ": x must be [..., K] with K >= 1, found " + shape_str(p.x.shape));
@@ -52,7 +52,7 @@ void check_b(const std::string& what, const Shape& bs, const LinearProblem& p) {
     throw Error(what + ": bias " + shape_str(bs) + " does not fit W's out dimension " + std::to_string(p.N));
 }
 
-Bf16Tensor regenerate(const h5::File& f, const std::string& json_path, const nlohmann::json& entry,
+Bf16Tensor regenerate(const hdf5::File& f, const std::string& json_path, const nlohmann::json& entry,
                       std::int64_t seed) {
   const std::string name = entry.at("name").get<std::string>();
   const Shape shape = entry.at("shape").get<Shape>();
@@ -74,7 +74,7 @@ Bf16Tensor regenerate(const h5::File& f, const std::string& json_path, const nlo
 
 std::string dataset_path(const std::string& name) { return name.starts_with("/") ? name : "/" + name; }
 
-LinearProblem load_datasets(const h5::File& f, const std::string& x, const std::string& w, const std::string& b) {
+LinearProblem load_datasets(const hdf5::File& f, const std::string& x, const std::string& w, const std::string& b) {
   LinearProblem p;
   p.source.file = f.path().string();
   p.source.x = dataset_path(x);
@@ -91,7 +91,7 @@ LinearProblem load_datasets(const h5::File& f, const std::string& x, const std::
   return p;
 }
 
-LinearProblem load_probe(const h5::File& f, const std::string& probe) {
+LinearProblem load_probe(const hdf5::File& f, const std::string& probe) {
   LinearProblem p;
   const std::string group = dataset_path(probe);
   p.source.file = f.path().string();
@@ -153,7 +153,7 @@ LinearProblem load_probe(const h5::File& f, const std::string& probe) {
   return p;
 }
 
-Bf16Tensor load_output(const h5::File& f, const std::string& dataset, const LinearProblem& p) {
+Bf16Tensor load_output(const hdf5::File& f, const std::string& dataset, const LinearProblem& p) {
   const std::string path = dataset_path(dataset);
   Bf16Tensor y = read_verified(f, path);
   if (y.shape.empty() || y.shape.back() != p.N || y.numel() != p.rows * p.N)
@@ -175,7 +175,7 @@ Row0Match match_row0(const LinearProblem& p, const Bf16Tensor& y, const Bf16Tens
   return m;
 }
 
-OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, const std::string& requested) {
+OutputChoice choose_probe_output(const hdf5::File& f, const LinearProblem& p, const std::string& requested) {
   const std::string group = "/" + p.source.probe;
   if (!requested.empty()) {
     std::string path = requested.find('/') == std::string::npos ? group + "/" + requested : dataset_path(requested);
@@ -186,7 +186,7 @@ OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, cons
   std::vector<std::string> candidates;
   for (const auto& d : f.list_datasets(group)) {
     const bool direct = d.path.rfind('/') == group.size();
-    if (direct && d.path != p.source.x && d.kind == h5::ElemKind::bf16 && d.shape == want)
+    if (direct && d.path != p.source.x && d.kind == hdf5::ElemKind::bf16 && d.shape == want)
       candidates.push_back(d.path);
   }
   if (candidates.empty())

@@ -42,12 +42,12 @@ struct LinearProblem {
 };
 
 // `b` may be empty (no bias). Dataset names may omit the leading '/'.
-LinearProblem load_datasets(const h5::File& f, const std::string& x, const std::string& w, const std::string& b);
+LinearProblem load_datasets(const hdf5::File& f, const std::string& x, const std::string& w, const std::string& b);
 
-LinearProblem load_probe(const h5::File& f, const std::string& probe);
+LinearProblem load_probe(const hdf5::File& f, const std::string& probe);
 
 // A recorded output [..., N] whose leading dimensions hold `p.rows` rows.
-Bf16Tensor load_output(const h5::File& f, const std::string& dataset, const LinearProblem& p);
+Bf16Tensor load_output(const hdf5::File& f, const std::string& dataset, const LinearProblem& p);
 
 struct OutputChoice {
   std::string dataset;
@@ -60,7 +60,7 @@ struct OutputChoice {
 // is the one whose first row lies within 1 BF16 ULP of the correctly rounded exact projection
 // in at least 99% of its elements (an activation applied after the projection does not), and
 // exactly one may qualify.
-OutputChoice choose_probe_output(const h5::File& f, const LinearProblem& p, const std::string& requested);
+OutputChoice choose_probe_output(const hdf5::File& f, const LinearProblem& p, const std::string& requested);
 
 // The test that tells the projection's output from another tensor of its shape, in one place:
 // of y's first row, how many elements lie within 1 BF16 ULP of the correctly rounded exact

@@ -58,7 +58,7 @@ Shape parse_shape(const nlohmann::json& j, const std::string& where) {
 }  // namespace
 
 Recording::Recording(const std::filesystem::path& file, std::string group)
-    : path_(file), group_(std::move(group)), file_(h5::File::open_read(file)) {
+    : path_(file), group_(std::move(group)), file_(hdf5::File::open_read(file)) {
   if (!file_.exists("/" + group_))
     throw Error(path_.string() + ": no group '" + group_ + "' (is this the right recording?)");
   auto s = file_.attr("/", "synthinit_global_seed");

@@ -39,7 +39,7 @@ class Recording {
 
   const std::filesystem::path& path() const { return path_; }
   const std::string& group() const { return group_; }
-  h5::File& file() { return file_; }
+  hdf5::File& file() { return file_; }
   std::uint64_t seed() const { return seed_; }
 
   // Paths are relative to the group ("inputs/video.x", "math/attn1").
@@ -59,7 +59,7 @@ class Recording {
  private:
   std::filesystem::path path_;
   std::string group_;
-  h5::File file_;
+  hdf5::File file_;
   std::uint64_t seed_ = 0;
 };
 

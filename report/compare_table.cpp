@@ -12,9 +12,9 @@
 
 namespace psi::report {
 
-using hdf5::CompareReport;
-using hdf5::CompareStatus;
-using hdf5::DatasetComparison;
+using compare::CompareReport;
+using compare::CompareStatus;
+using compare::DatasetComparison;
 
 namespace {
 

@@ -7,8 +7,8 @@
 namespace psi::report {
 
 // A table, one line per dataset, then a summary line.
-std::string compare_table(const hdf5::CompareReport& r);
+std::string compare_table(const compare::CompareReport& r);
 // The same as JSON.
-std::string compare_json(const hdf5::CompareReport& r);
+std::string compare_json(const compare::CompareReport& r);
 
 }  // namespace psi::report

@@ -8,7 +8,7 @@
 namespace psi::test {
 
 template <class T>
-h5::Attrs hashed(const Tensor<T>& t, h5::Attrs a = {}) {
+hdf5::Attrs hashed(const Tensor<T>& t, hdf5::Attrs a = {}) {
   a["sha256_full"] = sha256_hex(t.ptr(), t.bytes());
   return a;
 }

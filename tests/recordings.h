@@ -1,7 +1,7 @@
 #pragma once
 // Where the tests find the recorded official tensors (../shared/reference, as CMake found it:
 // PSI_SHARED_DIR), written once. The policy for a missing recording is the same everywhere: the
-// test that needs it fails, naming the file (h5::File::open_read's error). The suite's claims
+// test that needs it fails, naming the file (hdf5::File::open_read's error). The suite's claims
 // are claims about the recordings; a skip would let a checkout without them pass.
 #include <filesystem>
 #include <string>

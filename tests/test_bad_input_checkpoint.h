@@ -27,7 +27,7 @@ struct WeightEntry {
 
 // Every tensor of the tiny model, from weights_json of the recorded trajectory_tiny.
 inline std::vector<WeightEntry> tiny_weights() {
-  auto f = psi::h5::File::open_read(psi::test::reference_file("probe_attn_traj.h5"));
+  auto f = psi::hdf5::File::open_read(psi::test::reference_file("probe_attn_traj.h5"));
   const auto j = nlohmann::json::parse(f.read_text("/trajectory_tiny/weights_json"));
   std::vector<WeightEntry> out;
   for (const auto& w : j) out.push_back({w["name"].get<std::string>(), w["shape"].get<psi::Shape>()});

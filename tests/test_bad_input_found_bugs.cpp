@@ -14,7 +14,7 @@
 #include "tests/hashed.h"
 #include "tests/test_bad_input_support.h"
 
-namespace h5 = psi::h5;
+namespace hdf5 = psi::hdf5;
 using namespace psi::badinput;
 using psi::Exit;
 
@@ -25,8 +25,8 @@ const bool kCounted = [] {
   return true;
 }();
 
-fs::path f32_file(const fs::path& p, const std::vector<float>& v, const h5::Attrs& attrs = {}) {
-  auto f = h5::File::create(p);
+fs::path f32_file(const fs::path& p, const std::vector<float>& v, const hdf5::Attrs& attrs = {}) {
+  auto f = hdf5::File::create(p);
   f.write_f32("/x", psi::F32Tensor({std::int64_t(v.size())}, v), attrs);
   f.commit();
   return p;
@@ -108,7 +108,7 @@ TEST(FoundBug, RunWithBackendCudaWithoutCudaIsRefusedOrRecordedTruthfully) {
   const fs::path out = dir / "r.h5";
   const PsiRun r = run_psi({"run", "one-token", "--quick", "--backend", "cuda", "--out", out.string()});
   if (r.status == 0) {
-    auto f = h5::File::open_read(out);
+    auto f = hdf5::File::open_read(out);
     EXPECT_NE(f.attr_string("/", "backend"), "cuda") << "the CPU ran it";
   } else {
     EXPECT_EQ(r.status, int(Exit::bad_input)) << r.err;
@@ -154,7 +154,7 @@ TEST(FoundBug, ReportNamesTheFileOfAMalformedTable) {
   const fs::path dir = fresh_dir("kb_table");
   const fs::path p = dir / "r.h5";
   {
-    auto f = h5::File::create(p);
+    auto f = hdf5::File::create(p);
     f.write_text("/report/tables", R"([{"title":"t","columns":"not a list","rows":[]}])", {});
     f.set_attr("/", "schema", std::string("psi-h5/1"));
     f.commit();
@@ -171,7 +171,7 @@ TEST(FoundBug, OracleExplainNamesTheNonFiniteOperand) {
   const fs::path dir = fresh_dir("kb_oracle");
   const fs::path p = dir / "o.h5";
   {
-    auto f = h5::File::create(p);
+    auto f = hdf5::File::create(p);
     psi::Bf16Tensor x({1, 2}), w({1, 2});
     x.data = {psi::Bf16::from_bits(0x7fc0), psi::bf16_rne(1.0f)};
     w.data = {psi::bf16_rne(1.0f), psi::bf16_rne(1.0f)};
@@ -192,7 +192,7 @@ TEST(FoundBug, FileContentInAnErrorStaysOnOneLine) {
   const fs::path dir = fresh_dir("kb_newline");
   const fs::path schema = dir / "schema.h5";
   {
-    auto f = h5::File::create(schema);
+    auto f = hdf5::File::create(schema);
     f.write_f32("/x", psi::F32Tensor({1}, {1.0f}), {});
     f.set_attr("/", "schema", std::string("psi-h5/1\npsi: error: a forged line"));
     f.commit();

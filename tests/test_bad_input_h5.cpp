@@ -16,7 +16,7 @@
 #include "tests/recordings.h"
 #include "tests/test_bad_input_support.h"
 
-namespace h5 = psi::h5;
+namespace hdf5 = psi::hdf5;
 namespace rp = psi::hdf5;
 using namespace psi::badinput;
 using psi::Exit;
@@ -61,9 +61,9 @@ fs::path report_file(const fs::path& p, const std::string& tables) {
 const std::string kGoodTables =
     R"([{"title":"t","columns":["a","b"],"rows":[["1","2"]],"notes":[]}])";
 
-// A plain HDF5 file written through h5::File, filled by `fill`, with root attributes `root`.
-fs::path plain_file(const fs::path& p, const std::function<void(h5::File&)>& fill, const h5::Attrs& root = {}) {
-  auto f = h5::File::create(p);
+// A plain HDF5 file written through hdf5::File, filled by `fill`, with root attributes `root`.
+fs::path plain_file(const fs::path& p, const std::function<void(hdf5::File&)>& fill, const hdf5::Attrs& root = {}) {
+  auto f = hdf5::File::create(p);
   if (fill) fill(f);
   if (!root.empty()) f.set_attrs("/", root);
   f.commit();
@@ -71,10 +71,10 @@ fs::path plain_file(const fs::path& p, const std::function<void(h5::File&)>& fil
 }
 
 // A dataset of a type psi does not read (int32), written with the C API.
-void write_i32(h5::File& f, const std::string& path, hsize_t n) {
+void write_i32(hdf5::File& f, const std::string& path, hsize_t n) {
   std::vector<std::int32_t> v(n, 7);
-  h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  h5::Handle d(H5Dcreate2(f.id(), path.c_str(), H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  hdf5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  hdf5::Handle d(H5Dcreate2(f.id(), path.c_str(), H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                H5Dclose);
   H5Dwrite(d.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
 }
@@ -138,7 +138,7 @@ TEST(BadHdf5, ReportRefusesFilesThatAreNotItsReports) {
     std::vector<std::string> mentions;
   };
   std::vector<Bad> bad;
-  auto x = [](h5::File& f) { f.write_f32("/x", f32_tensor({4}), {}); };
+  auto x = [](hdf5::File& f) { f.write_f32("/x", f32_tensor({4}), {}); };
   bad.push_back({plain_file(dir / "no_schema.h5", x), {"not a psi file: no root attribute 'schema'"}});
   bad.push_back({plain_file(dir / "schema_v2.h5", x, {{"schema", std::string("psi-h5/2")}}),
                  {"schema 'psi-h5/2' is not supported", "psi-h5/1"}});
@@ -149,10 +149,10 @@ TEST(BadHdf5, ReportRefusesFilesThatAreNotItsReports) {
   bad.push_back({plain_file(dir / "no_tables.h5", x, {{"schema", std::string("psi-h5/1")}}),
                  {"not a psi experiment report (no /report/tables)"}});
   bad.push_back({plain_file(dir / "tables_f32.h5",
-                            [](h5::File& f) { f.write_f32("/report/tables", f32_tensor({4}), {}); },
+                            [](hdf5::File& f) { f.write_f32("/report/tables", f32_tensor({4}), {}); },
                             {{"schema", std::string("psi-h5/1")}}),
                  {"/report/tables", "expected uint8, found float32"}});
-  bad.push_back({plain_file(dir / "tables_group.h5", [](h5::File& f) { f.ensure_group("/report/tables/inner"); },
+  bad.push_back({plain_file(dir / "tables_group.h5", [](hdf5::File& f) { f.ensure_group("/report/tables/inner"); },
                             {{"schema", std::string("psi-h5/1")}}),
                  {"/report/tables", "not a dataset"}});
   bad.push_back({report_file(dir / "tables_not_json.h5", "[{\"title\": "), {"/report/tables: malformed JSON"}});
@@ -176,30 +176,30 @@ TEST(BadHdf5, ReportRefusesFilesThatAreNotItsReports) {
 // stderr line naming both files, the dataset and the reason (the table still goes to stdout).
 TEST(BadHdf5, CompareRefusesInconsistentDatasets) {
   const fs::path dir = fresh_dir("h5_compare");
-  const fs::path a = plain_file(dir / "a.h5", [](h5::File& f) {
+  const fs::path a = plain_file(dir / "a.h5", [](hdf5::File& f) {
     f.write_f32("/x", f32_tensor({4}), {});
     f.write_bf16("/y", bf16_tensor({2, 3}, 0.5f), {});
   });
   struct Bad {
     std::string name;
-    std::function<void(h5::File&)> fill;
+    std::function<void(hdf5::File&)> fill;
     std::string mention;
   };
   const std::vector<Bad> bad = {
-      {"dtype", [](h5::File& f) { f.write_f64("/x", psi::F64Tensor({4}), {}); }, "dtype_mismatch: dtype float32 in A vs float64"},
-      {"bf16", [](h5::File& f) { f.write_bf16("/x", bf16_tensor({4}, 1.0f), {}); }, "dtype float32 in A vs bfloat16 in B"},
-      {"int32", [](h5::File& f) { write_i32(f, "/x", 4); }, "unsupported: element type not supported"},
-      {"full_shape_malformed", [](h5::File& f) { f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[4,")}}); },
+      {"dtype", [](hdf5::File& f) { f.write_f64("/x", psi::F64Tensor({4}), {}); }, "dtype_mismatch: dtype float32 in A vs float64"},
+      {"bf16", [](hdf5::File& f) { f.write_bf16("/x", bf16_tensor({4}, 1.0f), {}); }, "dtype float32 in A vs bfloat16 in B"},
+      {"int32", [](hdf5::File& f) { write_i32(f, "/x", 4); }, "unsupported: element type not supported"},
+      {"full_shape_malformed", [](hdf5::File& f) { f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[4,")}}); },
        "full_shape"},
-      {"stored_malformed", [](h5::File& f) { f.write_f32("/x", f32_tensor({4}), {{"stored", std::string("some rows")}}); },
+      {"stored_malformed", [](hdf5::File& f) { f.write_f32("/x", f32_tensor({4}), {{"stored", std::string("some rows")}}); },
        "stored"},
       {"stored_outside",
-       [](h5::File& f) {
+       [](hdf5::File& f) {
          f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[4]")}, {"stored", std::string("rows_2_to_5_of_axis_0")}});
        },
        "lies outside full_shape [4]"},
       {"stored_vs_dataset",
-       [](h5::File& f) {
+       [](hdf5::File& f) {
          f.write_f32("/x", f32_tensor({4}), {{"full_shape", std::string("[8]")}, {"stored", std::string("rows_0_to_1_of_axis_0")}});
        },
        "stored shape [4] does not match stored='rows_0_to_1_of_axis_0' of full_shape [8]"},
@@ -222,8 +222,8 @@ TEST(BadHdf5, OracleRefusesBadOperands) {
   auto operands = [&](const std::string& name, const psi::Shape& xs, const psi::Shape& ws, const psi::Shape& bs,
                       const psi::Shape& ys, bool x_as_f32 = false) {
     // Each with its sha256_full: the oracle refuses operands it cannot check.
-    const auto hashed = [](const psi::Bf16Tensor& t) { return h5::Attrs{{"sha256_full", psi::sha256_hex(t)}}; };
-    return plain_file(dir / name, [&](h5::File& f) {
+    const auto hashed = [](const psi::Bf16Tensor& t) { return hdf5::Attrs{{"sha256_full", psi::sha256_hex(t)}}; };
+    return plain_file(dir / name, [&](hdf5::File& f) {
       if (x_as_f32) {
         const psi::F32Tensor x = f32_tensor(xs);
         f.write_f32("/x", x, {{"sha256_full", psi::sha256_hex(x.ptr(), x.bytes())}});
@@ -276,15 +276,15 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
   fs::copy_file(fs::path(PSI_TEST_DATA) / "bad_input" / "h5_tables_claims_huge_dims.h5", found);
   fs::permissions(found, fs::perms::owner_write, fs::perm_options::add);
   {
-    h5::Handle f(H5Fopen(found.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    h5::Handle d(H5Dopen2(f.get(), "/states/dense/x", H5P_DEFAULT), H5Dclose);
+    hdf5::Handle f(H5Fopen(found.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    hdf5::Handle d(H5Dopen2(f.get(), "/states/dense/x", H5P_DEFAULT), H5Dclose);
     std::vector<std::uint16_t> x(8);  // [2, 4] uint16
     ASSERT_GE(H5Dread(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, x.data()), 0);
     const std::string sha = psi::sha256_hex(x.data(), x.size() * 2);
-    h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-    h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
+    hdf5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+    hdf5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(ty.get(), sha.size());
-    h5::Handle a(H5Acreate2(d.get(), "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    hdf5::Handle a(H5Acreate2(d.get(), "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     ASSERT_GE(H5Awrite(a.get(), ty.get(), sha.c_str()), 0);
   }
   for (const auto& args : std::vector<std::vector<std::string>>{{"report", found.string()},
@@ -292,15 +292,15 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
     expect_rejected(run_psi(args), args, Exit::bad_input,
                     {found.string() + ":/report/tables: claims 844424930132064 elements",
                      std::to_string(fs::file_size(found)) + "-byte file"});
-  expect_error([&] { h5::File::open_read(found).read_text("/report/tables"); }, Exit::bad_input, {"claims"},
+  expect_error([&] { hdf5::File::open_read(found).read_text("/report/tables"); }, Exit::bad_input, {"claims"},
                "read_text of the fuzzer's file");
 
-  const fs::path big = plain_file(dir / "chunked_2_64.h5", [](h5::File& f) {
+  const fs::path big = plain_file(dir / "chunked_2_64.h5", [](hdf5::File& f) {
     const hsize_t dims[2] = {hsize_t(1) << 62, 4}, chunk[2] = {1, 1};
-    h5::Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
-    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    hdf5::Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.get(), 2, chunk);
-    h5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    hdf5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
     ASSERT_TRUE(d);
   });
   const std::vector<std::string> args{"compare", big.string(), big.string()};
@@ -308,15 +308,15 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
 
   // Chunked and never written, 2^50 bytes: it ended in std::bad_alloc (exit 3) before the memory
   // bound; now its elements are not in the file at all (they would read as fill values).
-  const fs::path sparse = plain_file(dir / "chunked_2_50.h5", [](h5::File& f) {
+  const fs::path sparse = plain_file(dir / "chunked_2_50.h5", [](hdf5::File& f) {
     const hsize_t dims[1] = {hsize_t(1) << 50}, chunk[1] = {1 << 20};
-    h5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
-    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    hdf5::Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.get(), 1, chunk);
-    h5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    hdf5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
     ASSERT_TRUE(d);
   });
-  expect_error([&] { h5::File::open_read(sparse).read_u8("/x"); }, Exit::bad_input,
+  expect_error([&] { hdf5::File::open_read(sparse).read_u8("/x"); }, Exit::bad_input,
                {sparse.string() + ":/x is a dataset whose elements were never written"},
                "read_u8 of a 2^50-byte chunked dataset");
 }
@@ -327,28 +327,28 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
 // psi would allocate for). Each refused by name before a byte is read.
 TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
   const fs::path dir = fresh_dir("h5_unwritten");
-  auto chunked = [](h5::File& f, hsize_t n, hsize_t chunk, bool deflate) {
-    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  auto chunked = [](hdf5::File& f, hsize_t n, hsize_t chunk, bool deflate) {
+    hdf5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.get(), 1, &chunk);
     if (deflate) H5Pset_deflate(dcpl.get(), 6);
-    return h5::Handle(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+    return hdf5::Handle(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                       H5Dclose);
   };
-  const fs::path never = plain_file(dir / "never.h5", [&](h5::File& f) { ASSERT_TRUE(chunked(f, 16, 8, false)); });
-  const fs::path part = plain_file(dir / "part.h5", [&](h5::File& f) {
-    h5::Handle d = chunked(f, 16, 8, false);
+  const fs::path never = plain_file(dir / "never.h5", [&](hdf5::File& f) { ASSERT_TRUE(chunked(f, 16, 8, false)); });
+  const fs::path part = plain_file(dir / "part.h5", [&](hdf5::File& f) {
+    hdf5::Handle d = chunked(f, 16, 8, false);
     ASSERT_TRUE(d);
     const hsize_t start = 0, count = 8;
-    h5::Handle file_space(H5Dget_space(d.get()), H5Sclose);
+    hdf5::Handle file_space(H5Dget_space(d.get()), H5Sclose);
     H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr);
-    h5::Handle mem(H5Screate_simple(1, &count, nullptr), H5Sclose);
+    hdf5::Handle mem(H5Screate_simple(1, &count, nullptr), H5Sclose);
     const std::vector<std::uint8_t> bytes(8, 7);
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), file_space.get(), H5P_DEFAULT, bytes.data()), 0);
   });
-  const fs::path bomb = plain_file(dir / "bomb.h5", [&](h5::File& f) {
+  const fs::path bomb = plain_file(dir / "bomb.h5", [&](hdf5::File& f) {
     const hsize_t chunk = hsize_t(1) << 30;
-    h5::Handle d = chunked(f, hsize_t(64) * chunk, chunk, true);
+    hdf5::Handle d = chunked(f, hsize_t(64) * chunk, chunk, true);
     ASSERT_TRUE(d);
     const char payload[16] = {};
     for (hsize_t c = 0; c < 64; ++c) {
@@ -367,7 +367,7 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
     for (const auto& args : std::vector<std::vector<std::string>>{{"compare", file.string(), file.string()},
                                                                  {"verify", file.string()}})
       expect_rejected(run_psi(args), args, Exit::bad_input, mentions);
-    expect_error([&] { h5::File::open_read(file).read_u8("/x"); }, Exit::bad_input, mentions,
+    expect_error([&] { hdf5::File::open_read(file).read_u8("/x"); }, Exit::bad_input, mentions,
                  "read_u8 of " + file.string());
   }
 }
@@ -377,10 +377,10 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
 // a list of sizes and a seed that is not a whole number (both escaped as "internal error", exit 3).
 TEST(BadHdf5, RecordingAttributesOutOfRangeAreRefused) {
   const fs::path dir = fresh_dir("h5_recording_attrs");
-  const auto recording = [&](const std::string& name, const h5::AttrValue& seed, const std::string& full_shape,
+  const auto recording = [&](const std::string& name, const hdf5::AttrValue& seed, const std::string& full_shape,
                              const std::string& stored) {
     const fs::path p = dir / name;
-    auto f = h5::File::create(p);
+    auto f = hdf5::File::create(p);
     f.set_attr("/", "synthinit_global_seed", seed);
     psi::Bf16Tensor x({1, 2, 4});
     f.write_bf16("/g/inputs/x", x,
@@ -434,7 +434,7 @@ TEST(BadHdf5, TrajectoryContextLengthMustBeARowCount) {
   for (const std::string bad : {"abc", "+8", "8 rows", "0", "-1", "99999999999999999999"}) {
     const fs::path p = dir / ("traj" + std::to_string(bad.size()) + bad.substr(0, 1) + ".h5");
     {
-      auto f = h5::File::create(p);
+      auto f = hdf5::File::create(p);
       f.write_bf16("/t/inputs/x", psi::Bf16Tensor({1, 2, 4}), {});
       f.set_attr("/t", "text_context_len", bad);
       f.commit();
@@ -455,37 +455,37 @@ TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
   const std::string secret_bytes = "SECRET-PASSWORD-0123456789abcdef";
   const fs::path secret = dir / "secret.bin";
   write_bytes(secret, secret_bytes);
-  const fs::path other = plain_file(dir / "other.h5", [](h5::File& f) { f.write_bf16("/y", bf16_tensor({16}, 2.0f)); });
-  auto bf16_dataset = [](h5::File& f, const char* name, hid_t dcpl) {
+  const fs::path other = plain_file(dir / "other.h5", [](hdf5::File& f) { f.write_bf16("/y", bf16_tensor({16}, 2.0f)); });
+  auto bf16_dataset = [](hdf5::File& f, const char* name, hid_t dcpl) {
     const hsize_t n = 16;
-    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    h5::Handle d(H5Dcreate2(f.id(), name, H5T_STD_U16LE, space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
+    hdf5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    hdf5::Handle d(H5Dcreate2(f.id(), name, H5T_STD_U16LE, space.get(), H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
     ASSERT_TRUE(d) << name;
-    h5::Handle as(H5Screate(H5S_SCALAR), H5Sclose);
-    h5::Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+    hdf5::Handle as(H5Screate(H5S_SCALAR), H5Sclose);
+    hdf5::Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(t.get(), 8);
-    h5::Handle a(H5Acreate2(d.get(), "dtype", t.get(), as.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    hdf5::Handle a(H5Acreate2(d.get(), "dtype", t.get(), as.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     H5Awrite(a.get(), t.get(), "bfloat16");
   };
-  const fs::path external = plain_file(dir / "external_storage.h5", [&](h5::File& f) {
-    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  const fs::path external = plain_file(dir / "external_storage.h5", [&](hdf5::File& f) {
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_external(dcpl.get(), secret.c_str(), 0, secret_bytes.size());
     bf16_dataset(f, "/x", dcpl.get());
   });
-  const fs::path vds = plain_file(dir / "virtual.h5", [&](h5::File& f) {
+  const fs::path vds = plain_file(dir / "virtual.h5", [&](hdf5::File& f) {
     const hsize_t n = 16;
-    h5::Handle src_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    hdf5::Handle src_space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_virtual(dcpl.get(), src_space.get(), (dir / "nowhere.h5").c_str(), "/y", src_space.get());
     bf16_dataset(f, "/x", dcpl.get());
   });
-  const fs::path elink = plain_file(dir / "external_link.h5", [&](h5::File& f) {
+  const fs::path elink = plain_file(dir / "external_link.h5", [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(other.c_str(), "/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
-  const fs::path elink_group = plain_file(dir / "external_link_group.h5", [&](h5::File& f) {
+  const fs::path elink_group = plain_file(dir / "external_link_group.h5", [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(other.c_str(), "/", f.id(), "/g", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
-  const fs::path soft = plain_file(dir / "soft_link.h5", [&](h5::File& f) {
+  const fs::path soft = plain_file(dir / "soft_link.h5", [&](hdf5::File& f) {
     f.write_bf16("/y", bf16_tensor({16}, 2.0f));
     ASSERT_GE(H5Lcreate_soft("/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
@@ -503,19 +503,19 @@ TEST(BadHdf5, DataStoredOutsideTheFileIsRefused) {
     const PsiRun r = run_psi(args);
     expect_rejected(r, args, Exit::bad_input, mentions);
     EXPECT_EQ(r.out.find("SECRET"), std::string::npos) << r.out;
-    expect_error([&] { h5::File::open_read(file).read_bf16("/x"); }, Exit::bad_input, mentions, "read_bf16 of " + file.string());
-    expect_error([&] { h5::File::open_read(file).list_datasets(); }, Exit::bad_input, mentions, "list of " + file.string());
-    auto out = h5::File::create(dir / "copy.h5");
-    expect_error([&] { out.copy_from(h5::File::open_read(file), "/"); }, Exit::bad_input, mentions,
+    expect_error([&] { hdf5::File::open_read(file).read_bf16("/x"); }, Exit::bad_input, mentions, "read_bf16 of " + file.string());
+    expect_error([&] { hdf5::File::open_read(file).list_datasets(); }, Exit::bad_input, mentions, "list of " + file.string());
+    auto out = hdf5::File::create(dir / "copy.h5");
+    expect_error([&] { out.copy_from(hdf5::File::open_read(file), "/"); }, Exit::bad_input, mentions,
                  "copy of " + file.string());
   }
   // An external link in the middle of a path is refused before HDF5 follows it into the other file.
-  expect_error([&] { (void)h5::File::open_read(elink_group).exists("/g/y"); }, Exit::bad_input,
+  expect_error([&] { (void)hdf5::File::open_read(elink_group).exists("/g/y"); }, Exit::bad_input,
                {":/g is an external link to " + other.string() + ":/"}, "a path through an external link");
   // psi report on a report whose tables are an external link.
   const fs::path report = report_file(dir / "r.h5", kGoodTables);
   {
-    h5::Handle f(H5Fopen(report.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    hdf5::Handle f(H5Fopen(report.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
     ASSERT_GE(H5Ldelete(f.get(), "/report/tables", H5P_DEFAULT), 0);
     ASSERT_GE(H5Lcreate_external(other.c_str(), "/y", f.get(), "/report/tables", H5P_DEFAULT, H5P_DEFAULT), 0);
   }
@@ -531,27 +531,27 @@ TEST(BadHdf5, ExternalLinksAreFollowedOnlyIntoFilesTheUserNames) {
   const fs::path dir = fresh_dir("h5_allow_links");
   const psi::Bf16Tensor y = bf16_tensor({16}, 2.0f);
   // Hashed: psi verify checks what the link leads to.
-  const fs::path other = plain_file(dir / "other.h5", [&](h5::File& f) { f.write_bf16("/y", y, {{"sha256_full", psi::sha256_hex(y)}}); });
-  const fs::path unrelated = plain_file(dir / "unrelated.h5", [&](h5::File& f) { f.write_bf16("/y", y); });
-  const fs::path same = plain_file(dir / "same.h5", [&](h5::File& f) { f.write_bf16("/x", y); });
-  const fs::path changed = plain_file(dir / "changed.h5", [&](h5::File& f) { f.write_bf16("/x", bf16_tensor({16}, 3.0f)); });
-  const fs::path link = plain_file(dir / "link.h5", [&](h5::File& f) {
+  const fs::path other = plain_file(dir / "other.h5", [&](hdf5::File& f) { f.write_bf16("/y", y, {{"sha256_full", psi::sha256_hex(y)}}); });
+  const fs::path unrelated = plain_file(dir / "unrelated.h5", [&](hdf5::File& f) { f.write_bf16("/y", y); });
+  const fs::path same = plain_file(dir / "same.h5", [&](hdf5::File& f) { f.write_bf16("/x", y); });
+  const fs::path changed = plain_file(dir / "changed.h5", [&](hdf5::File& f) { f.write_bf16("/x", bf16_tensor({16}, 3.0f)); });
+  const fs::path link = plain_file(dir / "link.h5", [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(other.c_str(), "/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
   // Named relative to the folder of the file that holds the link, as libhdf5 resolves it.
-  const fs::path relative = plain_file(dir / "relative.h5", [&](h5::File& f) {
+  const fs::path relative = plain_file(dir / "relative.h5", [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external("other.h5", "/y", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
   const fs::path loop_a = dir / "loop_a.h5", loop_b = dir / "loop_b.h5";
-  plain_file(loop_a, [&](h5::File& f) {
+  plain_file(loop_a, [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(loop_b.c_str(), "/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
-  plain_file(loop_b, [&](h5::File& f) {
+  plain_file(loop_b, [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(loop_a.c_str(), "/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
 
   // A chain: the link in the named file leads on to a file not named.
-  const fs::path chain = plain_file(dir / "chain.h5", [&](h5::File& f) {
+  const fs::path chain = plain_file(dir / "chain.h5", [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(link.c_str(), "/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
 
@@ -598,13 +598,13 @@ TEST(BadHdf5, FilterPluginsAreNeverLoaded) {
   fs::copy_file(PSI_MARKER_PLUGIN, plugins / "libpsi_test_marker_plugin.so");
   const fs::path file = dir / "unknown_filter.h5";
   {
-    h5::Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    hdf5::Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     const hsize_t n = 64, chunk = 16;
-    h5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    h5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    hdf5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.get(), 1, &chunk);
     H5Pset_deflate(dcpl.get(), 6);
-    h5::Handle d(H5Dcreate2(f.get(), "/x", H5T_STD_U16LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    hdf5::Handle d(H5Dcreate2(f.get(), "/x", H5T_STD_U16LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
     std::vector<std::uint16_t> v(n, 0x3f80);
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
   }
@@ -640,17 +640,17 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
   const fs::path dir = fresh_dir("h5_integrity");
   const psi::Bf16Tensor t = bf16_tensor({2, 4}, 1.0f);
   auto with_attr = [&](const std::string& name, const std::function<void(hid_t)>& set) {
-    return plain_file(dir / (name + ".h5"), [&](h5::File& f) {
+    return plain_file(dir / (name + ".h5"), [&](hdf5::File& f) {
       f.write_bf16("/g/x", t);
-      h5::Handle d(H5Dopen2(f.id(), "/g/x", H5P_DEFAULT), H5Dclose);
+      hdf5::Handle d(H5Dopen2(f.id(), "/g/x", H5P_DEFAULT), H5Dclose);
       set(d.get());
     }, {{"synthinit_global_seed", std::int64_t(0)}});
   };
   auto scalar_int = [](const char* attr) {
     return [attr](hid_t d) {
       const std::int64_t v = 5;
-      h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-      h5::Handle a(H5Acreate2(d, attr, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      hdf5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+      hdf5::Handle a(H5Acreate2(d, attr, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
       H5Awrite(a.get(), H5T_NATIVE_INT64, &v);
     };
   };
@@ -658,17 +658,17 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
     return [attr](hid_t d) {
       const hsize_t n = 2;
       const std::int64_t v[2] = {1, 2};
-      h5::Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
-      h5::Handle a(H5Acreate2(d, attr, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      hdf5::Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
+      hdf5::Handle a(H5Acreate2(d, attr, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
       H5Awrite(a.get(), H5T_NATIVE_INT64, v);
     };
   };
   const std::vector<std::pair<fs::path, std::string>> cases{
       {with_attr("sha_int", scalar_int("sha256_full")), "sha256_full attribute is an integer"},
       {with_attr("sha_array", int_array("sha256_full")), "sha256_full attribute is not a scalar string"},
-      {with_attr("sha_short", [](hid_t d) { h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-         h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose); H5Tset_size(ty.get(), 6);
-         h5::Handle a(H5Acreate2(d, "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      {with_attr("sha_short", [](hid_t d) { hdf5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+         hdf5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose); H5Tset_size(ty.get(), 6);
+         hdf5::Handle a(H5Acreate2(d, "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
          H5Awrite(a.get(), ty.get(), "abcdef"); }), "sha256_full attribute is 'abcdef'"},
       {with_attr("stored_int", scalar_int("stored")), "stored attribute is an integer"},
       {with_attr("stored_array", int_array("stored")), "stored attribute is not a scalar string"},
@@ -678,7 +678,7 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
     const std::string& mention = c.second;
     const std::vector<std::string> args{"compare", file.string(), file.string()};
     expect_rejected(run_psi(args), args, Exit::bad_input, {file.string() + ":/g/x", mention});
-    expect_error([&] { rp::read_integrity(h5::File::open_read(file), "/g/x"); }, Exit::bad_input, {mention},
+    expect_error([&] { rp::read_integrity(hdf5::File::open_read(file), "/g/x"); }, Exit::bad_input, {mention},
                  "read_integrity of " + file.string());
     expect_error([&] { psi::probes::Recording(file, "g").stored_bf16("x"); }, Exit::bad_input, {mention},
                  "a recording's tensor in " + file.string());
@@ -687,15 +687,15 @@ TEST(BadHdf5, MalformedIntegrityAttributesAreRefused) {
   const fs::path good = with_attr("good", [&](hid_t d) {
     std::string sha = psi::sha256_hex(t);
     for (char& c : sha) c = char(std::toupper(static_cast<unsigned char>(c)));
-    h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-    h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
+    hdf5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+    hdf5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(ty.get(), 64);
-    h5::Handle a(H5Acreate2(d, "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    hdf5::Handle a(H5Acreate2(d, "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     H5Awrite(a.get(), ty.get(), sha.c_str());
   });
-  EXPECT_EQ(rp::check_sha256_full(h5::File::open_read(good), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::match);
+  EXPECT_EQ(rp::check_sha256_full(hdf5::File::open_read(good), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::match);
   const fs::path none = with_attr("none", [](hid_t) {});
-  EXPECT_EQ(rp::check_sha256_full(h5::File::open_read(none), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::not_recorded);
+  EXPECT_EQ(rp::check_sha256_full(hdf5::File::open_read(none), "/g/x", t.ptr(), t.bytes()), rp::Sha256Check::not_recorded);
 }
 
 // Still open from round two: a recording that lacks a tensor block-controls' table needs (here
@@ -706,7 +706,7 @@ TEST(BadHdf5, BlockControlsRefusesARecordingWithoutItsTableTensors) {
   fs::copy_file(psi::test::reference_file("block_small.h5"), dir / "block_small.h5");
   fs::permissions(dir / "block_small.h5", fs::perms::owner_write, fs::perm_options::add);
   {
-    h5::Handle f(H5Fopen((dir / "block_small.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    hdf5::Handle f(H5Fopen((dir / "block_small.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
     ASSERT_GE(H5Ldelete(f.get(), "/block_small/math/audio_out", H5P_DEFAULT), 0);
   }
   const std::vector<std::string> args{"run", "block-controls", "--reference", dir.string(), "--out",
@@ -732,18 +732,18 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
   // The report's tensor edited in place, its sha256_full left as it was.
   fs::copy_file(report, dir / "edited.h5");
   {
-    h5::Handle f(H5Fopen((dir / "edited.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    h5::Handle d(H5Dopen2(f.get(), "/states/x", H5P_DEFAULT), H5Dclose);
+    hdf5::Handle f(H5Fopen((dir / "edited.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    hdf5::Handle d(H5Dopen2(f.get(), "/states/x", H5P_DEFAULT), H5Dclose);
     std::vector<std::uint16_t> v(8, 0x3f80);
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
   }
   // A NaN the recorded nonfinite_count (0) does not count (its sha256_full is of the data as it is).
-  const fs::path nan = plain_file(dir / "nan.h5", [](h5::File& f) {
+  const fs::path nan = plain_file(dir / "nan.h5", [](hdf5::File& f) {
     psi::Bf16Tensor t = bf16_tensor({4}, 1.0f);
     t.data[2] = psi::Bf16::from_bits(0x7fc0);
     f.write_bf16("/x", t, {{"nonfinite_count", std::int64_t(0)}, {"sha256_full", psi::sha256_hex(t)}});
   });
-  const fs::path v2 = plain_file(dir / "v2.h5", [](h5::File& f) {
+  const fs::path v2 = plain_file(dir / "v2.h5", [](hdf5::File& f) {
     const psi::Bf16Tensor t = bf16_tensor({4}, 1.0f);
     f.write_bf16("/x", t, {{"sha256_full", psi::sha256_hex(t)}});
   }, {{"schema", std::string("psi-h5/2")}});
@@ -758,10 +758,10 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
     EXPECT_NE(r.out.find("psi verify " + file.string() + ": 1 problem"), std::string::npos) << r.out;
   }
   // Refusals, as every reader refuses them.
-  const fs::path elink = plain_file(dir / "elink.h5", [&](h5::File& f) {
+  const fs::path elink = plain_file(dir / "elink.h5", [&](hdf5::File& f) {
     ASSERT_GE(H5Lcreate_external(report.c_str(), "/states/x", f.id(), "/x", H5P_DEFAULT, H5P_DEFAULT), 0);
   });
-  const fs::path bad_sha = plain_file(dir / "bad_sha.h5", [](h5::File& f) {
+  const fs::path bad_sha = plain_file(dir / "bad_sha.h5", [](hdf5::File& f) {
     f.write_bf16("/x", bf16_tensor({4}, 1.0f), {{"sha256_full", std::int64_t(5)}});
   });
   for (const auto& [file, mention] : std::vector<std::pair<fs::path, std::string>>{
@@ -799,11 +799,11 @@ TEST(BadHdf5, DeeplyNestedJsonIsRefused) {
   const fs::path dir = fresh_dir("h5_deep_json");
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const std::string tables = report_file(dir / "deep_tables.h5", deep).string();
-  const std::string text = plain_file(dir / "deep_text.h5", [&](h5::File& f) { f.write_text("/j", deep, {}); }).string();
-  const std::string shape = plain_file(dir / "deep_full_shape.h5", [&](h5::File& f) {
+  const std::string text = plain_file(dir / "deep_text.h5", [&](hdf5::File& f) { f.write_text("/j", deep, {}); }).string();
+  const std::string shape = plain_file(dir / "deep_full_shape.h5", [&](hdf5::File& f) {
                               f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {{"full_shape", deep}});
                             }, {{"synthinit_global_seed", std::int64_t(0)}}).string();
-  const std::string probe = plain_file(dir / "deep_weights.h5", [&](h5::File& f) {
+  const std::string probe = plain_file(dir / "deep_weights.h5", [&](hdf5::File& f) {
                               f.write_text("/g/weights_json", deep, {});
                               const psi::Bf16Tensor x = bf16_tensor({2, 4}, 1.0f);
              f.write_bf16("/g/x", x, {{"sha256_full", psi::sha256_hex(x)}});
@@ -826,7 +826,7 @@ TEST(BadHdf5, DeeplyNestedJsonIsRefused) {
 TEST(BadHdf5, ShapesFromAFileAreBoundedBeforeAllocation) {
   const fs::path dir = fresh_dir("h5_huge_shapes");
   const auto probe = [&](const std::string& name, const std::string& shape) {
-    return plain_file(dir / name, [&](h5::File& f) {
+    return plain_file(dir / name, [&](hdf5::File& f) {
              f.write_text("/g/weights_json", R"([{"name": "proj.weight", "shape": )" + shape + R"(, "sha256": "00"}])", {});
              const psi::Bf16Tensor x = bf16_tensor({2, 4}, 1.0f);
              f.write_bf16("/g/x", x, {{"sha256_full", psi::sha256_hex(x)}});
@@ -850,7 +850,7 @@ TEST(BadHdf5, ShapesFromAFileAreBoundedBeforeAllocation) {
 TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
   const fs::path dir = fresh_dir("h5_unverifiable");
   const psi::Bf16Tensor full = bf16_tensor({1, 4, 2}, 1.0f);
-  const fs::path rec = plain_file(dir / "rec.h5", [&](h5::File& f) {
+  const fs::path rec = plain_file(dir / "rec.h5", [&](hdf5::File& f) {
     f.write_bf16("/g/ok", full, {{"sha256_full", psi::sha256_hex(full)}});
     f.write_bf16("/g/whole", full);
     f.write_bf16("/g/rows", bf16_tensor({1, 2, 2}, 1.0f),
@@ -892,8 +892,8 @@ TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
   const fs::path report = report_file(dir / "report.h5", kGoodTables);
   fs::copy_file(report, dir / "no_hash.h5");
   {
-    h5::Handle f(H5Fopen((dir / "no_hash.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    h5::Handle d(H5Dopen2(f.get(), "/states/x", H5P_DEFAULT), H5Dclose);
+    hdf5::Handle f(H5Fopen((dir / "no_hash.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    hdf5::Handle d(H5Dopen2(f.get(), "/states/x", H5P_DEFAULT), H5Dclose);
     ASSERT_GE(H5Adelete(d.get(), "sha256_full"), 0);
   }
   const fs::path edited = dir / "no_hash.h5";
@@ -905,7 +905,7 @@ TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
   EXPECT_NE(ve.out.find("problem: " + edited.string() + ":/states/x: no sha256_full"), std::string::npos) << ve.out;
 
   // A plain HDF5 file records no hashes: compared as it is, as before.
-  const fs::path plain = plain_file(dir / "plain.h5", [&](h5::File& f) { f.write_bf16("/x", full); });
+  const fs::path plain = plain_file(dir / "plain.h5", [&](hdf5::File& f) { f.write_bf16("/x", full); });
   const PsiRun p = run_psi({"compare", plain.string(), plain.string()});
   EXPECT_EQ(p.status, 0) << p.out << p.err;
 }
@@ -917,26 +917,26 @@ TEST(BadHdf5, VerifyChecksTheDtypeLabelAgainstTheStoredType) {
   const psi::F32Tensor f = f32_tensor({4});
   const std::vector<std::uint16_t> u(4, 0x3f80);
   // Four elements of `data` as `file_type` with the label `label` and their hash.
-  const auto labelled = [](h5::File& file, const char* path, hid_t file_type, hid_t mem_type, const void* data,
+  const auto labelled = [](hdf5::File& file, const char* path, hid_t file_type, hid_t mem_type, const void* data,
                            std::size_t bytes, const char* label) {
     const hsize_t n = 4;
-    h5::Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
-    h5::Handle d(H5Dcreate2(file.id(), path, file_type, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    hdf5::Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    hdf5::Handle d(H5Dcreate2(file.id(), path, file_type, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
     H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
     file.set_attrs(path, {{"dtype", std::string(label)}, {"sha256_full", psi::sha256_hex(data, bytes)}});
   };
-  const auto f32 = [&](h5::File& file, const char* path, const char* label) {
+  const auto f32 = [&](hdf5::File& file, const char* path, const char* label) {
     labelled(file, path, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, f.ptr(), f.bytes(), label);
   };
-  const auto u16 = [&](h5::File& file, const char* path, const char* label) {
+  const auto u16 = [&](hdf5::File& file, const char* path, const char* label) {
     labelled(file, path, H5T_STD_U16LE, H5T_NATIVE_UINT16, u.data(), u.size() * 2, label);
   };
   const std::vector<std::pair<fs::path, std::string>> cases{
-      {plain_file(dir / "bf16_label_on_f32.h5", [&](h5::File& file) { f32(file, "/x", "bfloat16"); }),
+      {plain_file(dir / "bf16_label_on_f32.h5", [&](hdf5::File& file) { f32(file, "/x", "bfloat16"); }),
        ":/x: its dtype attribute says 'bfloat16' but the data is stored as float32 (bfloat16 is stored as uint16)"},
-      {plain_file(dir / "f32_label_on_u16.h5", [&](h5::File& file) { u16(file, "/x", "float32"); }),
+      {plain_file(dir / "f32_label_on_u16.h5", [&](hdf5::File& file) { u16(file, "/x", "float32"); }),
        ":/x: its dtype attribute says 'float32' but the data is stored as uint16"},
-      {plain_file(dir / "unknown_label.h5", [&](h5::File& file) { f32(file, "/x", "complex64"); }),
+      {plain_file(dir / "unknown_label.h5", [&](hdf5::File& file) { f32(file, "/x", "complex64"); }),
        ":/x: its dtype attribute 'complex64' names no element type psi knows"},
   };
   for (const auto& [file, mention] : cases) {
@@ -946,7 +946,7 @@ TEST(BadHdf5, VerifyChecksTheDtypeLabelAgainstTheStoredType) {
     ++rejected_count();
   }
   // The labels psi writes, on the types it stores them with, pass.
-  const fs::path good = plain_file(dir / "good.h5", [&](h5::File& file) {
+  const fs::path good = plain_file(dir / "good.h5", [&](hdf5::File& file) {
     f32(file, "/f", "float32");
     u16(file, "/b", "bfloat16");
   });

@@ -19,7 +19,7 @@
 #include "tests/test_bad_input_support.h"
 
 namespace ck = psi::ckpt;
-namespace h5 = psi::h5;
+namespace hdf5 = psi::hdf5;
 namespace rp = psi::hdf5;
 using namespace psi::badinput;
 using psi::Bf16;
@@ -45,7 +45,7 @@ rp::RunInfo run_info() {
 }
 
 fs::path f32_file(const fs::path& p, std::vector<float> v) {
-  auto f = h5::File::create(p);
+  auto f = hdf5::File::create(p);
   const psi::Shape shape{std::int64_t(v.size())};
   psi::F32Tensor t(shape, std::move(v));
   f.write_f32("/x", t, {});
@@ -131,7 +131,7 @@ TEST(NonFinite, OracleRefusesNonFiniteOperands) {
                                        {"b_ninf", "/b", 0xff80, "is infinite", "/b row 0 [0] is Inf (0xff80)"}}) {
     const fs::path p = dir / (b.name + ".h5");
     {
-      auto f = h5::File::create(p);
+      auto f = hdf5::File::create(p);
       auto t = [](const psi::Shape& s) {
         psi::Bf16Tensor x(s);
         for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = psi::bf16_rne(0.5f + float(i));
@@ -217,7 +217,7 @@ TEST(NonFinite, BitwiseClaimsOnNonFiniteStatesFail) {
   EXPECT_NE(r.err.find(" of 26 capped states hold NaN or Inf; their bitwise equality proves nothing"), std::string::npos)
       << r.err;
   EXPECT_NE(r.out.find("NOT FINITE)"), std::string::npos) << r.out;
-  const auto cases = nlohmann::json::parse(h5::File::open_read(report).read_text("/report/cases"));
+  const auto cases = nlohmann::json::parse(hdf5::File::open_read(report).read_text("/report/cases"));
   EXPECT_GT(cases[0]["states_nonfinite"].get<int>(), 0);
   EXPECT_EQ(cases[0]["states_equal"], cases[0]["states_total"]);
 }

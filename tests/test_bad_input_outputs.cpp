@@ -214,7 +214,7 @@ TEST(BadOutputs, MergeRefusesAPartialShardUnlessAllowedAndThenMarksTheResult) {
   const fs::path s0 = capacity_shard(dir, 0);
   const fs::path p1 = capacity_partial_shard(dir);
   ASSERT_EQ(p1.filename(), "shard1.partial.h5");
-  ASSERT_FALSE(psi::hdf5::partial_marker(psi::h5::File::open_read(p1)).empty());
+  ASSERT_FALSE(psi::hdf5::partial_marker(psi::hdf5::File::open_read(p1)).empty());
   const fs::path merged = dir / "merged.h5";
   const std::vector<std::string> args{"merge", s0.string(), p1.string(), "--out", merged.string()};
   expect_rejected(run_psi(args), args, Exit::bad_input, {p1.string(), "a partial report", "--allow-partial"});
@@ -227,7 +227,7 @@ TEST(BadOutputs, MergeRefusesAPartialShardUnlessAllowedAndThenMarksTheResult) {
   EXPECT_NE(r.out.find("partial: " + p1.string() + " is a partial shard; the merged report is marked partial"),
             std::string::npos)
       << r.out;
-  const std::string marker = psi::hdf5::partial_marker(psi::h5::File::open_read(merged));
+  const std::string marker = psi::hdf5::partial_marker(psi::hdf5::File::open_read(merged));
   EXPECT_NE(marker.find("merged from partial shards (" + p1.string() + ")"), std::string::npos) << marker;
   // Only the complete shard's cases: the partial one finished none.
   EXPECT_EQ(case_count(merged), case_count(s0));
@@ -289,7 +289,7 @@ TEST(BadOutputs, TheRenameDoesNotReplaceATargetThatStoppedBeingAFile) {
   // Checked at create, then the target becomes a fifo while the file is being written.
   const fs::path target = dir / "r.h5";
   {
-    psi::h5::File f = psi::h5::File::create(target);
+    psi::hdf5::File f = psi::hdf5::File::create(target);
     f.write_text("/t", "x");
     ASSERT_EQ(::mkfifo(target.c_str(), 0600), 0);
     expect_error([&] { f.commit(); }, Exit::bad_input, {target.string(), "appeared (a fifo)", "left as it is"}, "commit");
@@ -380,7 +380,7 @@ TEST(BadOutputs, OnlyFilesPsiWroteAreReplaced) {
   const fs::path dir = fresh_dir("foreign");
   // A recording-like HDF5 file: a dataset, no psi schema.
   {
-    psi::h5::File f = psi::h5::File::create(dir / "recording.h5");
+    psi::hdf5::File f = psi::hdf5::File::create(dir / "recording.h5");
     f.write_text("/probe/x", "official tensor");
     f.commit();
   }
@@ -525,7 +525,7 @@ namespace {
 
 // A psi file at `p` (what the output rule lets psi replace), with `text` in it.
 void psi_file(const fs::path& p, const std::string& text) {
-  psi::h5::File f = psi::h5::File::create(p);
+  psi::hdf5::File f = psi::hdf5::File::create(p);
   f.write_text("/t", text);
   f.set_attrs("/", {{"schema", std::string("psi-h5/1")}});
   f.commit();
@@ -568,7 +568,7 @@ TEST(BadOutputs, WhatChangesAtTheOutputDuringTheRunIsLeftAsItIs) {
   for (const Change& c : changes) {
     fs::remove_all(out);
     if (c.existed) psi_file(out, "psi's earlier file");
-    psi::h5::File f = psi::h5::File::create(out);
+    psi::hdf5::File f = psi::hdf5::File::create(out);
     f.write_text("/t", "the new report");
     c.make();
     const auto before = fs::symlink_status(out).type();
@@ -591,7 +591,7 @@ TEST(BadOutputs, WhatChangesAtTheOutputDuringTheRunIsLeftAsItIs) {
   fs::remove_all(out);
   psi_file(out, "psi's earlier file");
   psi_file(out, "the new report");
-  EXPECT_EQ(psi::h5::File::open_read(out).read_text("/t"), "the new report");
+  EXPECT_EQ(psi::hdf5::File::open_read(out).read_text("/t"), "the new report");
 }
 
 // The folder the output goes in, swapped for a link to another folder while psi writes: the
@@ -601,7 +601,7 @@ TEST(BadOutputs, AFolderSwappedDuringTheRunIsNotWrittenThrough) {
   fs::create_directories(dir / "sub");
   fs::create_directories(dir / "elsewhere");
   const fs::path out = dir / "sub" / "r.h5";
-  psi::h5::File f = psi::h5::File::create(out);
+  psi::hdf5::File f = psi::hdf5::File::create(out);
   f.write_text("/t", "x");
   fs::rename(dir / "sub", dir / "sub.moved");
   fs::create_directory_symlink(dir / "elsewhere", dir / "sub");
@@ -680,8 +680,8 @@ TEST(BadOutputs, MergeChecksEveryStateBeforeCopyingIt) {
   const fs::path merged = dir / "merged.h5";
   const PsiRun ok = run_psi({"merge", t0.string(), t1.string(), "--out", merged.string()});
   ASSERT_EQ(ok.status, 0) << ok.err;
-  EXPECT_EQ(psi::h5::File::open_read(merged).read_bf16("/states/shard1").data,
-            psi::h5::File::open_read(t1).read_bf16("/states/shard1").data);
+  EXPECT_EQ(psi::hdf5::File::open_read(merged).read_bf16("/states/shard1").data,
+            psi::hdf5::File::open_read(t1).read_bf16("/states/shard1").data);
   fs::remove(merged);
 
   fs::copy_file(t1, dir / "flipped.h5");
@@ -712,7 +712,7 @@ TEST(BadOutputs, MergeChecksEveryStateBeforeCopyingIt) {
   const PsiRun u = run_psi(allowed);
   EXPECT_EQ(u.status, int(Exit::unverified)) << u.err;
   EXPECT_NE(u.err.find("UNVERIFIED"), std::string::npos) << u.err;
-  const std::string marker = psi::hdf5::unverified_marker(psi::h5::File::open_read(merged));
+  const std::string marker = psi::hdf5::unverified_marker(psi::hdf5::File::open_read(merged));
   EXPECT_NE(marker.find((dir / "no_hash.h5").string() + ":/states/shard1: no sha256_full"), std::string::npos) << marker;
   EXPECT_NE(u.out.find("UNVERIFIED: "), std::string::npos) << u.out;  // the table's title and note
   // Merged again, the unverified report passes its mark on, or is refused.

@@ -25,7 +25,7 @@ namespace {
 fs::path reference(const char* f) { return psi::test::reference_file(f); }
 
 nlohmann::json weights_json(const char* file, const char* group) {
-  auto f = psi::h5::File::open_read(reference(file));
+  auto f = psi::hdf5::File::open_read(reference(file));
   return nlohmann::json::parse(f.read_text(std::string("/") + group + "/weights_json"));
 }
 
@@ -55,7 +55,7 @@ TEST(BlockWeights, NamesAndShapesMatchTheRecordings) {
 }
 
 TEST(Config, TinyIsTheRecordedTinyModel) {
-  auto f = psi::h5::File::open_read(reference("probe_attn_traj.h5"));
+  auto f = psi::hdf5::File::open_read(reference("probe_attn_traj.h5"));
   const auto k = nlohmann::json::parse(f.attr_string("/trajectory_tiny", "model_kwargs"));
   const model::ModelConfig c = model::model_config("tiny");
   EXPECT_EQ(c.layers, k.at("num_layers").get<std::int64_t>());
@@ -76,7 +76,7 @@ TEST(Config, TinyIsTheRecordedTinyModel) {
 }
 
 TEST(Config, ProfilesFollowTheRecordedFeatures) {
-  auto f = psi::h5::File::open_read(reference("block_small.h5"));
+  auto f = psi::hdf5::File::open_read(reference("block_small.h5"));
   for (const char* which : {"main", "alt"}) {
     const std::string profile = f.attr_string("/", std::string("profile_") + which);
     const auto j = nlohmann::json::parse(f.attr_string("/", std::string("profile_") + which + "_features"));
@@ -129,7 +129,7 @@ TEST(Block, DenseIsCloserToMathThanTheOfficialFlashIs) {
   o.variants = {"dense"};
   const auto r = psi::probes::run_probe("block-small", o);
   ASSERT_EQ(r.results.size(), 20u);
-  auto f = psi::h5::File::open_read(o.reference);
+  auto f = psi::hdf5::File::open_read(o.reference);
   for (const auto& t : r.results) {
     if (t.backend != "math") continue;
     const auto math = f.read_bf16("/block_small/math/" + t.tensor), flash = f.read_bf16("/block_small/flash/" + t.tensor);

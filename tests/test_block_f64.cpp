@@ -124,7 +124,7 @@ TEST(BlockF64, ProbeComparesAndWritesTheFloat64Block) {
   ASSERT_EQ(r.results.size(), 20u);  // ten probes x (math, flash)
   EXPECT_TRUE(r.outputs.empty());
   ASSERT_EQ(r.float64_outputs.size(), 10u);
-  auto rec = psi::h5::File::open_read(o.reference);
+  auto rec = psi::hdf5::File::open_read(o.reference);
   for (const auto& [name, t] : r.float64_outputs) {
     const psi::Bf16Tensor math = rec.read_bf16("/block_small/math/" + name);
     ASSERT_EQ(math.shape, t.shape) << name;
@@ -134,7 +134,7 @@ TEST(BlockF64, ProbeComparesAndWritesTheFloat64Block) {
 
   const fs::path out = fs::temp_directory_path() / ("psi_block_f64_" + std::to_string(::getpid()) + ".h5");
   psi::probes::write_probe_outputs(r, out, "CPU");
-  auto f = psi::h5::File::open_read(out);
+  auto f = psi::hdf5::File::open_read(out);
   for (const auto& [name, t] : r.float64_outputs) EXPECT_EQ(f.read_f64("/block_small/float64/" + name).data, t.data) << name;
   fs::remove(out);
 

@@ -22,6 +22,7 @@
 namespace fs = std::filesystem;
 using namespace psi;
 using namespace psi::hdf5;
+using namespace psi::compare;
 
 namespace {
 
@@ -242,13 +243,13 @@ TEST(Compare, UlpDistanceAcrossZeroAndNaN) {
   TempDir dir;
   const float tiny = std::numeric_limits<float>::denorm_min();
   {
-    auto f = h5::File::create(dir / "a.h5");
+    auto f = hdf5::File::create(dir / "a.h5");
     f.write_f32("x", F32Tensor({3}, {1.0f, -0.0f, tiny}));
     f.write_f32("n", F32Tensor({2}, {1.0f, 2.0f}));
     f.commit();
   }
   {
-    auto f = h5::File::create(dir / "b.h5");
+    auto f = hdf5::File::create(dir / "b.h5");
     f.write_f32("x", F32Tensor({3}, {std::nextafter(1.0f, 2.0f), 0.0f, -tiny}));
     f.write_f32("n", F32Tensor({2}, {1.0f, std::nanf("")}));
     f.commit();
@@ -293,12 +294,12 @@ TEST(Compare, ShapeMismatchIsADifferenceNamingBothShapes) {
 TEST(Compare, Float32AgainstBf16IsADtypeMismatch) {
   TempDir dir;
   {
-    auto f = h5::File::create(dir / "a.h5");
+    auto f = hdf5::File::create(dir / "a.h5");
     f.write_f32("x", ramp_f32({4}));
     f.commit();
   }
   {
-    auto f = h5::File::create(dir / "b.h5");
+    auto f = hdf5::File::create(dir / "b.h5");
     f.write_bf16("x", ramp_bf16({4}));
     f.commit();
   }
@@ -409,7 +410,7 @@ TEST(Compare, PathMapMatchesWholeComponents) {
 TEST(Compare, PsiBf16AgainstUserUint16Bf16) {
   TempDir dir;
   const fs::path user = fs::path(PSI_TEST_DATA) / "compare" / "user_a.h5";
-  const auto latent = h5::File::open_read(user).read_bf16("/stage1/latent");
+  const auto latent = hdf5::File::open_read(user).read_bf16("/stage1/latent");
   {
     StateWriter w(dir / "psi.h5", RunInfo{});
     w.write("stage1/latent", latent, {"modified", "[4, 8]", "", {}});
@@ -479,7 +480,7 @@ TEST(Compare, DatasetsInOneFileFailUnlessASubsetIsAskedFor) {
 TEST(Compare, StoredNoneIsListedAsNotStored) {
   TempDir dir;
   auto none = [](const fs::path& p, bool stored) {
-    auto f = h5::File::create(p);
+    auto f = hdf5::File::create(p);
     if (stored) f.write_bf16("t", ramp_bf16({1, 3, 4}), {{"full_shape", std::string("[1, 3, 4]")}});
     else f.write_bf16("t", Bf16Tensor({0}), {{"full_shape", std::string("[1, 3, 4]")}, {"stored", std::string("none")}});
     f.commit();
@@ -495,7 +496,7 @@ TEST(Compare, StoredNoneIsListedAsNotStored) {
 TEST(Compare, InconsistentStoredAttributeIsBadInput) {
   TempDir dir;
   {
-    auto f = h5::File::create(dir / "a.h5");
+    auto f = hdf5::File::create(dir / "a.h5");
     f.write_bf16("t", ramp_bf16({1, 3, 4}),
                  {{"full_shape", std::string("[1, 9, 4]")}, {"stored", std::string("rows_0_to_5_of_axis_1")}});
     f.commit();
@@ -516,7 +517,7 @@ TEST(Compare, RecordingAgainstItselfIsEqual) {
 // in 81,747 of 315,392 BF16 elements, video_out in 63,496, audio_out in 7,725 of 32,256, with
 // relative L2 1.68e-3, 1.96e-3, 2.31e-3 (given to three digits there).
 TEST(Compare, BlockSmallFlashAgainstMathMatchesTheRecorder) {
-  const auto f = h5::File::open_read(kRef / "block_small.h5");
+  const auto f = hdf5::File::open_read(kRef / "block_small.h5");
   struct Case {
     const char* probe;
     std::int64_t differing, total;
@@ -554,7 +555,7 @@ TEST(Compare, BlockFullFlashAgainstMathViaPathMap) {
 // A psi file holding a full-size tensor against a recording that stores rows 0..255 of it.
 TEST(Compare, FullTensorAgainstRecordedRows) {
   TempDir dir;
-  const auto rec = h5::File::open_read(kRef / "block_full_math.h5");
+  const auto rec = hdf5::File::open_read(kRef / "block_full_math.h5");
   const auto rows = rec.read_bf16("/block_full_first/math/audio_to_video_attn");
   ASSERT_EQ(rows.shape, (Shape{1, 256, 4096}));
   Bf16Tensor full({1, 4928, 4096});

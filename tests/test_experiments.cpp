@@ -61,7 +61,7 @@ class Experiments : public ::testing::Test {
 };
 
 nlohmann::json read_json(const fs::path& f, const std::string& ds) {
-  return nlohmann::json::parse(h5::File::open_read(f).read_text(ds));
+  return nlohmann::json::parse(hdf5::File::open_read(f).read_text(ds));
 }
 
 void expect_report_structure(const fs::path& f, const std::string& experiment) {
@@ -144,8 +144,8 @@ TEST_F(Experiments, OneToken) {
   CmdResult r = psi_cmd("run one-token --out " + f.string());
   ASSERT_EQ(r.status, 0) << r.out;
   expect_report_structure(f, "one-token");
-  auto rf = h5::File::open_read(f);
-  auto rec = h5::File::open_read(psi::test::reference_file("probe_attn_traj.h5"));
+  auto rf = hdf5::File::open_read(f);
+  auto rec = hdf5::File::open_read(psi::test::reference_file("probe_attn_traj.h5"));
   for (const char* path : {"dense", "official-h200", "baseline", "modified"}) {
     const std::string g = std::string("/states/one-token/") + path;
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/00_stage1_initial/video_latent")),
@@ -585,10 +585,10 @@ TEST_F(Experiments, TransportControlUnderChaos) {
       EXPECT_EQ(cmp.status, 0) << cmp.out;
     }
     // The side files are tied to the report that compared them.
-    const auto run_id = h5::File::open_read(f).attr("/", "run_id");
+    const auto run_id = hdf5::File::open_read(f).attr("/", "run_id");
     ASSERT_TRUE(run_id.has_value());
-    for (auto& c : cases) EXPECT_EQ(h5::File::open_read(c["file"].get<std::string>()).attr("/", "run_id"), run_id);
-    EXPECT_EQ(h5::File::open_read(host).attr("/", "run_id"), run_id);
+    for (auto& c : cases) EXPECT_EQ(hdf5::File::open_read(c["file"].get<std::string>()).attr("/", "run_id"), run_id);
+    EXPECT_EQ(hdf5::File::open_read(host).attr("/", "run_id"), run_id);
   }
   // The same run written under another name compares equal: the state files' names (compared_to,
   // the table's reference line) are provenance, shown and not counted.
@@ -776,7 +776,7 @@ TEST_F(Experiments, ReportReadsAPartialReport) {
   ASSERT_FALSE(expected.empty());
   for (report::Table& t : expected) {
     t.title += " [PARTIAL: 3 cases finished before the run was interrupted]";
-    t.notes.push_back("partial report (" + psi::hdf5::partial_marker(h5::File::open_read(partial)) +
+    t.notes.push_back("partial report (" + psi::hdf5::partial_marker(hdf5::File::open_read(partial)) +
                       "): the cases the interrupted run had not finished are missing");
   }
   EXPECT_EQ(r.out, report::render(expected, report::Format::markdown));

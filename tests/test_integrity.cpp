@@ -25,6 +25,7 @@
 namespace fs = std::filesystem;
 using namespace psi;
 using namespace psi::hdf5;
+using namespace psi::compare;
 
 namespace {
 
@@ -87,15 +88,15 @@ TEST(Sha256Full, CheckSaysWhatCouldBeVerified) {
   TempDir dir;
   write_report(dir / "r.h5");
   {
-    auto f = h5::File::create(dir / "plain.h5");
+    auto f = hdf5::File::create(dir / "plain.h5");
     f.write_bf16("x", ramp({4}));
     f.commit();
   }
-  const auto r = h5::File::open_read(dir / "r.h5");
+  const auto r = hdf5::File::open_read(dir / "r.h5");
   const Bf16Tensor whole = r.read_bf16("/g/whole"), rows = r.read_bf16("/g/rows");
   EXPECT_EQ(check_sha256_full(r, "/g/whole", whole.ptr(), whole.bytes()), Sha256Check::match);
   EXPECT_EQ(check_sha256_full(r, "/g/rows", rows.ptr(), rows.bytes()), Sha256Check::not_whole);
-  const auto plain = h5::File::open_read(dir / "plain.h5");
+  const auto plain = hdf5::File::open_read(dir / "plain.h5");
   const Bf16Tensor x = plain.read_bf16("/x");
   EXPECT_EQ(check_sha256_full(plain, "/x", x.ptr(), x.bytes()), Sha256Check::not_recorded);
 
@@ -257,7 +258,7 @@ TEST(Sha256Full, UnverifiedDataIsRefusedOrItsVerdictMarked) {
   // Every result row of the table carries the mark (gelu_out's hash was kept, but its input was not).
   EXPECT_EQ(lines_without(allowed.out, "dense ", "UNVERIFIED"), std::vector<std::string>{}) << allowed.out;
   EXPECT_NE(allowed.err.find("psi: warning: UNVERIFIED: 2 dataset(s)"), std::string::npos) << allowed.err;
-  EXPECT_NE(unverified_marker(h5::File::open_read(out)).find(x_missing), std::string::npos);
+  EXPECT_NE(unverified_marker(hdf5::File::open_read(out)).find(x_missing), std::string::npos);
 
   const std::string certify = "oracle certify --file " + copy.string() + " --probe probe_video_q_proj --rows 0:1 --json";
   const Outcome oracle_refused = run_psi_in(certify, dir / "");

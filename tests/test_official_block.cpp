@@ -351,7 +351,7 @@ TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
                         Case{"block_small_alt.h5", "block_small_alt", "small", "ltx2"},
                         Case{"block_small_ctx1024.h5", "block_small_ctx1024", "small", "ltx25"},
                         Case{"block_full_math.h5", "block_full_first", "ltx2-22b", "ltx25"}}) {
-    auto f = h5::File::open_read(reference(k.file));
+    auto f = hdf5::File::open_read(reference(k.file));
     const std::string in = std::string("/") + k.group + "/inputs/";
     const model::ModelConfig c = model::model_config(k.config, k.profile);
     const F32Tensor vp = f.read_f32(in + "video.positions"), ap = f.read_f32(in + "audio.positions");
@@ -374,7 +374,7 @@ TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
     EXPECT_EQ(wider, 0) << k.group;
     EXPECT_EQ(host.video.sin.data, cuda.video.sin.data) << k.group;
   }
-  auto g = h5::File::open_read(reference("probe_attn_traj.h5"));
+  auto g = hdf5::File::open_read(reference("probe_attn_traj.h5"));
   const ops::RopeTables p = ops::rope_tables(g.read_f32("/probe_audio_self_attn/inputs/positions"), {20}, 2048, 32,
                                              10000.0, official::F32Math::cuda);
   EXPECT_EQ(sha256_hex(p.cos), g.attr_string("/probe_audio_self_attn/inputs/pe_cos", "sha256_full"));
@@ -385,12 +385,12 @@ TEST(OfficialBlock, RopeTablesWithLibdeviceCosSinHashEqualToEveryRecording) {
 // a product with the float32 reciprocal: that recipe gives block_small's recorded positions
 // exactly (the IEEE division differs in 462 video and 140 audio values, test_pipeline.cpp).
 TEST(OfficialBlock, PositionsWithReciprocalProductsAreTheRecordedOnes) {
-  auto f = h5::File::open_read(reference("block_small.h5"));
+  auto f = hdf5::File::open_read(reference("block_small.h5"));
   EXPECT_EQ(pipeline::video_positions(4, 11, 14, 24.0f, official::F32Math::cuda).data,
             f.read_f32("/block_small/inputs/video.positions").data);
   EXPECT_EQ(pipeline::audio_positions(126, official::F32Math::cuda).data,
             f.read_f32("/block_small/inputs/audio.positions").data);
-  auto g = h5::File::open_read(reference("block_full_math.h5"));
+  auto g = hdf5::File::open_read(reference("block_full_math.h5"));
   EXPECT_EQ(pipeline::video_positions(16, 14, 22, 24.0f, official::F32Math::cuda).data,
             g.read_f32("/block_full_first/inputs/video.positions").data);
   EXPECT_EQ(pipeline::audio_positions(126, official::F32Math::cuda).data,

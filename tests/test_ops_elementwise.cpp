@@ -167,7 +167,7 @@ TEST(Rope, FrequencyGrid) {
 }
 
 TEST(Rope, TablesReproduceTheRecording) {
-  auto f = psi::h5::File::open_read(reference("block_small.h5"));
+  auto f = psi::hdf5::File::open_read(reference("block_small.h5"));
   auto vp = f.read_f32("/block_small/inputs/video.positions");
   auto ap = f.read_f32("/block_small/inputs/audio.positions");
   auto v = ops::rope_tables(vp, {20, 2048, 2048}, 512, 4, 10000.0);
@@ -179,7 +179,7 @@ TEST(Rope, TablesReproduceTheRecording) {
   EXPECT_EQ(a.cos.data, f.read_bf16("/block_small/inputs/audio.pe_cos").data);
   EXPECT_EQ(a.sin.data, f.read_bf16("/block_small/inputs/audio.pe_sin").data);
   // Full width (32 heads x 64): the probe file stores the audio tables in full.
-  auto g = psi::h5::File::open_read(reference("probe_attn_traj.h5"));
+  auto g = psi::hdf5::File::open_read(reference("probe_attn_traj.h5"));
   auto p = ops::rope_tables(g.read_f32("/probe_audio_self_attn/inputs/positions"), {20}, 2048, 32, 10000.0);
   EXPECT_EQ(psi::sha256_hex(p.cos), g.attr_string("/probe_audio_self_attn/inputs/pe_cos", "sha256_full"));
   EXPECT_EQ(psi::sha256_hex(p.sin), g.attr_string("/probe_audio_self_attn/inputs/pe_sin", "sha256_full"));

@@ -172,7 +172,7 @@ const TcRecording& tc_recording() {
             psi::bf16_rne(psi::official::tc::dot(row_of(r.X, i, kTcK), row_of(r.W, c, kTcK)) + r.B.data[c].to_float());
     const Bf16 right = tc_correct(r, kPlantedRow, kPlantedCol);
     r.Y.data[kPlantedRow * kTcN + kPlantedCol] = Bf16::from_bits(std::uint16_t(right.bits + 1000));
-    auto out = psi::h5::File::create(r.file);
+    auto out = psi::hdf5::File::create(r.file);
     out.write_bf16("/x", r.X, psi::test::hashed(r.X));
     out.write_bf16("/w", r.W, psi::test::hashed(r.W));
     out.write_bf16("/b", r.B, psi::test::hashed(r.B));
@@ -186,7 +186,7 @@ const TcRecording& tc_recording() {
 }  // namespace
 
 TEST(OracleCertify, RecordedVideoQProbeRowsAreConsistent) {
-  const auto f = psi::h5::File::open_read(kProbes);
+  const auto f = psi::hdf5::File::open_read(kProbes);
   const auto p = po::load_probe(f, "probe_video_q_proj");
   ASSERT_EQ(p.K, 4096);
   ASSERT_EQ(p.N, 4096);
@@ -241,7 +241,7 @@ TEST(OracleCertify, RecordedVideoQProbeRowsAreConsistent) {
 }
 
 TEST(OracleCertify, AudioProbePicksTheProjectionNotTheActivation) {
-  const auto f = psi::h5::File::open_read(kProbes);
+  const auto f = psi::hdf5::File::open_read(kProbes);
   const auto p = po::load_probe(f, "probe_audio_ff_up");
   EXPECT_EQ(po::choose_probe_output(f, p, "").dataset, "/probe_audio_ff_up/proj_out");
   EXPECT_EQ(po::choose_probe_output(f, p, "gelu_out").dataset, "/probe_audio_ff_up/gelu_out");
@@ -262,7 +262,7 @@ TEST(OracleCertify, SynthInitProbeFileWrittenWithH5) {
     return nlohmann::json{{"name", n}, {"shape", t.shape}, {"sha256", sha}};
   };
   {
-    auto out = psi::h5::File::create(file);
+    auto out = psi::hdf5::File::create(file);
     out.set_attr("/", "synthinit_global_seed", seed);
     for (const char* g : {"/probe_t", "/probe_bad"}) {
       out.write_bf16(std::string(g) + "/x", X, psi::test::hashed(X));
@@ -275,7 +275,7 @@ TEST(OracleCertify, SynthInitProbeFileWrittenWithH5) {
                    nlohmann::json::array({entry(wname, W, std::string(64, '0')), entry(bname, B, psi::sha256_hex(B))}).dump());
     out.commit();
   }
-  const auto f = psi::h5::File::open_read(file);
+  const auto f = psi::hdf5::File::open_read(file);
   const auto p = po::load_probe(f, "probe_t");
   EXPECT_EQ(p.source.seed, seed);
   EXPECT_EQ(po::choose_probe_output(f, p, "").dataset, "/probe_t/proj");
@@ -343,7 +343,7 @@ TEST(OracleExplain, OperandFileWrittenWithH5) {
   const Bf16 right = Y.data[4 * 4 + 1];
   Y.data[4 * 4 + 1] = Bf16::from_bits(std::uint16_t(right.bits + 2));
   {
-    auto out = psi::h5::File::create(file);
+    auto out = psi::hdf5::File::create(file);
     out.write_bf16("/ops/x", X, psi::test::hashed(X));
     out.write_bf16("/ops/w", W, psi::test::hashed(W));
     out.write_bf16("/ops/b", B, psi::test::hashed(B));
@@ -594,7 +594,7 @@ TEST(OracleCertify, RefusesAnOperandThatDoesNotMatchItsSha256) {
   psi::Bf16Tensor X({2, 8}, random_bf16(rng, 16, 1.0));
   psi::Bf16Tensor W({3, 8}, random_bf16(rng, 24, 0.2));
   {
-    auto out = psi::h5::File::create(file);
+    auto out = psi::hdf5::File::create(file);
     psi::Bf16Tensor other = X;
     other.data[0] = Bf16::from_bits(std::uint16_t(other.data[0].bits ^ 1));
     out.write_bf16("/x", X, {{"sha256_full", psi::sha256_hex(other)}});

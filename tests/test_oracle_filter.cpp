@@ -43,7 +43,7 @@ void expect_filter_is_exact(const Case& c, int threads, std::int64_t* sent_exact
 
 TEST(OracleFilter, RecordedProjectionsGiveTheExactVerdicts) {
   const auto file = psi::test::reference_file("probes_linear.h5");
-  auto f = psi::h5::File::open_read(file);
+  auto f = psi::hdf5::File::open_read(file);
   for (const char* probe : {"probe_audio_ff_up", "probe_video_q_proj"}) {
     const po::LinearProblem p = po::load_probe(f, probe);
     const po::CertifiedLinear c = po::certified_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, p.rows, 2);

@@ -44,7 +44,7 @@ Bf16Tensor tiled_linear(const Bf16Tensor& x, const Bf16Tensor& w, const Bf16Tens
 }  // namespace
 
 TEST(PartitionedOracle, TiledProjectionIsDenseAndNoWorseThanOfficial) {
-  auto f = h5::File::open_read(psi::test::reference_file("probes_linear.h5"));
+  auto f = hdf5::File::open_read(psi::test::reference_file("probes_linear.h5"));
   const oracle::LinearProblem p = oracle::load_probe(f, "probe_video_q_proj");
   const std::int64_t rows = 48;  // a slice of the 256 recorded rows keeps the test to about a second
   Bf16Tensor x({rows, p.K});

@@ -53,7 +53,7 @@ pipeline::TrajectoryResult run_tiny(const std::string& variant, const pipeline::
 // The CPU recipe reproduces the official GPU positions up to one float32 ULP, in exactly as
 // many elements as the reference README reports (462 of 3,696 video, 140 of 252 audio).
 TEST(Positions, MatchRecordedWithinOneUlp) {
-  auto f = h5::File::open_read(ref("block_small.h5"));
+  auto f = hdf5::File::open_read(ref("block_small.h5"));
   std::int64_t max_ulp = 0;
   const F32Tensor v = pipeline::video_positions(4, 11, 14, 24.0f);
   const F32Tensor rv = f.read_f32("/block_small/inputs/video.positions");
@@ -107,7 +107,7 @@ TEST(Trajectory, DenseReplayStartsBitwiseAndFirstStepIsCloserThanFlash) {
     EXPECT_EQ(result.states[i].sigma_from, rec[i].sigma_from) << rec[i].name;
     EXPECT_EQ(result.states[i].sigma_to, rec[i].sigma_to) << rec[i].name;
   }
-  auto f = h5::File::open_read(ref("block_small.h5"));
+  auto f = hdf5::File::open_read(ref("block_small.h5"));
   auto flash_vs_math = [&](const char* t) {
     const Bf16Tensor a = f.read_bf16(std::string("/block_small/flash/") + t);
     const Bf16Tensor b = f.read_bf16(std::string("/block_small/math/") + t);

@@ -169,7 +169,7 @@ TEST(Probe, AnyRecordingOfTheLayoutWorks) {
   psi::Bf16Tensor proj = psi::ops::linear(x, w, &b), gelu(proj.shape);
   psi::ops::gelu_tanh(proj.ptr(), gelu.ptr(), proj.numel());
   {
-    auto f = psi::h5::File::create(file);
+    auto f = psi::hdf5::File::create(file);
     f.set_attr("/", "synthinit_global_seed", std::int64_t(seed));
     f.write_bf16("/probe_audio_ff_up/x", x, psi::test::hashed(x, {{"synthinit_name", std::string("input.other.x")}}));
     f.write_bf16("/probe_audio_ff_up/proj_out", proj, psi::test::hashed(proj));
@@ -196,7 +196,7 @@ TEST(ProbeCli, WritesOutputs) {
   const int rc = run("probe video-q-proj --variant dense --out " + out.string(), &text);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("dense               q "), std::string::npos) << text;
-  auto f = psi::h5::File::open_read(out);
+  auto f = psi::hdf5::File::open_read(out);
   const auto q = f.read_bf16("/probe_video_q_proj/dense/q");
   EXPECT_EQ(q.shape, (psi::Shape{256, 4096}));
   EXPECT_EQ(f.attr_string("/probe_video_q_proj/dense/q", "sha256_full"), psi::sha256_hex(q));
@@ -283,7 +283,7 @@ TEST(Probe, ARecordingWithoutAComputedTensorIsRefused) {
   const psi::Bf16Tensor x = psi::synthinit::make("input.other.x", {5, 64}, 0);
   const psi::Bf16Tensor w = psi::synthinit::make(w_name, {128, 64}, 0), b = psi::synthinit::make(b_name, {128}, 0);
   {
-    auto f = psi::h5::File::create(file);
+    auto f = psi::hdf5::File::create(file);
     f.set_attr("/", "synthinit_global_seed", std::int64_t(0));
     f.write_bf16("/probe_audio_ff_up/x", x, psi::test::hashed(x, {{"synthinit_name", std::string("input.other.x")}}));
     const psi::Bf16Tensor proj = psi::ops::linear(x, w, &b);
@@ -316,7 +316,7 @@ TEST(Probe, FailedClaimPrintsWhereItFails) {
   fs::copy_file(psi::test::reference_file("probes_linear.h5"), file, fs::copy_options::overwrite_existing);
   fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
   const std::string q = "/probe_video_q_proj/q";
-  const psi::Bf16Tensor recorded = psi::h5::File::open_read(file).read_bf16(q);
+  const psi::Bf16Tensor recorded = psi::hdf5::File::open_read(file).read_bf16(q);
   // Row-major [256, 4096]: (3, 17), (3, 18), (40, 0), (41, 4095), (100, 100), (200, 1), (255, 4095).
   const std::vector<std::int64_t> moved{3 * 4096 + 17, 3 * 4096 + 18, 40 * 4096, 41 * 4096 + 4095,
                                         100 * 4096 + 100, 200 * 4096 + 1, 255 * 4096 + 4095};
@@ -326,15 +326,15 @@ TEST(Probe, FailedClaimPrintsWhereItFails) {
     edited.data[std::size_t(i)].bits ^= 1u;
   }
   {
-    psi::h5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    psi::h5::Handle d(H5Dopen2(f.get(), q.c_str(), H5P_DEFAULT), H5Dclose);
+    psi::hdf5::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    psi::hdf5::Handle d(H5Dopen2(f.get(), q.c_str(), H5P_DEFAULT), H5Dclose);
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, edited.data.data()), 0);
     ASSERT_GE(H5Adelete(d.get(), "sha256_full"), 0);
     const std::string sha = psi::sha256_hex(edited);
-    psi::h5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-    psi::h5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
+    psi::hdf5::Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+    psi::hdf5::Handle ty(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(ty.get(), sha.size());
-    psi::h5::Handle a(H5Acreate2(d.get(), "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    psi::hdf5::Handle a(H5Acreate2(d.get(), "sha256_full", ty.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     ASSERT_GE(H5Awrite(a.get(), ty.get(), sha.c_str()), 0);
   }
   std::string text;

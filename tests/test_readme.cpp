@@ -457,7 +457,7 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
     for (const auto& l : out)
       if (l.starts_with("report: ")) report = s.dir() / l.substr(8);
     ASSERT_FALSE(report.empty()) << "README.md:" << b.line << ": psi " << shape << " names no report:\n" << r.out;
-    const nlohmann::json recorded = nlohmann::json::parse(psi::h5::File::open_read(report).read_text("/report/tables"));
+    const nlohmann::json recorded = nlohmann::json::parse(psi::hdf5::File::open_read(report).read_text("/report/tables"));
     for (const auto& t : mine) {
       bool found = false;
       for (const auto& u : theirs)
@@ -522,9 +522,9 @@ TEST(Readme, PythonSnippetsReadWhatPsiWrites) {
                                                    << code;
     const fs::path file = s.dir() / m[1].str();
     ASSERT_TRUE(fs::exists(file)) << "README.md:" << b.line << ": psi " << before << " wrote no " << m[1];
-    const auto f = psi::h5::File::open_read(file);
+    const auto f = psi::hdf5::File::open_read(file);
     ASSERT_TRUE(f.exists(m[2])) << "README.md:" << b.line << ": " << m[1] << " has no dataset " << m[2];
-    EXPECT_EQ(f.info(m[2]).kind, psi::h5::ElemKind::bf16) << m[2] << ": the snippet decodes BF16 bits";
+    EXPECT_EQ(f.info(m[2]).kind, psi::hdf5::ElemKind::bf16) << m[2] << ": the snippet decodes BF16 bits";
   }
   EXPECT_GT(checked, 0);
 }

@@ -124,7 +124,7 @@ TEST(Reports, RoundTripEveryDtypeAndAttribute) {
   EXPECT_EQ(r.read_text("/block/config_json"), R"({"a": 1})");
 
   auto rb = r.record("/block/modified/attn1");
-  EXPECT_EQ(rb.info.kind, h5::ElemKind::bf16);
+  EXPECT_EQ(rb.info.kind, hdf5::ElemKind::bf16);
   EXPECT_EQ(rb.shape_semantics, "[2, tokens, channels] test tensor");
   EXPECT_EQ(rb.synthinit_name, "input.test.x");
   EXPECT_EQ(r.file().attr_string("/block/modified/attn1", "spec_probe_name"), "b0.attn1");
@@ -132,11 +132,11 @@ TEST(Reports, RoundTripEveryDtypeAndAttribute) {
   EXPECT_EQ(r.file().attr_string("/block/modified/attn1", "full_shape"), "[2, 3, 4]");
   expect_record(rb, b, "modified");
   auto rf = r.record("/block/inputs/positions");
-  EXPECT_EQ(rf.info.kind, h5::ElemKind::f32);
+  EXPECT_EQ(rf.info.kind, hdf5::ElemKind::f32);
   EXPECT_EQ(rf.synthinit_name, "");
   expect_record(rf, f, "input");
   auto rd = r.record("/block/dense/energy");
-  EXPECT_EQ(rd.info.kind, h5::ElemKind::f64);
+  EXPECT_EQ(rd.info.kind, hdf5::ElemKind::f64);
   expect_record(rd, d, "dense");
   EXPECT_EQ(r.file().attr_string("/block", "dims"), R"({"d": 512})");
 }
@@ -232,7 +232,7 @@ TEST(Reports, WrongSchemaVersionIsRejectedNamingTheFile) {
   TempDir dir;
   const auto path = dir / "future.h5";
   {
-    auto f = h5::File::create(path);
+    auto f = hdf5::File::create(path);
     f.write_f32("t", sample_f32());
     f.set_attr("/", "schema", std::string("psi-h5/2"));
     f.commit();
@@ -254,7 +254,7 @@ TEST(Reports, FileWithoutSchemaIsRejected) {
   TempDir dir;
   const auto path = dir / "plain.h5";
   {
-    auto f = h5::File::create(path);
+    auto f = hdf5::File::create(path);
     f.write_f32("t", sample_f32());
     f.commit();
   }
@@ -339,17 +339,17 @@ TEST(Reports, ReadsEveryReferenceRecording) {
     for (const auto& di : r.datasets()) {
       SCOPED_TRACE(entry.path().string() + ":" + di.path);
       TensorRecord rec = r.record(di.path);
-      if (di.kind == h5::ElemKind::u8) {
+      if (di.kind == hdf5::ElemKind::u8) {
         EXPECT_TRUE(nlohmann::json::accept(r.read_text(di.path)));
         continue;
       }
       ASSERT_TRUE(rec.has_stats);
-      ASSERT_TRUE(di.kind == h5::ElemKind::bf16 || di.kind == h5::ElemKind::f32) << h5::kind_name(di.kind);
+      ASSERT_TRUE(di.kind == hdf5::ElemKind::bf16 || di.kind == hdf5::ElemKind::f32) << hdf5::kind_name(di.kind);
       if (rec.stored.kind == StoredRegion::Kind::none) {
         EXPECT_EQ(numel(di.shape), 0);
         continue;
       }
-      TensorStats s = di.kind == h5::ElemKind::bf16 ? tensor_stats(r.read_bf16(di.path))
+      TensorStats s = di.kind == hdf5::ElemKind::bf16 ? tensor_stats(r.read_bf16(di.path))
                                                     : tensor_stats(r.read_f32(di.path));
       if (rec.stored.kind != StoredRegion::Kind::full) continue;  // the hash is of rows not stored
       EXPECT_EQ(s.sha256_full, rec.stats.sha256_full);

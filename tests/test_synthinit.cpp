@@ -71,7 +71,7 @@ TEST(SynthInit, MatchesEveryRecordedWeightAndInput) {
   int weights = 0, inputs = 0;
   for (auto& entry : fs::directory_iterator(reference_dir())) {
     if (entry.path().extension() != ".h5") continue;
-    auto file = psi::h5::File::open_read(entry.path());
+    auto file = psi::hdf5::File::open_read(entry.path());
     std::uint64_t seed = 0;
     if (auto s = file.attr("/", "synthinit_global_seed")) seed = std::uint64_t(std::get<std::int64_t>(*s));
     for (auto& ds : file.list_datasets()) {
@@ -85,7 +85,7 @@ TEST(SynthInit, MatchesEveryRecordedWeightAndInput) {
           EXPECT_EQ(psi::sha256_hex(t), w["sha256"].get<std::string>()) << entry.path() << " " << w["name"];
           ++weights;
         }
-      } else if (auto name = file.attr(path, "synthinit_name"); name && ds.kind == psi::h5::ElemKind::bf16) {
+      } else if (auto name = file.attr(path, "synthinit_name"); name && ds.kind == psi::hdf5::ElemKind::bf16) {
         auto full = nlohmann::json::parse(file.attr_string(path, "full_shape")).get<psi::Shape>();
         auto t = si::make(std::get<std::string>(*name), full, seed);
         EXPECT_EQ(psi::sha256_hex(t), file.attr_string(path, "sha256_full")) << entry.path() << " " << path;
