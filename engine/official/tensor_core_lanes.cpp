@@ -50,14 +50,21 @@ void decode_panel(CBf16Mat W, std::int64_t n0, std::int64_t nn, PanelData& d) {
   d.row_sig.resize(std::size_t(nn * K));
   for (std::int64_t j = 0; j < nn; ++j)
     decode_run(W.row(n0 + j), K, 1, d.row_sig.data() + j * K, d.row_exp.data() + j * K);
-  d.sig.assign(std::size_t(K * kLanes), 0);
-  d.exp.assign(std::size_t(K * kLanes), kZeroExp);
-  for (std::int64_t k = 0; k < K; ++k)
+  // Every element is written once: a panel's missing columns (nn < kLanes) as zeros, the rest
+  // from the rows, with no clearing pass before.
+  d.sig.resize(std::size_t(K * kLanes));
+  d.exp.resize(std::size_t(K * kLanes));
+  for (std::int64_t k = 0; k < K; ++k) {
     for (std::int64_t j = 0; j < nn; ++j) {
       const std::size_t to = std::size_t(k * kLanes + j), from = std::size_t(j * K + k);
       d.exp[to] = d.row_exp[from];
       d.sig[to] = d.row_sig[from];
     }
+    for (std::int64_t j = nn; j < kLanes; ++j) {
+      d.exp[std::size_t(k * kLanes + j)] = kZeroExp;
+      d.sig[std::size_t(k * kLanes + j)] = 0;
+    }
+  }
 }
 
 // One block's end for one lane: add the accumulator's aligned term to the products' sum S and
