@@ -35,7 +35,7 @@ void BM_SdpaMath(benchmark::State& state) {
   Operands o = operands(n, d);
   for (auto _ : state) {
     psi::official::sdpa_math_h200({o.q.data(), n, d, d}, {o.k.data(), n, d, d}, {o.v.data(), n, d, d}, 1, nullptr, 0,
-                                  psi::official::ExpModel::ex2_table, {o.out.data(), n, d, d});
+                                  psi::official::ExpModel::ex2_table, {o.out.data(), n, d, d}, nullptr);
     benchmark::DoNotOptimize(o.out.data());
   }
   // Both products' FMAs: n·n·d for the scores, as many for P·V.

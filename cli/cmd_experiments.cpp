@@ -122,10 +122,8 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
                   " (psi run takes the folder of recordings; psi probe takes one recording file)");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
     if (!r->kernel_config.empty()) {
-      const official::KernelConfig kc = exp::read_kernel_config(r->kernel_config);
       r->o.kernel_config_file = r->kernel_config;
-      r->o.kernel_config = exp::kernel_config_products(kc);
-      official::set_kernel_config(kc);
+      r->o.kernels = std::make_shared<const official::KernelConfig>(exp::read_kernel_config(r->kernel_config));
     }
     for (const OwnOption& own : r->own) {
       if (!own.given()) continue;

@@ -65,9 +65,9 @@ std::string choice_text(const psi::official::KernelChoice& c, std::int64_t depth
 std::string pair_text(const StepDifference& d) { return std::to_string(d.video) + " / " + std::to_string(d.audio); }
 
 int shapes(const KernelsOpts& o) {
-  psi::official::set_kernel_config(start_config(o));
+  const psi::official::KernelConfig start = start_config(o);
   const psi::exp::TinyTrajectory t(reference_dir(o), o.context);
-  const auto uses = t.shapes(o.step);
+  const auto uses = t.shapes(o.step, start);
   std::printf("products of the tiny model's forward at step %d (%s context), official-h200; M x N x K\n", o.step,
               t.label().c_str());
   std::printf("%-11s %-16s %5s  %-22s %s\n", "chain", "shape", "calls", "kernel", "where");
@@ -76,7 +76,7 @@ int shapes(const KernelsOpts& o) {
     for (const auto& s : u.sites) where += (where.empty() ? "" : ", ") + s;
     std::printf("%-11s %-16s %5lld  %-22s %s\n", std::string(psi::official::chain_kind_name(u.key.kind)).c_str(),
                 psi::official::shape_text(u.key.shape).c_str(), (long long)u.calls,
-                choice_text(psi::official::kernel_config().choice(u.key.kind, u.key.shape), u.key.shape.depth).c_str(),
+                choice_text(start.choice(u.key.kind, u.key.shape), u.key.shape.depth).c_str(),
                 where.c_str());
   }
   return 0;
@@ -171,13 +171,13 @@ std::string spread(std::vector<std::int64_t> v) {
 }
 
 int where(const KernelsOpts& o) {
-  psi::official::set_kernel_config(start_config(o));
+  const psi::official::KernelConfig start = start_config(o);
   const fs::path ref = reference_dir(o);
   const psi::probes::TrajectoryRecording& recorded = psi::probes::trajectory_recording(o.context);
   if (!o.capture.empty()) psi::outputs::check_output(o.capture, {ref / recorded.file}, "kernels where: --capture", psi::hdf5::is_psi_h5);
   const psi::exp::TinyTrajectory t(ref, o.context);
   psi::exp::OpCapture capture;
-  const auto [ours, rec] = psi::exp::observed_step(t, o.step, capture);
+  const auto [ours, rec] = psi::exp::observed_step(t, o.step, start, capture);
   std::printf("step %d (%s, %s context), official-h200 teacher-forced, against the recorded state: differing "
               "elements per token row and per channel, and by BF16 ulps apart\n",
               o.step, t.state_name(o.step).c_str(), t.label().c_str());
@@ -218,13 +218,13 @@ int where(const KernelsOpts& o) {
 constexpr const char* kFragilityFirstLine = "{\"schema\": \"psi-fragility/1\",";
 
 int fragile(const KernelsOpts& o) {
-  psi::official::set_kernel_config(start_config(o));
+  const psi::official::KernelConfig start = start_config(o);
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
     psi::outputs::check_output(o.out, {ref / psi::probes::trajectory_recording(o.context).file}, "kernels fragile: --out",
                             psi::outputs::first_line_is(kFragilityFirstLine));
   const psi::exp::TinyTrajectory t(ref, o.context);
-  std::vector<psi::exp::OpFragility> ops = psi::exp::audit_step(t, o.step, o.influence);
+  std::vector<psi::exp::OpFragility> ops = psi::exp::audit_step(t, o.step, o.influence, start);
   std::printf("fragility of step %d (%s, %s context), official-h200 on psi's own inputs of the step: output elements "
               "whose BF16 value changes under some admissible kernel order (products: exact, one FP32 FMA chain, "
               "split-K 2/4/8; attention: score and P.V products split 2/4/8, psi's float32 MATH core); margin: the "

@@ -258,11 +258,9 @@ std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeRepor
 void run_block_controls(const Options& o, Report& report) {
   const std::string name = block_case(o);
   const probes::ProbeCase& pc = probes::probe_case(name);
-  probes::ProbeOptions po;
+  probes::ProbeOptions po = probe_options(o);
   po.reference = reference_dir(o) / pc.default_file;
   if (!pc.flash_default_file.empty()) po.flash_reference = reference_dir(o) / pc.flash_default_file;
-  // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
-  if (!rt::backend_traits(o.backend).host_bits) po.runtime = o.backend;
   po.variants = model::numerics_variant_names();
   po.variants.emplace_back(probes::kFloat64Variant);
   probes::ProbeReport r = probes::run_probe(name, po);

@@ -51,7 +51,7 @@ struct CapacityCase {
 
 void run_capacity(const Options& o, Report& report) {
   const FirstBlock fb = first_block(o);
-  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const model::NumericsVariant variant = variant_of(o, kRuntimeVariant);
   const exec::Schedule& sched = exec::schedule("reuse+prefetch");
   exec::ExecOptions eo;
   eo.backend = rt::backend_name(o.backend);

@@ -7,6 +7,7 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/error.h"
 #include "engine/model/config.h"
+#include "experiments/kernel_config_file.h"
 #include "probes/probe_cases.h"
 
 namespace psi::exp {
@@ -24,7 +25,7 @@ nlohmann::json Options::to_json() const {
   for (const Experiment& e : experiments())
     for (const auto& [key, value] : e.own_defaults.items()) j[key] = own.value(key, value);
   // Only when given, so that the reports of runs without one stay as they were.
-  if (!kernel_config.empty()) j["kernel_config"] = kernel_config;
+  if (kernels && !kernels->overrides().empty()) j["kernel_config"] = kernel_config_products(*kernels);
   return j;
 }
 
@@ -48,8 +49,13 @@ Options Options::from_json(const nlohmann::json& j) {
   for (const Experiment& e : experiments())
     for (const auto& [key, value] : e.own_defaults.items())
       if (const auto it = j.find(key); it != j.end()) o.own[key] = *it;
-  o.kernel_config = j.value("kernel_config", nlohmann::json::array());
+  if (const auto it = j.find("kernel_config"); it != j.end())
+    o.kernels = std::make_shared<const official::KernelConfig>(parse_kernel_products(*it, "kernel_config"));
   return o;
+}
+
+model::NumericsVariant variant_of(const Options& o, std::string_view name) {
+  return model::numerics_variant(name).with_kernels(o.kernels);
 }
 
 std::string recorded_model(const nlohmann::json& options) { return options.value("model", std::string("?")); }

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend/backend_factory.h"
+#include "engine/model/variant.h"
+#include "engine/official/kernel_config.h"
 #include "experiments/record_fields.h"
 #include "report/figures.h"
 #include "report/table.h"
@@ -41,10 +43,11 @@ struct Options {
   int shard_index = 0, shard_count = 1;
   bool quick = false;             // a reduced size for tests: fewer cases or cycles
   std::uint64_t chaos_seed = 0;   // CPU backend chaos delays when non-zero
-  // --kernel-config: the file, and the per-shape kernel choices it made active
-  // (experiments/kernel_config_file.h), recorded as its "products" list; empty: the recorded ones.
+  // --kernel-config: the file, and the per-shape kernel choices it holds
+  // (experiments/kernel_config_file.h), which every variant of the run carries (variant_of);
+  // recorded as its "products" list. Null: the recorded choices.
   std::filesystem::path kernel_config_file;
-  nlohmann::json kernel_config = nlohmann::json::array();
+  official::KernelConfigRef kernels;
 
   // The experiments' own options that were set (own_options), flat by their recorded keys; the
   // others are at their defaults (Experiment::own_defaults).
@@ -61,6 +64,9 @@ struct Options {
   // recorded.
   static Options from_json(const nlohmann::json& j);
 };
+
+// The numerics variant `name` as this run computes it: with the run's kernel choices.
+model::NumericsVariant variant_of(const Options& o, std::string_view name);
 
 // One experiment's own options, a record (experiments/record_fields.h) of its file whose fields
 // are all field_if_present: those set in `o`, the others at their defaults.

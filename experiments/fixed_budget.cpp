@@ -74,7 +74,7 @@ void set_pool(const std::string& value, Options& o) {
 
 void run_fixed_budget(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
-  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const model::NumericsVariant variant = variant_of(o, kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
   const bool on_device = rt::backend_traits(o.backend).device_pool;
   const std::uint64_t pool = own_options<FixedBudgetOptions>(o).pool_bytes;

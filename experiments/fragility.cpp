@@ -15,22 +15,12 @@ namespace psi::exp {
 
 namespace {
 
-// The active configuration with one shape's choice replaced, for one run; the saved one back
-// on every way out.
-class ConfigWith {
- public:
-  ConfigWith(const official::ShapeKey& key, official::KernelChoice c) {
-    official::KernelConfig changed = saved_;
-    changed.set(key, c);
-    official::set_kernel_config(std::move(changed));
-  }
-  ~ConfigWith() { official::set_kernel_config(saved_); }
-  ConfigWith(const ConfigWith&) = delete;
-  ConfigWith& operator=(const ConfigWith&) = delete;
-
- private:
-  official::KernelConfig saved_ = official::kernel_config();
-};
+// `v` with one shape's kernel choice replaced.
+model::NumericsVariant with_choice(const model::NumericsVariant& v, const official::ShapeKey& key, official::KernelChoice c) {
+  official::KernelConfig changed = v.product.kernels ? *v.product.kernels : official::KernelConfig{};
+  changed.set(key, c);
+  return v.with_kernels(std::make_shared<const official::KernelConfig>(std::move(changed)));
+}
 
 // The BF16 value next to `b` upward (+1) or downward (-1) on the real line.
 double neighbour(Bf16 b, int dir) {
@@ -59,10 +49,9 @@ std::vector<Alternative> product_alternatives(const CapturedOp& op, const model:
   const official::ShapeKey key{official::ChainKind::tensor_core, {M, N, K}};
   const Bf16* bias = op.bias.numel() ? op.bias.ptr() : nullptr;
   const auto run = [&](official::KernelChoice c) {
-    const ConfigWith cfg(key, c);
     const official::RowsAsIf as_if(M);
     Bf16Tensor y({op.in.dim(0), N});
-    ops::linear(as_matrix(op.in), as_matrix(op.weight), bias, op.rule, as_matrix(y), variant.product);
+    ops::linear(as_matrix(op.in), as_matrix(op.weight), bias, op.rule, as_matrix(y), with_choice(variant, key, c).product);
     return y;
   };
   std::vector<Alternative> out;
@@ -81,14 +70,12 @@ std::vector<Alternative> attention_alternatives(const CapturedOp& op, const mode
     return y;
   };
   std::vector<Alternative> out;
-  for (int split : {2, 4, 8}) {
-    const ConfigWith cfg({official::ChainKind::f32_scores, {Nq, Nk, d}}, {split, 16, false});
-    out.push_back({"scores-split-" + std::to_string(split), run(variant.sdpa(d))});
-  }
-  for (int split : {2, 4, 8}) {
-    const ConfigWith cfg({official::ChainKind::f32_values, {Nq, d, Nk}}, {split, 16, false});
-    out.push_back({"values-split-" + std::to_string(split), run(variant.sdpa(d))});
-  }
+  for (int split : {2, 4, 8})
+    out.push_back({"scores-split-" + std::to_string(split),
+                   run(with_choice(variant, {official::ChainKind::f32_scores, {Nq, Nk, d}}, {split, 16, false}).sdpa(d))});
+  for (int split : {2, 4, 8})
+    out.push_back({"values-split-" + std::to_string(split),
+                   run(with_choice(variant, {official::ChainKind::f32_values, {Nq, d, Nk}}, {split, 16, false}).sdpa(d))});
   out.push_back({"psi-f32-math", run(ops::SdpaOptions{})});
   return out;
 }
@@ -149,10 +136,11 @@ std::int64_t differing(const Bf16Tensor& a, const Bf16Tensor& b) {
 
 }  // namespace
 
-std::vector<OpFragility> audit_step(const TinyTrajectory& t, int step, bool influence) {
+std::vector<OpFragility> audit_step(const TinyTrajectory& t, int step, bool influence, const official::KernelConfig& kernels) {
   OpCapture own;
-  const pipeline::SavedState base = observed_step(t, step, own).first;
-  const model::NumericsVariant& variant = model::numerics_variant("official-h200");
+  const pipeline::SavedState base = observed_step(t, step, kernels, own).first;
+  const model::NumericsVariant variant =
+      model::numerics_variant("official-h200").with_kernels(std::make_shared<const official::KernelConfig>(kernels));
   std::vector<OpFragility> out;
   for (const CapturedOp& op : own.ops()) {
     OpFragility f;
@@ -188,7 +176,7 @@ std::vector<OpFragility> audit_step(const TinyTrajectory& t, int step, bool infl
     }
     if (influence && f.fragile > 0) {
       Flip flip(op.site, flip_at, flip_to);
-      const pipeline::SavedState moved = observed_step(t, step, flip).first;
+      const pipeline::SavedState moved = observed_step(t, step, kernels, flip).first;
       f.influence = differing(moved.video, base.video) + differing(moved.audio, base.audio);
     }
     out.push_back(std::move(f));

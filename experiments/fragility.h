@@ -38,8 +38,9 @@ struct OpFragility {
   std::optional<std::int64_t> influence;                      // state elements one flip moves
 };
 
-// Forward order. `influence`: also measure each fragile operator's influence.
-std::vector<OpFragility> audit_step(const TinyTrajectory& t, int step, bool influence);
+// Forward order, under the kernel choices `kernels`. `influence`: also measure each fragile
+// operator's influence.
+std::vector<OpFragility> audit_step(const TinyTrajectory& t, int step, bool influence, const official::KernelConfig& kernels);
 
 nlohmann::json to_json(const std::vector<OpFragility>& ops);
 

@@ -61,13 +61,17 @@ official::KernelConfig read_kernel_config(const std::filesystem::path& file) {
     throw Error(name + ": not a kernel config (schema " + std::string(kKernelConfigSchema) + ")");
   for (const auto& [key, value] : j.items())
     if (key != "schema" && key != "products" && key != "search") throw Error(name + ": unknown key \"" + key + "\"");
+  if (!j.contains("products")) return {};
+  return parse_kernel_products(j.at("products"), name + ": products");
+}
+
+official::KernelConfig parse_kernel_products(const nlohmann::json& products, const std::string& name) {
   official::KernelConfig c;
-  if (!j.contains("products")) return c;
-  if (!j.at("products").is_array()) throw Error(name + ": products is not a list");
+  if (!products.is_array()) throw Error(name + " is not a list");
   std::set<official::ShapeKey> seen;
   std::size_t i = 0;
-  for (const auto& p : j.at("products")) {
-    const std::string where = name + ": products[" + std::to_string(i++) + "]";
+  for (const auto& p : products) {
+    const std::string where = name + "[" + std::to_string(i++) + "]";
     if (!p.is_object()) throw Error(where + " is not an object");
     for (const auto& [key, value] : p.items())
       if (key != "chain" && key != "shape" && key != "split_k" && key != "granule" && key != "fma_chain")

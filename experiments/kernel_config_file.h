@@ -28,6 +28,10 @@ inline constexpr const char* kKernelConfigSchema = "psi-kernel-config/1";
 // listed twice.
 official::KernelConfig read_kernel_config(const std::filesystem::path& file);
 
+// A "products" list (the file's, or a report's recorded options'), checked as
+// read_kernel_config checks it; `where` names it in errors.
+official::KernelConfig parse_kernel_products(const nlohmann::json& products, const std::string& where);
+
 // The "products" list of the file (and of a report's recorded options) for `c`'s overrides.
 nlohmann::json kernel_config_products(const official::KernelConfig& c);
 

@@ -47,6 +47,10 @@ struct TinyRecordings {
   model::NumericsVariant variant;
   std::string label;
 
+  model::NumericsVariant with(const official::KernelConfig& kernels) const {
+    return variant.with_kernels(std::make_shared<const official::KernelConfig>(kernels));
+  }
+
   pipeline::TrajectoryHooks teacher() const {
     pipeline::TrajectoryHooks h;
     h.teacher = [this](int k) { return &recording.states.at(std::size_t(k - 1)); };
@@ -80,31 +84,32 @@ const std::vector<int>& TinyTrajectory::steps() {
   return s;
 }
 
-std::pair<pipeline::SavedState, pipeline::SavedState> TinyTrajectory::forced_state(int step) const {
+std::pair<pipeline::SavedState, pipeline::SavedState> TinyTrajectory::forced_state(int step,
+                                                                                 const official::KernelConfig& kernels) const {
   if (std::find(steps().begin(), steps().end(), step) == steps().end())
     throw Error("tiny trajectory: step " + std::to_string(step) + " is not a model step (1..8, 10..12)");
   pipeline::TrajectoryHooks h = r_->teacher();
   h.only_step = step;
-  auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->variant, h);
+  auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->with(kernels), h);
   return {std::move(result.states.at(0)), r_->recording.states.at(std::size_t(step))};
 }
 
-StepDifference TinyTrajectory::forced_step(int step) const {
-  const auto [ours, recorded] = forced_state(step);
+StepDifference TinyTrajectory::forced_step(int step, const official::KernelConfig& kernels) const {
+  const auto [ours, recorded] = forced_state(step, kernels);
   return difference(ours, recorded);
 }
 
-std::vector<StepDifference> TinyTrajectory::free_running() const {
-  const auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->variant);
+std::vector<StepDifference> TinyTrajectory::free_running(const official::KernelConfig& kernels) const {
+  const auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->with(kernels));
   std::vector<StepDifference> out;
   for (std::size_t i = 0; i < result.states.size(); ++i) out.push_back(difference(result.states[i], r_->recording.states.at(i)));
   return out;
 }
 
-std::vector<official::ShapeUse> TinyTrajectory::shapes(int step) const {
+std::vector<official::ShapeUse> TinyTrajectory::shapes(int step, const official::KernelConfig& kernels) const {
   official::start_shape_log();
   try {
-    forced_step(step);
+    forced_step(step, kernels);
   } catch (...) {
     official::stop_shape_log();
     throw;
@@ -113,12 +118,6 @@ std::vector<official::ShapeUse> TinyTrajectory::shapes(int step) const {
 }
 
 namespace {
-
-// Restores the active configuration on every way out.
-struct ActiveConfig {
-  official::KernelConfig saved = official::kernel_config();
-  ~ActiveConfig() { official::set_kernel_config(saved); }
-};
 
 // The candidate choices for one shape, one per distinct slicing of its K.
 std::vector<official::KernelChoice> candidates(const official::ShapeKey& k, const KernelSearchOptions& o) {
@@ -139,12 +138,10 @@ std::vector<official::KernelChoice> candidates(const official::ShapeKey& k, cons
 
 KernelSearchResult search_kernels(const TinyTrajectory& t, const official::KernelConfig& start, const KernelSearchOptions& o,
                                   const std::function<void(const KernelTrial&, std::size_t, std::size_t)>& on_trial) {
-  const ActiveConfig restore;
   KernelSearchResult r;
-  official::set_kernel_config(start);
-  r.shapes = t.shapes(o.step);
+  r.shapes = t.shapes(o.step, start);
   r.best = start;
-  r.start_objective = r.best_objective = t.forced_step(o.step).sum();
+  r.start_objective = r.best_objective = t.forced_step(o.step, start).sum();
   std::size_t per_sweep = 0;
   for (const auto& use : r.shapes) per_sweep += candidates(use.key, o).size() - 1;
   for (r.sweeps = 1; r.sweeps <= o.max_sweeps; ++r.sweeps) {
@@ -157,8 +154,7 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const official::Kerne
         if (official::k_slices(use.key.shape.depth, c) == current_slices && c.fma_chain == current.fma_chain) continue;
         official::KernelConfig trial = r.best;
         trial.set(use.key, c);
-        official::set_kernel_config(trial);
-        KernelTrial tr{use.key, c, t.forced_step(o.step).sum(), false};
+        KernelTrial tr{use.key, c, t.forced_step(o.step, trial).sum(), false};
         if (tr.objective < r.best_objective) {
           tr.kept = true;
           improved = true;
@@ -183,15 +179,13 @@ KernelSearchResult search_kernels(const TinyTrajectory& t, const official::Kerne
 }
 
 Confirmation confirm(const TinyTrajectory& t, const official::KernelConfig& c) {
-  const ActiveConfig restore;
-  official::set_kernel_config(c);
   Confirmation out;
   out.context = t.label();
-  out.free = t.free_running();
+  out.free = t.free_running(c);
   const std::set<int> forced(TinyTrajectory::steps().begin(), TinyTrajectory::steps().end());
   for (int i = 0; i < 13; ++i) {
     out.states.push_back(t.state_name(i));
-    out.forced.push_back(forced.count(i) ? std::optional(t.forced_step(i)) : std::nullopt);
+    out.forced.push_back(forced.count(i) ? std::optional(t.forced_step(i, c)) : std::nullopt);
   }
   return out;
 }

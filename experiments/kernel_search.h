@@ -36,7 +36,7 @@ struct StepDifference {
 };
 
 // One recorded trajectory with its weights, contexts and the official-h200 variant, ready to
-// run steps under the active kernel configuration.
+// run steps under the kernel configuration each call names.
 class TinyTrajectory {
  public:
   // context_rows 1: probe_attn_traj.h5's trajectory_tiny; 1024: trajectory_ctx1024.h5's.
@@ -48,13 +48,13 @@ class TinyTrajectory {
   std::string state_name(int index) const;  // the recording's, "00_stage1_initial" … "12_stage2_step3"
   // The state `step` (1..8, 10..12) teacher-forced from the recorded state before it, against
   // the recorded state `step`.
-  StepDifference forced_step(int step) const;
+  StepDifference forced_step(int step, const official::KernelConfig& kernels) const;
   // The state `step` teacher-forced (as forced_step) and the recorded state `step`.
-  std::pair<pipeline::SavedState, pipeline::SavedState> forced_state(int step) const;
+  std::pair<pipeline::SavedState, pipeline::SavedState> forced_state(int step, const official::KernelConfig& kernels) const;
   // Every state of the free-running run against the recording (index 0..12).
-  std::vector<StepDifference> free_running() const;
+  std::vector<StepDifference> free_running(const official::KernelConfig& kernels) const;
   // The distinct products of step `step` (the shape log).
-  std::vector<official::ShapeUse> shapes(int step) const;
+  std::vector<official::ShapeUse> shapes(int step, const official::KernelConfig& kernels) const;
   static const std::vector<int>& steps();  // 1..8, 10..12
 
  private:
@@ -85,7 +85,6 @@ struct KernelSearchResult {
 };
 
 // Starts from `start` (its overrides kept as the first point); `on_trial` sees every trial.
-// Leaves the active configuration as it found it.
 KernelSearchResult search_kernels(const TinyTrajectory& t, const official::KernelConfig& start,
                                   const KernelSearchOptions& o,
                                   const std::function<void(const KernelTrial&, std::size_t done, std::size_t total)>&

@@ -68,7 +68,7 @@ struct MemoryScopesCase {
 
 void run_memory_scopes(const Options& o, Report& report) {
   const model::ModelConfig c = model::model_config(o.model, o.profile);
-  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const model::NumericsVariant variant = variant_of(o, kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
   auto weights = block_weight_source(o, c, o.seed);
   model::SynthInitSource host(o.seed);

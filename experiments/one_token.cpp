@@ -47,7 +47,7 @@ void write_step_capture(const Options& o, const std::filesystem::path& out) {
   const probes::TrajectoryRecording& recorded = probes::trajectory_recording(1);
   const TinyTrajectory t(reference_dir(o), 1);
   OpCapture capture;
-  observed_step(t, 1, capture);
+  observed_step(t, 1, o.kernels ? *o.kernels : official::KernelConfig{}, capture);
   write_capture(out, recorded.group, 1, t.state_name(1), t.seed(), capture.ops());
 }
 

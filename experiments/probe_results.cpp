@@ -2,6 +2,13 @@
 
 namespace psi::exp {
 
+probes::ProbeOptions probe_options(const Options& o) {
+  probes::ProbeOptions po;
+  po.kernels = o.kernels;
+  if (!rt::backend_traits(o.backend).host_bits) po.runtime = o.backend;
+  return po;
+}
+
 std::vector<ProbeRow> probe_rows(const probes::ProbeReport& r) {
   std::vector<ProbeRow> rows;
   for (const auto& t : r.results) {

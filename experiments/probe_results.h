@@ -1,5 +1,6 @@
 #pragma once
-// psi probe results as report records and table rows (probes and block-controls share them).
+// psi probes in a run: their options, and their results as report records and table rows
+// (probes and block-controls share them).
 #include <vector>
 
 #include "experiments/records.h"
@@ -7,6 +8,10 @@
 #include "probes/probe_cases.h"
 
 namespace psi::exp {
+
+// The probe options of the run `o`: its kernel choices, and where psi's side runs (on CUDA on the
+// device, probes/probe_cases.h; on the CPU on the host).
+probes::ProbeOptions probe_options(const Options& o);
 
 // One row per (variant, tensor, backend) of a probe run.
 std::vector<ProbeRow> probe_rows(const probes::ProbeReport& r);

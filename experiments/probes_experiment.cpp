@@ -40,11 +40,9 @@ void run_probes(const Options& o, Report& report) {
     const std::int64_t i = index++;
     if (!o.in_shard(i)) continue;
     check_interrupt("probe " + name);
-    probes::ProbeOptions po;
+    probes::ProbeOptions po = probe_options(o);
     const probes::ProbeCase& pc = probes::probe_case(name);
     po.reference = reference_dir(o) / pc.default_file;
-    // On CUDA the psi side runs on the device (probes/probe_cases.h); on the CPU, on the host.
-    if (!rt::backend_traits(o.backend).host_bits) po.runtime = o.backend;
     probes::ProbeReport r = probes::run_probe(name, po);
     save_probe_outputs(report, r);
     report.add_case(i, ProbesCase{name, r.file.string(), r.seed, r.seconds, r.notes, probe_rows(r)});

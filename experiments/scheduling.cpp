@@ -101,7 +101,7 @@ void set_row_tile(const std::string& value, Options& o) {
 
 void run_scheduling(const Options& o, Report& report) {
   const FirstBlock fb = first_block(o);
-  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const model::NumericsVariant variant = variant_of(o, kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(fb.config);
   // On the CPU backend the executor's arithmetic is the host block's, so every run is checked
   // against it too. On CUDA the products are cuBLASLt's (docs/cuda-backend.md): the transport

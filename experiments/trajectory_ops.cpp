@@ -22,8 +22,8 @@ Bf16Tensor copy_of(CBf16Mat m) {
   return t;
 }
 
-std::string slices_text(official::ChainKind kind, const official::ProductShape& s) {
-  const official::KernelChoice c = official::kernel_config().choice(kind, s);
+std::string slices_text(const official::KernelConfig* kernels, official::ChainKind kind, const official::ProductShape& s) {
+  const official::KernelChoice c = official::kernel_choice(kernels, kind, s);
   const std::size_t n = official::k_slices(s.depth, c).size();
   if (c.fma_chain) return std::to_string(n) + " FP32 FMA chain(s)";
   return n == 1 ? "one chain" : std::to_string(n) + " K slices";
@@ -41,7 +41,7 @@ void OpCapture::product(const official::ProductCall& call) {
   CapturedOp op;
   op.site = call.site;
   op.shape = {call.shape.rows, call.shape.cols, call.shape.depth};
-  op.kernel = "psi official-h200 model: tensor-core, " + slices_text(official::ChainKind::tensor_core, call.shape);
+  op.kernel = "psi official-h200 model: tensor-core, " + slices_text(call.kernels, official::ChainKind::tensor_core, call.shape);
   op.in = copy_of(call.x);
   op.out = copy_of(call.y);
   op.weight = copy_of(call.W);
@@ -58,8 +58,8 @@ void OpCapture::attention(const official::AttentionCall& call) {
   const std::int64_t d = call.q.cols / call.heads;
   op.shape = {call.q.rows, call.k.rows, call.heads, d};
   op.kernel = "psi official-h200 model: SDPA MATH, scores " +
-              slices_text(official::ChainKind::f32_scores, {call.q.rows, call.k.rows, d}) + ", P·V " +
-              slices_text(official::ChainKind::f32_values, {call.q.rows, d, call.k.rows});
+              slices_text(call.kernels, official::ChainKind::f32_scores, {call.q.rows, call.k.rows, d}) + ", P·V " +
+              slices_text(call.kernels, official::ChainKind::f32_values, {call.q.rows, d, call.k.rows});
   op.q = copy_of(call.q);
   op.k = copy_of(call.k);
   op.v = copy_of(call.v);
@@ -74,9 +74,10 @@ std::string ops_group(const std::string& trajectory_group, int step) {
 }
 
 std::pair<pipeline::SavedState, pipeline::SavedState> observed_step(const TinyTrajectory& t, int step,
+                                                                    const official::KernelConfig& kernels,
                                                                     official::OpObserver& observer) {
   const official::ObserveOps scope(observer);
-  return t.forced_state(step);
+  return t.forced_state(step, kernels);
 }
 
 void write_capture(const std::filesystem::path& out, const std::string& trajectory_group, int step,
@@ -252,7 +253,7 @@ StepReplay replay_step(const std::filesystem::path& file, int step, const std::f
   const TinyTrajectory t(reference_dir, rec->context_rows);
   out.state_name = t.state_name(step);
   OpCapture own;
-  observed_step(t, step, own);
+  observed_step(t, step, {}, own);
 
   std::set<std::string> sites;
   for (const CapturedOp& op : own.ops()) sites.insert(op.site);

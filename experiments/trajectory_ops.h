@@ -56,9 +56,10 @@ class OpCapture : public official::OpObserver {
 // "/trajectory_tiny_ops/step_01" for the one-token trajectory's step 1.
 std::string ops_group(const std::string& trajectory_group, int step);
 
-// The teacher-forced step `step` of `t` under the active kernel configuration, with every
+// The teacher-forced step `step` of `t` under the kernel choices `kernels`, with every
 // operator captured by `observer` (an OpCapture, or one that wraps it).
 std::pair<pipeline::SavedState, pipeline::SavedState> observed_step(const TinyTrajectory& t, int step,
+                                                                    const official::KernelConfig& kernels,
                                                                     official::OpObserver& observer);
 
 // Writes `ops` as step `step` of trajectory group `trajectory_group` (the layout above) to
@@ -98,7 +99,7 @@ struct StepReplay {
 };
 
 // Replays step `step` of the capture `file` (either recorded trajectory's group) on the weights
-// and recorded states in `reference_dir`. A missing or unknown site, a shape that is not psi's,
+// and recorded states in `reference_dir`, under the recorded kernel choices. A missing or unknown site, a shape that is not psi's,
 // a dataset that is not BF16, lacks its sha256_full or does not match it: psi::Error (bad input).
 StepReplay replay_step(const std::filesystem::path& file, int step, const std::filesystem::path& reference_dir);
 

@@ -187,7 +187,7 @@ pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c,
 PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSource& host,
                  const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,
                  pipeline::TrajectoryHooks hooks) {
-  const model::NumericsVariant& v = model::numerics_variant(variant);
+  const model::NumericsVariant v = variant_of(o, variant);
   PathRun out;
   std::shared_ptr<const ckpt::WeightSource> blocks;  // outlives the executor, which reads it
   std::unique_ptr<exec::PsiExecutor> ex;

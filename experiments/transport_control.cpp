@@ -91,7 +91,7 @@ void run_transport_control(const Options& o, Report& report) {
                                           "'s run (on CUDA the host block is not the reference: cuBLASLt products)";
 
   const model::ModelConfig c = model::model_config(o.model, o.profile);
-  const model::NumericsVariant& variant = model::numerics_variant(kRuntimeVariant);
+  const model::NumericsVariant variant = variant_of(o, kRuntimeVariant);
   const exec::ArenaSettings arena = exec::default_arena(c);
   auto weights = block_weight_source(o, c, o.seed);
   auto host = make_weights(o, o.seed);

@@ -65,11 +65,11 @@ void run_attention_case(CaseContext& ctx) {
     StoredTensor q = rec.stored_bf16("math/q"), k = rec.stored_bf16("math/k"), v = rec.stored_bf16("math/v");
     if (q.full && k.full && v.full) rec_q = std::move(q.data), rec_k = std::move(k.data), rec_v = std::move(v.data);
   }
-  for (const auto* v : ctx.variants) {
-    check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
+  for (const auto& v : ctx.variants) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + v.name);  // where a stop inside it is said to be
     model::AttentionTrace tr;
-    Bf16Tensor out = model::attention_forward(w, x, x, &pe, &pe, v->sdpa(head_dim), cfg.norm_eps, v->product, v->norm, &tr);
-    Bf16Tensor ungated = ops::linear(tr.sdpa_out, w.to_out.w, w.to_out.bias(), psi::BiasRule::fused_f32, v->product);
+    Bf16Tensor out = model::attention_forward(w, x, x, &pe, &pe, v.sdpa(head_dim), cfg.norm_eps, v.product, v.norm, &tr);
+    Bf16Tensor ungated = ops::linear(tr.sdpa_out, w.to_out.w, w.to_out.bias(), psi::BiasRule::fused_f32, v.product);
     Outputs o;
     o.emplace_back("q", std::move(tr.q));
     o.emplace_back("k", std::move(tr.k));
@@ -82,11 +82,11 @@ void run_attention_case(CaseContext& ctx) {
     // projection and norm differences upstream do not enter.
     if (rec_q.numel()) {
       Bf16Tensor isolated(rec_q.shape);
-      ops::sdpa(psi::as_matrix(rec_q), psi::as_matrix(rec_k), psi::as_matrix(rec_v), heads, v->sdpa(head_dim),
+      ops::sdpa(psi::as_matrix(rec_q), psi::as_matrix(rec_k), psi::as_matrix(rec_v), heads, v.sdpa(head_dim),
                 psi::as_matrix(isolated));
       o.emplace_back("sdpa_out.on_recorded_qkv", std::move(isolated));
     }
-    compare_and_keep(ctx, v->name, std::move(o), {"math", "flash"});
+    compare_and_keep(ctx, v.name, std::move(o), {"math", "flash"});
   }
 }
 

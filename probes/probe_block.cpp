@@ -221,20 +221,20 @@ void run_block_case(CaseContext& ctx) {
     return r;
   };
   std::map<official::F32Math, model::BlockInputs> inputs;
-  for (const auto* v : ctx.variants)
-    if (!inputs.count(v->model_math)) inputs.emplace(v->model_math, with_tables(v->model_math));
+  for (const auto& v : ctx.variants)
+    if (!inputs.count(v.model_math)) inputs.emplace(v.model_math, with_tables(v.model_math));
   if (ctx.float64 && !inputs.count(official::F32Math::host))
     inputs.emplace(official::F32Math::host, with_tables(official::F32Math::host));
   note_rope_checks(ctx, rope_checks);
 
-  for (const auto* v : ctx.variants) {
-    check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
-    const model::BlockInputs& in = inputs.at(v->model_math);
-    model::BlockProbes p = !ctx.runtime ? model::block_forward(c, w, in, *v) : on_runtime(ctx, c, in, *v);
+  for (const auto& v : ctx.variants) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + v.name);  // where a stop inside it is said to be
+    const model::BlockInputs& in = inputs.at(v.model_math);
+    model::BlockProbes p = !ctx.runtime ? model::block_forward(c, w, in, v) : on_runtime(ctx, c, in, v);
     Outputs o;
     for (auto& [name, t] : p.named()) o.emplace_back(name, *t);
-    if (ctx.explain) explain_block(ctx, c, w, in, *v, p);
-    compare_and_keep(ctx, v->name, std::move(o), {"math", "flash"});
+    if (ctx.explain) explain_block(ctx, c, w, in, v, p);
+    compare_and_keep(ctx, v.name, std::move(o), {"math", "flash"});
   }
   if (ctx.float64) {
     check_interrupt("probe " + ctx.report.case_name + ", variant " + std::string(kFloat64Variant));

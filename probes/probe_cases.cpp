@@ -106,7 +106,7 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
     if (n == kFloat64Variant)
       ctx.float64 = true;
     else
-      ctx.variants.push_back(&model::numerics_variant(n));
+      ctx.variants.push_back(model::numerics_variant(n).with_kernels(opt.kernels));
   }
   if (ctx.float64 && !pc.name.starts_with("block-"))
     throw Error("probe " + pc.name + ": variant float64 is the float64 block, for block cases only");

@@ -21,6 +21,7 @@
 
 #include "engine/backend/backend_factory.h"
 #include "engine/distance.h"
+#include "engine/official/kernel_config.h"
 #include "engine/tensor.h"
 #include "probes/diff_map.h"
 #include "probes/element_differences.h"
@@ -75,6 +76,9 @@ struct ProbeOptions {
   bool explain = false;
   // How many differing elements each comparison keeps (TensorResult::first_differences).
   std::int64_t differences = kShownDifferences;
+  // The kernel choices every variant runs under (engine/official/kernel_config.h); null: the
+  // recorded ones.
+  official::KernelConfigRef kernels;
 };
 
 struct TensorResult {

@@ -20,7 +20,7 @@ struct CaseContext {
   Recording& rec;
   Recording* flash = nullptr;  // a separate FLASH recording, if any
   ProbeReport& report;
-  std::vector<const model::NumericsVariant*> variants;
+  std::vector<model::NumericsVariant> variants;  // with ProbeOptions::kernels
   std::optional<rt::BackendKind> runtime;  // ProbeOptions::runtime
   bool float64 = false;                    // also the float64 reference block (kFloat64Variant), block cases only
   bool explain = false;                    // ProbeOptions::explain

@@ -46,20 +46,20 @@ void run_linear_case(CaseContext& ctx, const std::string& case_name) {
     if (ctx.report.notes.back() != note) ctx.report.notes.push_back(note);
     return std::move(r.y);
   };
-  for (const auto* v : ctx.variants) {
-    check_interrupt("probe " + ctx.report.case_name + ", variant " + v->name);  // where a stop inside it is said to be
+  for (const auto& v : ctx.variants) {
+    check_interrupt("probe " + ctx.report.case_name + ", variant " + v.name);  // where a stop inside it is said to be
     Outputs out;
     if (case_name == "audio-ff-up") {
       // The FFN up-projection: the variant decides where its bias enters.
-      Bf16Tensor proj = linear(v->ffn_up_bias, v->product);
+      Bf16Tensor proj = linear(v.ffn_up_bias, v.product);
       Bf16Tensor gelu(proj.shape);
       ops::gelu_tanh(proj.ptr(), gelu.ptr(), proj.numel());
       out.emplace_back("proj_out", std::move(proj));
       out.emplace_back("gelu_out", std::move(gelu));
     } else {
-      out.emplace_back("q", linear(psi::BiasRule::fused_f32, v->product));
+      out.emplace_back("q", linear(psi::BiasRule::fused_f32, v.product));
     }
-    compare_and_keep(ctx, v->name, std::move(out), {""});
+    compare_and_keep(ctx, v.name, std::move(out), {""});
   }
 }
 

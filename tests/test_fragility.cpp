@@ -28,7 +28,7 @@ const psi::exp::TinyTrajectory& tiny() {
 }
 
 const std::vector<psi::exp::OpFragility>& audit() {
-  static const auto a = psi::exp::audit_step(tiny(), 1, false);
+  static const auto a = psi::exp::audit_step(tiny(), 1, false, {});
   return a;
 }
 
@@ -74,15 +74,12 @@ TEST(Fragility, FragileElementsAreThoseSomeOrderChanges) {
 // only its own shape is changed.
 TEST(Fragility, AnOrdersCountIsWhatTheForwardGivesUnderThatOrder) {
   psi::exp::OpCapture base;
-  psi::exp::observed_step(tiny(), 1, base);
+  psi::exp::observed_step(tiny(), 1, {}, base);
   const auto run_with = [&](const psi::official::ShapeKey& key, psi::official::KernelChoice c) {
-    const psi::official::KernelConfig saved = psi::official::kernel_config();
-    psi::official::KernelConfig changed = saved;
+    psi::official::KernelConfig changed;
     changed.set(key, c);
-    psi::official::set_kernel_config(changed);
     psi::exp::OpCapture cap;
-    psi::exp::observed_step(tiny(), 1, cap);
-    psi::official::set_kernel_config(saved);
+    psi::exp::observed_step(tiny(), 1, changed, cap);
     return cap;
   };
   const auto differing = [](const psi::Bf16Tensor& a, const psi::Bf16Tensor& b) {

@@ -1,7 +1,8 @@
 // The kernel configuration (engine/official/kernel_config.h) and its file
 // (experiments/kernel_config_file.h): the K slices, the recorded default, overrides reaching the
-// tensor-core Linear and SDPA MATH's two FP32 products bit for bit, the shape log and its sites,
-// and every malformed configuration file refused with its name.
+// tensor-core Linear and SDPA MATH's two FP32 products bit for bit, a run's variants carrying its
+// configuration, the shape log and its sites, and every malformed configuration file refused
+// with its name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,7 +17,10 @@
 #include "engine/official/attention_math.h"
 #include "engine/official/kernel_config.h"
 #include "engine/official/tensor_core.h"
+#include "engine/model/variant.h"
 #include "engine/ops/attention.h"
+#include "engine/ops/gemm.h"
+#include "experiments/experiment.h"
 #include "experiments/kernel_config_file.h"
 
 namespace {
@@ -33,12 +37,6 @@ std::vector<Bf16> random_bf16(std::mt19937& g, std::size_t n) {
   for (auto& x : v) x = psi::bf16_rne(d(g));
   return v;
 }
-
-// Sets a configuration for one test and puts the recorded choices back.
-struct ScopedConfig {
-  explicit ScopedConfig(KernelConfig c) { set_kernel_config(std::move(c)); }
-  ~ScopedConfig() { set_kernel_config(KernelConfig{}); }
-};
 
 using Slices = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
@@ -100,11 +98,10 @@ TEST(KernelConfig, TensorCoreLinearFollowsTheConfiguredSplit) {
     c.set({ChainKind::tensor_core, {M == 1 ? 72 : M, N, K}}, {3, 16});
     std::vector<Bf16> split(std::size_t(M * N)), whole(std::size_t(M * N));
     {
-      const ScopedConfig on(c);
       const RowsAsIf as_if(72);
-      tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {split.data(), M, N, N});
+      tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {split.data(), M, N, N}, &c);
     }
-    tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {whole.data(), M, N, N});
+    tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {whole.data(), M, N, N}, nullptr);
     std::int64_t apart = 0;
     for (std::int64_t m = 0; m < M; ++m)
       for (std::int64_t n = 0; n < N; ++n) {
@@ -132,11 +129,8 @@ TEST(KernelConfig, TensorCoreShapeAsFp32FmaChains) {
   KernelConfig c;
   c.set({ChainKind::tensor_core, {M, N, K}}, {2, 16, true});
   std::vector<Bf16> y(std::size_t(M * N)), tensor(std::size_t(M * N));
-  {
-    const ScopedConfig on(c);
-    tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {y.data(), M, N, N});
-  }
-  tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {tensor.data(), M, N, N});
+  tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {y.data(), M, N, N}, &c);
+  tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {tensor.data(), M, N, N}, nullptr);
   std::int64_t apart = 0;
   for (std::int64_t m = 0; m < M; ++m)
     for (std::int64_t n = 0; n < N; ++n) {
@@ -149,6 +143,39 @@ TEST(KernelConfig, TensorCoreShapeAsFp32FmaChains) {
     }
   // The large cancelling terms leave different residues in FMA chains and block FMAs.
   EXPECT_GT(apart, 0);
+}
+
+// The configuration a run was given (Options::kernels, psi run --kernel-config) is in every
+// variant the run computes with: an official product through ops::linear takes its split, the
+// MATH core's options carry it, and the report's record of the options gives it back.
+TEST(KernelConfig, ARunsVariantsCarryItsConfiguration) {
+  std::mt19937 g(15);
+  const std::int64_t M = 4, N = 6, K = 96;
+  const auto A = cancelling(g, M, K, 1.0f, false), W = cancelling(g, N, K, 65536.0f, true);
+  const auto b = random_bf16(g, N);
+  KernelConfig c;
+  c.set({ChainKind::tensor_core, {M, N, K}}, {3, 16});
+  c.set({ChainKind::f32_scores, {8, 40, 48}}, {2, 16});
+  psi::exp::Options o;
+  o.kernels = std::make_shared<const KernelConfig>(c);
+  const model::NumericsVariant v = psi::exp::variant_of(o, "official-h200");
+  std::vector<Bf16> run(std::size_t(M * N)), want(std::size_t(M * N)), recorded(std::size_t(M * N));
+  ops::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {run.data(), M, N, N}, v.product);
+  tc::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {want.data(), M, N, N}, &c);
+  ops::linear({A.data(), M, K, K}, {W.data(), N, K, K}, b.data(), BiasRule::fused_f32, {recorded.data(), M, N, N},
+              model::numerics_variant("official-h200").product);
+  std::int64_t apart = 0;
+  for (std::size_t e = 0; e < run.size(); ++e) {
+    EXPECT_EQ(run[e].bits, want[e].bits) << e;
+    apart += run[e].bits != recorded[e].bits;
+  }
+  EXPECT_GT(apart, 0) << "the inputs do not tell the configured split from the recorded choice";
+  EXPECT_EQ(v.sdpa(48).kernels.get(), o.kernels.get());
+  EXPECT_EQ(model::numerics_variant("official-h200").sdpa(48).kernels, nullptr);
+  const psi::exp::Options back = psi::exp::Options::from_json(o.to_json());
+  ASSERT_NE(back.kernels, nullptr);
+  EXPECT_EQ(back.kernels->overrides(), c.overrides());
+  EXPECT_EQ(psi::exp::Options::from_json(psi::exp::Options{}.to_json()).kernels, nullptr);
 }
 
 // SDPA MATH's two products follow their configured splits: the scores over the head width, P·V
@@ -174,13 +201,10 @@ TEST(KernelConfig, SdpaMathProductsFollowTheConfiguredSplits) {
   c.set({ChainKind::f32_scores, {Nq, Nk, d}}, {3, 16});
   c.set({ChainKind::f32_values, {Nq, d, Nk}}, {3, 16});
   std::vector<Bf16> split(std::size_t(Nq * d)), whole(std::size_t(Nq * d));
-  {
-    const ScopedConfig on(c);
-    sdpa_math_h200({q.data(), Nq, d, d}, {k.data(), Nk, d, d}, {v.data(), Nk, d, d}, 1, nullptr, 0,
-                   ExpModel::ex2_table, {split.data(), Nq, d, d});
-  }
   sdpa_math_h200({q.data(), Nq, d, d}, {k.data(), Nk, d, d}, {v.data(), Nk, d, d}, 1, nullptr, 0, ExpModel::ex2_table,
-                 {whole.data(), Nq, d, d});
+                 {split.data(), Nq, d, d}, &c);
+  sdpa_math_h200({q.data(), Nq, d, d}, {k.data(), Nk, d, d}, {v.data(), Nk, d, d}, 1, nullptr, 0, ExpModel::ex2_table,
+                 {whole.data(), Nq, d, d}, nullptr);
   const float factor = sdpa_qk_factor(d);
   std::int64_t apart = 0;
   for (std::int64_t i = 0; i < Nq; ++i) {
@@ -209,7 +233,7 @@ TEST(KernelConfig, ShapeLogListsEachShapeWithItsSites) {
   std::mt19937 g(13);
   const auto A = random_bf16(g, 2 * 32), W = random_bf16(g, 4 * 32);
   std::vector<Bf16> y(8);
-  const auto run = [&] { tc::linear({A.data(), 2, 32, 32}, {W.data(), 4, 32, 32}, nullptr, BiasRule::fused_f32, {y.data(), 2, 4, 4}); };
+  const auto run = [&] { tc::linear({A.data(), 2, 32, 32}, {W.data(), 4, 32, 32}, nullptr, BiasRule::fused_f32, {y.data(), 2, 4, 4}, nullptr); };
   run();  // before the log: not listed
   start_shape_log();
   {

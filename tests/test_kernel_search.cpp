@@ -55,7 +55,7 @@ TEST(KernelSearch, OneStepAloneIsThatStepOfTheWholeTeacherForcedRun) {
                                                      psi::model::numerics_variant("official-h200"), h);
     ASSERT_EQ(whole.states.size(), 13u);
     for (int step : psi::exp::TinyTrajectory::steps()) {
-      const auto [alone, recorded] = t.forced_state(step);
+      const auto [alone, recorded] = t.forced_state(step, {});
       EXPECT_EQ(alone.name, whole.states[std::size_t(step)].name);
       EXPECT_TRUE(same_bits(alone.video, whole.states[std::size_t(step)].video)) << rows << " step " << step;
       EXPECT_TRUE(same_bits(alone.audio, whole.states[std::size_t(step)].audio)) << rows << " step " << step;
@@ -66,7 +66,7 @@ TEST(KernelSearch, OneStepAloneIsThatStepOfTheWholeTeacherForcedRun) {
 
 TEST(KernelSearch, OneStepAloneNeedsAModelStepAndATeacher) {
   const psi::exp::TinyTrajectory t(reference(), 1);
-  for (int bad : {0, 9, 13}) EXPECT_THROW(t.forced_state(bad), psi::Error) << bad;
+  for (int bad : {0, 9, 13}) EXPECT_THROW(t.forced_state(bad, {}), psi::Error) << bad;
   psi::model::SynthInitSource w(0);
   psi::pipeline::TrajectoryHooks h;
   h.only_step = 3;
@@ -77,8 +77,7 @@ TEST(KernelSearch, OneStepAloneNeedsAModelStepAndATeacher) {
 }
 
 // A short search: every trial's objective is what that configuration gives when run again, the
-// best is no worse than the start and is what the trials kept, and the active configuration is
-// left as it was.
+// best is no worse than the start and is what the trials kept.
 TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   const psi::exp::TinyTrajectory t(reference(), 1);
   psi::exp::KernelSearchOptions o;
@@ -90,8 +89,7 @@ TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   std::size_t seen = 0;
   const auto r = psi::exp::search_kernels(t, psi::official::KernelConfig{}, o,
                                           [&](const psi::exp::KernelTrial&, std::size_t done, std::size_t) { seen = done; });
-  EXPECT_TRUE(psi::official::kernel_config().overrides().empty());
-  EXPECT_EQ(r.start_objective, t.forced_step(1).sum());
+  EXPECT_EQ(r.start_objective, t.forced_step(1, {}).sum());
   EXPECT_LE(r.best_objective, r.start_objective);
   EXPECT_EQ(r.sweeps, 1);
   ASSERT_FALSE(r.trials.empty());
@@ -104,9 +102,7 @@ TEST(KernelSearch, TheBestConfigurationIsWhatRunningItGives) {
   for (const auto& tr : r.trials)
     if (tr.kept) kept_best = tr.objective;
   EXPECT_EQ(kept_best, r.best_objective);
-  psi::official::set_kernel_config(r.best);
-  EXPECT_EQ(t.forced_step(1).sum(), r.best_objective);
-  psi::official::set_kernel_config({});
+  EXPECT_EQ(t.forced_step(1, r.best).sum(), r.best_objective);
 }
 
 // The searches whose numbers docs/official-kernels.md reports (docs/runs/kernel-search-step*.json,
@@ -128,11 +124,8 @@ TEST(KernelSearch, StoredSearchesHoldTheirNumbers) {
     std::ofstream(start_path) << start_file.dump();
     const psi::official::KernelConfig start = psi::exp::read_kernel_config(start_path), best = psi::exp::read_kernel_config(e.path());
     fs::remove(start_path);
-    psi::official::set_kernel_config(start);
-    EXPECT_EQ(one.forced_step(step).sum(), rec.at("start_objective").get<std::int64_t>()) << name;
-    psi::official::set_kernel_config(best);
-    EXPECT_EQ(one.forced_step(step).sum(), rec.at("best_objective").get<std::int64_t>()) << name;
-    psi::official::set_kernel_config({});
+    EXPECT_EQ(one.forced_step(step, start).sum(), rec.at("start_objective").get<std::int64_t>()) << name;
+    EXPECT_EQ(one.forced_step(step, best).sum(), rec.at("best_objective").get<std::int64_t>()) << name;
     for (const psi::exp::TinyTrajectory* t : {&one, &wide}) {
       const auto base = psi::exp::confirm(*t, {}), found = psi::exp::confirm(*t, best);
       int rows = 0;

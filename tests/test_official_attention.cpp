@@ -58,7 +58,7 @@ constexpr std::int64_t kRecordedHeads = 32;
 Bf16Tensor run_h200(const Recorded& r, official::ExpModel exp) {
   Bf16Tensor out(r.q.shape);
   official::sdpa_math_h200(psi::as_matrix(r.q), psi::as_matrix(r.k), psi::as_matrix(r.v), kRecordedHeads, nullptr, 0, exp,
-                      psi::as_matrix(out));
+                      psi::as_matrix(out), nullptr);
   return out;
 }
 
@@ -223,10 +223,10 @@ TEST(OfficialAttention, ThreadCountDoesNotMatter) {
   Bf16Tensor a({37, 128}), b({37, 128});
   psi::set_thread_count(1);
   official::sdpa_math_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 2, nullptr, 0,
-                      official::ExpModel::ex2_table, psi::as_matrix(a));
+                      official::ExpModel::ex2_table, psi::as_matrix(a), nullptr);
   psi::set_thread_count(3);
   official::sdpa_math_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 2, nullptr, 0,
-                      official::ExpModel::ex2_table, psi::as_matrix(b));
+                      official::ExpModel::ex2_table, psi::as_matrix(b), nullptr);
   psi::set_thread_count(0);
   EXPECT_EQ(a.data, b.data);
 }
@@ -451,7 +451,7 @@ TEST(OfficialAttention, RowLengthPicksTheKernel) {
     for (std::int64_t j = 0; j < nk; j += 3) mask[2 * nk + j] = -kInf;
     Bf16Tensor got({5, 64});
     official::sdpa_math_h200(psi::as_matrix(q), psi::as_matrix(k), psi::as_matrix(v), 1, mask.data(), nk,
-                        official::ExpModel::ex2_table, psi::as_matrix(got));
+                        official::ExpModel::ex2_table, psi::as_matrix(got), nullptr);
     const Bf16Tensor want = plain_h200_head(q, k, v, mask.data(), [&](std::vector<float>& row) {
       if (nk > official::kWarpSoftmaxMaxKeys) row = literal_reg_softmax(row, official::ExpModel::ex2_table);
       else if (std::all_of(row.begin(), row.end(), [](float x) { return x == -kInf; }))

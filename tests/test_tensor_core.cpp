@@ -459,11 +459,11 @@ TEST(TensorCore, LinearEpilogueAddsTheBiasInFloat32) {
   const auto b = random_vec(g, N, 3);
   std::vector<Bf16> fused(M * N), after(M * N), none(M * N);
   tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, b.data(), psi::BiasRule::fused_f32,
-             psi::Bf16Mat{fused.data(), M, N, N});
+             psi::Bf16Mat{fused.data(), M, N, N}, nullptr);
   tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, b.data(), psi::BiasRule::after_bf16,
-             psi::Bf16Mat{after.data(), M, N, N});
+             psi::Bf16Mat{after.data(), M, N, N}, nullptr);
   tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, nullptr, psi::BiasRule::fused_f32,
-             psi::Bf16Mat{none.data(), M, N, N});
+             psi::Bf16Mat{none.data(), M, N, N}, nullptr);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K), wr(W.begin() + n * K, W.begin() + (n + 1) * K);
@@ -487,7 +487,7 @@ TEST(TensorCore, OneRowProductOver4096IsSplitInTwo) {
     const auto b = random_vec(g, N, 3);
     std::vector<Bf16> y(std::size_t(M) * N);
     tc::linear(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, b.data(), psi::BiasRule::fused_f32,
-               psi::Bf16Mat{y.data(), M, N, N});
+               psi::Bf16Mat{y.data(), M, N, N}, nullptr);
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) {
         const auto x0 = A.begin() + std::ptrdiff_t(m) * K, w0 = W.begin() + std::ptrdiff_t(n) * K;

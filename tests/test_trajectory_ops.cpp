@@ -209,7 +209,7 @@ TEST(TrajectoryOps, ChangeInsideTheForwardIsNamedAndDownstreamIsInherited) {
   const psi::exp::TinyTrajectory t(psi::test::reference_dir(), 1);
   for (const std::string site : {"transformer_blocks.0.video.attn1.to_v", "transformer_blocks.1.video.attn1.sdpa"}) {
     Planting p(site);
-    psi::exp::observed_step(t, 1, p);
+    psi::exp::observed_step(t, 1, {}, p);
     const fs::path f = d.path / "changed.h5";
     psi::exp::write_capture(f, "trajectory_tiny", 1, t.state_name(1), t.seed(), p.capture.ops());
     const psi::exp::StepReplay rep = replay(f);

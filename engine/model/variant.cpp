@@ -85,10 +85,17 @@ const std::vector<NumericsVariant>& step_variants() {
 
 }  // namespace
 
+NumericsVariant NumericsVariant::with_kernels(official::KernelConfigRef kernels) const {
+  NumericsVariant v = *this;
+  v.product.kernels = std::move(kernels);
+  return v;
+}
+
 ops::SdpaOptions NumericsVariant::sdpa(std::int64_t head_dim) const {
   ops::SdpaOptions o;
   o.form = attention;
   o.core = core;
+  o.kernels = product.kernels;
   o.flash_steps = flash_steps;
   o.key_tile = key_tile;
   o.p_bf16 = head_dim <= 64 ? p_bf16_narrow_heads : p_bf16_wide_heads;

@@ -53,7 +53,9 @@ struct NumericsVariant {
   ops::FfnSchedule ffn_schedule = ops::FfnSchedule::dense;
   std::int64_t ffn_hidden_tile = ops::kHiddenTile;  // min(this, hidden) for small models
   psi::BiasRule ffn_up_bias = psi::BiasRule::fused_f32;  // every FFN up-projection that has a bias
-  ops::Product product = ops::Product::psi_f32;          // every Linear's accumulator arithmetic
+  // Every Linear's accumulator arithmetic, and the per-shape kernel choices (kernel_config.h)
+  // that the official products and the official MATH core's two products take.
+  ops::Product product = ops::Product::psi_f32;
   ops::NormKernel norm = ops::NormKernel::psi_f32;       // every RMS norm's arithmetic
   // positions, RoPE tables and timestep sinusoid (model level, outside the blocks' kernels)
   official::F32Math model_math = official::F32Math::host;
@@ -66,6 +68,10 @@ struct NumericsVariant {
   // The dense forms (MATH attention, whole-tensor FFN) run on whole host tensors; the PSI
   // forms through the executor's arena.
   bool whole_tensors() const { return attention == ops::SoftmaxForm::math && ffn_schedule == ops::FfnSchedule::dense; }
+
+  // This variant with the kernel choices `kernels` (null: the recorded ones). Only the official
+  // arithmetic has kernels to choose: psi's own ignores them.
+  NumericsVariant with_kernels(official::KernelConfigRef kernels) const;
 
   // The attention kernel options for heads of width head_dim.
   ops::SdpaOptions sdpa(std::int64_t head_dim) const;

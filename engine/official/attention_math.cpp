@@ -181,7 +181,7 @@ void h200_softmax_row(float* s, std::int64_t n, ExpModel exp) {
 }
 
 void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const float* mask,
-                    std::int64_t mask_ld, ExpModel exp, Bf16Mat out) {
+                    std::int64_t mask_ld, ExpModel exp, Bf16Mat out, const KernelConfig* kernels) {
   if (heads <= 0 || q.cols % heads != 0 || k.cols != q.cols || v.cols != q.cols || v.rows != k.rows ||
       out.rows != q.rows || out.cols != q.cols)
     throw Error("sdpa (h200 MATH core): q " + std::to_string(q.rows) + "x" + std::to_string(q.cols) + ", k " +
@@ -196,8 +196,8 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
   const ProductShape score_shape{Nq, Nk, d}, value_shape{Nq, d, Nk};
   log_product(ChainKind::f32_scores, score_shape);
   log_product(ChainKind::f32_values, value_shape);
-  const auto score_slices = k_slices(d, kernel_config().choice(ChainKind::f32_scores, score_shape));
-  const auto value_slices = k_slices(Nk, kernel_config().choice(ChainKind::f32_values, value_shape));
+  const auto score_slices = k_slices(d, kernel_choice(kernels, ChainKind::f32_scores, score_shape));
+  const auto value_slices = k_slices(Nk, kernel_choice(kernels, ChainKind::f32_values, value_shape));
   std::vector<float> qs(Nq * d), kt(d * Nk), vf(Nk * d);
   for (std::int64_t h = 0; h < heads; ++h) {
     // q' row-major, k' transposed (a score row is then Nk chains stepped together), v row-major.

@@ -25,11 +25,12 @@
 //      BF16 round-to-nearest-even.
 //
 // The GEMMs are established for the recorded shapes (the blocks' attentions); other shapes may
-// get other SGEMM kernels on the GPU: the active kernel configuration (kernel_config.h) can
+// get other SGEMM kernels on the GPU: a kernel configuration (kernel_config.h) can
 // split either product's K, each slice a chain from +0 and the partial sums added in order.
 #include <cstdint>
 
 #include "engine/matrix.h"
+#include "engine/official/kernel_config.h"
 #include "engine/official/nv_expf.h"
 
 namespace psi::official {
@@ -48,9 +49,10 @@ inline constexpr int kSoftmaxBlockThreads = 1024;
 inline constexpr std::int64_t kRegSoftmaxMaxKeys = 9 * kSoftmaxBlockThreads;
 
 // q [Nq, H·d], k and v [Nk, H·d], out [Nq, H·d]; mask: additive float32 [Nq, Nk] shared by
-// all heads, rows mask_ld apart, or null. Shapes as ops::sdpa checks them.
+// all heads, rows mask_ld apart, or null. Shapes as ops::sdpa checks them. The products' K
+// splits are `kernels`' choices (null: the recorded ones).
 void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const float* mask,
-                    std::int64_t mask_ld, ExpModel exp, Bf16Mat out);
+                    std::int64_t mask_ld, ExpModel exp, Bf16Mat out, const KernelConfig* kernels);
 
 // The FP32 FMA chains of the MATH core's two products: C[r][j] = fma(A[r][c], B[c][j], C[r][j])
 // for c0 ≤ c < c1 ascending, r < rows, j < n, each element one chain from its value in C

@@ -62,11 +62,6 @@ void KernelConfig::set(const ShapeKey& key, KernelChoice c) {
 
 namespace {
 
-KernelConfig& active() {
-  static KernelConfig c;
-  return c;
-}
-
 thread_local std::string t_site;
 thread_local std::int64_t t_rows_as_if = 0;  // 0: none
 
@@ -82,8 +77,9 @@ Log& shape_log() {
 
 }  // namespace
 
-const KernelConfig& kernel_config() { return active(); }
-void set_kernel_config(KernelConfig c) { active() = std::move(c); }
+KernelChoice kernel_choice(const KernelConfig* c, ChainKind kind, const ProductShape& s) {
+  return c ? c->choice(kind, s) : recorded_choice(kind, s);
+}
 
 ProductSite::ProductSite(std::string_view name) : restore_(t_site.size()) {
   if (!t_site.empty()) t_site += '.';

@@ -5,11 +5,13 @@
 // +0 and adds the partial sums in FP32, slice after slice, before the epilogue. What the block
 // recordings established is the default (recorded_choice); a KernelConfig overrides it per
 // shape, so that other choices can be tried on shapes no block recording covers (the tiny
-// model's) without rebuilding. The process has one active configuration (set before a run;
-// read by every official product), and a shape log that lists the products a run made.
+// model's) without rebuilding. A configuration is part of the numerics: it travels with the
+// variant (ops::Product's and ops::SdpaOptions' `kernels`) to each product it decides, so a
+// reader of a call sees it; the process keeps only a shape log that lists the products a run made.
 #include <compare>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,9 +71,12 @@ class KernelConfig {
   std::map<ShapeKey, KernelChoice> overrides_;
 };
 
-// The active configuration (initially none overridden). Set it before a run, not during one.
-const KernelConfig& kernel_config();
-void set_kernel_config(KernelConfig c);
+// A configuration as the numerics carry it, shared by the copies of a variant; null: none
+// overridden (every product takes recorded_choice).
+using KernelConfigRef = std::shared_ptr<const KernelConfig>;
+
+// The choice `c` makes for the shape; recorded_choice when `c` is null.
+KernelChoice kernel_choice(const KernelConfig* c, ChainKind kind, const ProductShape& s);
 
 // The place a product is made, for the shape log: scopes nest ("video.attn1.to_q"). Per thread;
 // the products of one model forward are issued from the thread that runs it.

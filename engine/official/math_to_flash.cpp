@@ -111,7 +111,7 @@ void sdpa_math_to_flash(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, 
   if (steps < 0 || steps > kMathToFlashSteps)
     throw Error("sdpa (MATH to FLASH): " + std::to_string(steps) + " steps (0 to " +
                 std::to_string(kMathToFlashSteps) + ")");
-  if (steps == 0) return sdpa_math_h200(q, k, v, heads, nullptr, 0, ExpModel::ex2_table, out);
+  if (steps == 0) return sdpa_math_h200(q, k, v, heads, nullptr, 0, ExpModel::ex2_table, out, nullptr);
   if (steps == kMathToFlashSteps) return sdpa_flash_h200(q, k, v, heads, out);
   if (heads <= 0 || q.cols % heads != 0 || k.cols != q.cols || v.cols != q.cols || v.rows != k.rows ||
       out.rows != q.rows || out.cols != q.cols)

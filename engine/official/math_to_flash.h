@@ -4,7 +4,7 @@
 // differ can be put down to the step that makes the difference. Step k replaces MATH's way of
 // doing one thing by FLASH's; sdpa_math_to_flash with the first `steps` of them:
 //
-//   0  (none)          bitwise sdpa_math_h200
+//   0  (none)          bitwise sdpa_math_h200 (under the recorded kernel choices)
 //   1  QK product      FP32 FMA chains over q' = f32(q·f), k' = f32(k·f), f = f32(√(1/√d)) →
 //                      the tensor-core chains over the BF16 q and k
 //   2  exponent        expf(x − max) of the scaled scores (libdevice) → ex2.approx(f32(f32(S·c)

@@ -23,6 +23,7 @@ struct ProductCall {
   const Bf16* bias = nullptr;
   BiasRule rule = BiasRule::fused_f32;
   Bf16Mat y;  // may be changed by the observer: the forward goes on with what it holds
+  const KernelConfig* kernels = nullptr;  // the kernel choices it ran under (null: the recorded)
 };
 
 // out = softmax(q·kᵀ / √d)·v over `heads` heads (ops::sdpa), no mask.
@@ -32,6 +33,7 @@ struct AttentionCall {
   std::int64_t heads = 0;
   bool masked = false;
   Bf16Mat out;  // may be changed by the observer, as ProductCall::y
+  const KernelConfig* kernels = nullptr;  // as ProductCall's
 };
 
 class OpObserver {

@@ -38,6 +38,7 @@
 #include "engine/bf16.h"
 #include "engine/epilogue.h"
 #include "engine/matrix.h"
+#include "engine/official/kernel_config.h"
 #include "engine/tensor.h"
 
 namespace psi::official::tc {
@@ -67,8 +68,8 @@ float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc = 0.0f,
 // [N, K]. Vectorised and threaded; bitwise dot() per element, whatever the thread count.
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
 
-// y = x Wᵀ + b with the epilogue above. The K split is the active kernel configuration's
-// choice for the shape (kernel_config.h): each K slice a chain of its own from +0, the partial
+// y = x Wᵀ + b with the epilogue above. The K split is `kernels`' choice for the shape
+// (kernel_config.h; null: the recorded choices): each K slice a chain of its own from +0, the partial
 // sums added in FP32 in slice order before the epilogue. By default a one-row product over
 // K = 4,096 is split in two, as cuBLASLt's heuristic chose on the full block's video text
 // cross-attention, whose one-token context makes to_k and to_v 1 x 4,096 x 4,096 products: with
@@ -77,7 +78,7 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
 // audio context) are single chains on the recordings (../shared/spec/h200-tensor-core-gemm.md,
 // "Which kernels this covers"). bias may be null (then y = bf16(acc)). Tensors go through
 // ops::linear with Product::h200_tensor_core.
-void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y);
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, const KernelConfig* kernels);
 
 // The lane kernel the matrix form runs: the best the machine has (default); or one named, for
 // the tests that check that every kernel gives the same bits. `avx512` also finishes each

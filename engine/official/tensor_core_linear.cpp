@@ -56,7 +56,7 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
   });
 }
 
-void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) {
+void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, const KernelConfig* kernels) {
   if (x.cols != W.cols)
     throw Error("tensor-core linear: input width " + std::to_string(x.cols) + " but weight is [" +
                 std::to_string(W.rows) + ", " + std::to_string(W.cols) + "]");
@@ -67,7 +67,7 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y) 
   log_product(ChainKind::tensor_core, shape);
   const std::size_t size = std::size_t(x.rows * W.rows);
   std::vector<float> acc(size, 0.0f);
-  const KernelChoice choice = kernel_config().choice(ChainKind::tensor_core, shape);
+  const KernelChoice choice = kernel_choice(kernels, ChainKind::tensor_core, shape);
   const auto slices = k_slices(x.cols, choice);
   if (choice.fma_chain) {
     for (std::int64_t m = 0; m < x.rows; ++m)

@@ -216,7 +216,7 @@ void sdpa_unobserved(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, con
   }
   const std::int64_t mask_ld = opt.mask_ld > 0 ? opt.mask_ld : Nk;
   if (opt.core == AttentionCore::h200_math) {
-    official::sdpa_math_h200(q, k, v, heads, opt.mask, mask_ld, official::ExpModel::ex2_table, out);
+    official::sdpa_math_h200(q, k, v, heads, opt.mask, mask_ld, official::ExpModel::ex2_table, out, opt.kernels.get());
     return;
   }
   if (opt.core == AttentionCore::h200_flash) {
@@ -246,7 +246,7 @@ void sdpa(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, const SdpaOpti
           Bf16Mat out) {
   sdpa_unobserved(q, k, v, heads, opt, out);
   if (official::OpObserver* o = official::op_observer())
-    o->attention({official::op_site(), q, k, v, heads, opt.mask != nullptr, out});
+    o->attention({official::op_site(), q, k, v, heads, opt.mask != nullptr, out, opt.kernels.get()});
 }
 
 }  // namespace psi::ops

@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "engine/matrix.h"
+#include "engine/official/kernel_config.h"
 
 namespace psi::ops {
 
@@ -49,6 +50,9 @@ struct SdpaOptions {
   SoftmaxForm form = SoftmaxForm::math;
   AttentionCore core = AttentionCore::psi_f32;  // math form only
   int flash_steps = 0;                          // core h200_math_to_flash only
+  // core h200_math only: the K splits of its two products (official/kernel_config.h); null: the
+  // recorded choices.
+  official::KernelConfigRef kernels;
   std::int64_t key_tile = 128;  // online only; any positive size, the last tile may be shorter
   bool p_bf16 = true;           // online only
   // Additive float32 mask [Nq, Nk] shared by all heads, or null. −∞ masks.

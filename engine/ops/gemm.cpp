@@ -311,14 +311,14 @@ void check_linear(CBf16Mat x, CBf16Mat W, std::int64_t y_rows, std::int64_t y_co
 }  // namespace
 
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C, Product product) {
-  if (product == Product::h200_tensor_core) return official::tc::gemm_accumulate(A, W, C);
+  if (product.arith == Arith::h200_tensor_core) return official::tc::gemm_accumulate(A, W, C);
   gemm_accumulate_impl(A, W, C);
 }
 void gemm_accumulate(CF32Mat A, CF32Mat W, F32Mat C) { gemm_accumulate_impl(A, W, C); }
 
 void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, Product product) {
-  if (product == Product::h200_tensor_core) {
-    official::tc::linear(x, W, bias, rule, y);
+  if (product.arith == Arith::h200_tensor_core) {
+    official::tc::linear(x, W, bias, rule, y, product.kernels.get());
   } else {
     check_linear(x, W, y.rows, y.cols);
     ordered_product(x, W, zero_block,
@@ -330,7 +330,7 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, 
                     });
   }
   if (official::OpObserver* o = official::op_observer())
-    o->product({official::op_site(), {official::rows_as_if(x.rows), W.rows, x.cols}, x, W, bias, rule, y});
+    o->product({official::op_site(), {official::rows_as_if(x.rows), W.rows, x.cols}, x, W, bias, rule, y, product.kernels.get()});
 }
 
 void linear_f32(CBf16Mat x, CBf16Mat W, const Bf16* bias, F32Mat y) {

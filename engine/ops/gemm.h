@@ -12,15 +12,30 @@
 
 #include "engine/epilogue.h"
 #include "engine/matrix.h"
+#include "engine/official/kernel_config.h"
 #include "engine/tensor.h"
 
 namespace psi::ops {
 
 // The arithmetic of a BF16 product's float32 accumulator.
-enum class Product {
+enum class Arith {
   psi_f32,           // psi's own float32 order (above)
   h200_tensor_core,  // the H200 tensor core's block-FMA chain (tensor_core.h): the official bits
 };
+
+// Everything that decides a product's bits, in one value: the arithmetic and, for the H200's,
+// which kernel ran for each product shape (its K split, official/kernel_config.h; null: the
+// recorded choices). Which lane kernel and how many threads compute it do not change a bit
+// (tensor_core.h): they are how fast, not what.
+struct Product {
+  Arith arith = Arith::psi_f32;
+  official::KernelConfigRef kernels;
+
+  static const Product psi_f32;
+  static const Product h200_tensor_core;  // under the recorded kernel choices
+};
+inline const Product Product::psi_f32{Arith::psi_f32, nullptr};
+inline const Product Product::h200_tensor_core{Arith::h200_tensor_core, nullptr};
 
 // C[m][n] += Σ_k A[m][k]·W[n][k] in the order above (K chunks start at A/W column 0); with
 // Product::h200_tensor_core the chain of tensor_core.h continued from C (split K at multiples
