@@ -65,9 +65,6 @@ std::string_view status_name(CompareStatus s) {
   return "unsupported";
 }
 
-bool provenance_field(const std::string& name) {
-  return name == "provenance" || name == "file" || name == "compared_to";
-}
 
 DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_a, const hdf5::File& b,
                                    const std::string& path_b, const CompareOptions& opt) {

@@ -48,14 +48,11 @@ struct CompareOptions {
   // unless this is set; a field is one when both files declare it: a key named in the dataset's
   // attribute `time_fields` (a JSON list; a report's cases carry it), a cell of a column named in
   // a table's `time_columns` (report/table.h). Nothing is taken for a time by its name.
+  // Likewise the keys both files name in a text's attribute `provenance_fields` say where an
+  // input or output lay (a report's case `file`, a table's `provenance` lines): their
+  // differences are shown, never counted, so the same run reached by other paths compares equal.
   bool timing = false;
 };
-
-// A field that says where an input lay rather than what it held: a table's `provenance` lines,
-// a case's `file` (the recording's or the run's state file, as given) and `compared_to` (the
-// reference run's state file). Two runs on the same recordings reached by other paths, or
-// written to other names, differ only there; such differences are shown, never counted.
-bool provenance_field(const std::string& name);
 
 enum class CompareStatus {
   equal,           // every compared element bitwise equal

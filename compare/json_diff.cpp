@@ -9,6 +9,7 @@
 
 #include "compare/file_attrs.h"
 #include "engine/json_read.h"
+#include "hdf5/schema.h"
 
 namespace psi::compare {
 
@@ -33,10 +34,12 @@ std::set<std::string> declared_by_both(const nlohmann::json& a, const nlohmann::
 
 // The leaves of two JSON values side by side: each leaf (or a leaf on one side only) counted,
 // and those that differ recorded by path; a leaf under a time field (a key in `time_keys`, a cell
-// of a table's time column) is counted apart.
+// of a table's time column) or under a provenance field (a key in `provenance_keys`) is counted
+// apart.
 struct JsonDiff {
   bool timing = false;
-  std::set<std::string> time_keys;  // declared by both files (the dataset's time_fields)
+  std::set<std::string> time_keys;        // declared by both files (the dataset's time_fields)
+  std::set<std::string> provenance_keys;  // the same for provenance_fields
   std::int64_t leaves = 0, timing_leaves = 0, timing_differing = 0, provenance_leaves = 0;
   std::vector<std::string> differing;  // paths, in document order
   std::string first;                   // "path: A=… B=…" of the first
@@ -87,7 +90,7 @@ struct JsonDiff {
           continue;
         }
         const bool was = in_provenance;
-        in_provenance = in_provenance || provenance_field(k);
+        in_provenance = in_provenance || provenance_keys.count(k);
         walk(sub, x, y, timed || time_keys.count(k));
         in_provenance = was;
       }
@@ -129,15 +132,19 @@ bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf
   if (!(ja.is_object() || ja.is_array()) || !(jb.is_object() || jb.is_array())) return false;
   JsonDiff d;
   d.timing = opt.timing;
-  // The keys that measure time are what the writer declared beside the text (attribute
-  // time_fields, a JSON list), never guessed from their names.
-  const auto declared = [](const hdf5::File& f, const std::string& path) {
-    const std::string list = string_attr(f, path, "time_fields");
+  // The keys that measure time and those that name a path are what the writer declared beside
+  // the text (attributes time_fields and provenance_fields, JSON lists), never guessed from
+  // their names.
+  const auto declared = [](const hdf5::File& f, const std::string& path, const char* attr) {
+    const std::string list = string_attr(f, path, attr);
     if (list.empty()) return nlohmann::json();
-    return read_json_if_valid(list, f.path().string() + ":" + path + "@time_fields").value_or(nullptr);
+    return read_json_if_valid(list, f.path().string() + ":" + path + "@" + attr).value_or(nullptr);
   };
-  const nlohmann::json da = declared(a, path_a), db = declared(b, path_b);
+  const nlohmann::json da = declared(a, path_a, hdf5::attr::time_fields), db = declared(b, path_b, hdf5::attr::time_fields);
+  const nlohmann::json pa = declared(a, path_a, hdf5::attr::provenance_fields),
+                       pb = declared(b, path_b, hdf5::attr::provenance_fields);
   d.time_keys = declared_by_both(da, db);
+  d.provenance_keys = declared_by_both(pa, pb);
   d.walk("", &ja, &jb, false);
   out.compared = d.leaves;
   out.differing = std::int64_t(d.differing.size());
@@ -153,6 +160,9 @@ bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf
                                  std::to_string(d.timing_differing) + " differ; --timing compares them)";
   if (da != db)
     out.note += "; the files declare different time fields (A " + da.dump() + ", B " + db.dump() +
+                "): only those both declare are counted apart";
+  if (pa != pb)
+    out.note += "; the files declare different provenance fields (A " + pa.dump() + ", B " + pb.dump() +
                 "): only those both declare are counted apart";
   return true;
 }

@@ -100,7 +100,7 @@ struct BlockControlsCase {
   static auto fields() {
     using R = BlockControlsCase;
     return std::tuple{field("case", &R::case_name),
-                      field("file", &R::file),
+                      field("file", &R::file).provenance(),
                       field_if_present("seed", &R::seed),
                       field("rows", &R::rows),
                       field("official_flash_vs_math", &R::official_flash_vs_math),
@@ -502,6 +502,7 @@ const Registration block_controls_registration{6, {
     .settle = settle_block_controls,
     .reread = reread_as<BlockControlsCase>,
     .time_fields = time_keys_of<BlockControlsCase>,
+    .provenance_fields = provenance_keys_of<BlockControlsCase>,
     .device_summary = block_controls_device_summary}};
 
 }  // namespace psi::exp

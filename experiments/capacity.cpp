@@ -162,6 +162,7 @@ const Registration capacity_registration{5, {
     .shardable = true,
     .reread = reread_as<CapacityCase>,
     .time_fields = time_keys_of<CapacityCase>,
+    .provenance_fields = provenance_keys_of<CapacityCase>,
     .device_summary = capacity_device_summary}};
 
 }  // namespace psi::exp

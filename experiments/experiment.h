@@ -133,6 +133,9 @@ struct Experiment {
   // The keys of its cases that measure time (time_keys_of its record), which the report declares
   // beside them: psi compare counts those apart.
   std::function<std::vector<std::string>()> time_fields{};
+  // The keys of its cases that name a path (provenance_keys_of its record), declared the same way:
+  // psi compare shows their differences and does not count them.
+  std::function<std::vector<std::string>()> provenance_fields{};
   // Its section of the device check's summary (`psi device summary`) from its report, in
   // Markdown; empty: the summary shows none.
   std::function<std::string(const DeviceSummaryInput&)> device_summary{};

@@ -173,6 +173,7 @@ const Registration fixed_budget_registration{7, {
                  .apply = set_pool}},
     .own_defaults = FixedBudgetOptions{},
     .reread = reread_as<FixedBudgetCase>,
-    .time_fields = time_keys_of<FixedBudgetCase>}};
+    .time_fields = time_keys_of<FixedBudgetCase>,
+    .provenance_fields = provenance_keys_of<FixedBudgetCase>}};
 
 }  // namespace psi::exp

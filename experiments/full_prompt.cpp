@@ -185,6 +185,7 @@ const Registration full_prompt_registration{2, {
                  .apply = [](const std::string&, Options& o) { set_own_options(o, FullPromptOptions{true}); }}},
     .own_defaults = FullPromptOptions{},
     .reread = reread_as<FullPromptCase>,
-    .time_fields = time_keys_of<FullPromptCase>}};
+    .time_fields = time_keys_of<FullPromptCase>,
+    .provenance_fields = provenance_keys_of<FullPromptCase>}};
 
 }  // namespace psi::exp

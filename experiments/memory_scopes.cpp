@@ -180,6 +180,7 @@ const Registration memory_scopes_registration{1, {
     .tabulate = tabulate_memory_scopes,
     .figures = figures_memory_scopes,
     .reread = reread_as<MemoryScopesCase>,
-    .time_fields = time_keys_of<MemoryScopesCase>}};
+    .time_fields = time_keys_of<MemoryScopesCase>,
+    .provenance_fields = provenance_keys_of<MemoryScopesCase>}};
 
 }  // namespace psi::exp

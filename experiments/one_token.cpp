@@ -63,7 +63,7 @@ struct OneTokenResult {
     using R = OneTokenResult;
     return std::tuple{field("states", &R::states),  // first: a path's run, not the recording or the float64 states
                       field("reference", &R::reference),
-                      field_when_set("reference_file", &R::reference_file),
+                      field_when_set("reference_file", &R::reference_file).provenance(),
                       field("wall_mean_s", &R::wall_mean_s).measures_time(),
                       field("wall_sd_s", &R::wall_sd_s).measures_time(),
                       field_if_present("invocations", &R::invocations),
@@ -362,6 +362,7 @@ const Registration one_token_registration{3, {
                  .apply = set_capture}},
     .own_defaults = OneTokenOptions{},
     .reread = reread_as<OneTokenCase>,
-    .time_fields = time_keys_of<OneTokenCase>}};
+    .time_fields = time_keys_of<OneTokenCase>,
+    .provenance_fields = provenance_keys_of<OneTokenCase>}};
 
 }  // namespace psi::exp

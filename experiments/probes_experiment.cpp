@@ -28,7 +28,7 @@ struct ProbesCase {
   std::vector<ProbeRow> rows;
   static auto fields() {
     using R = ProbesCase;
-    return std::tuple{field("case", &R::case_name),        field_if_present("file", &R::file),
+    return std::tuple{field("case", &R::case_name),        field_if_present("file", &R::file).provenance(),
                       field_if_present("seed", &R::seed),  field_if_present("seconds", &R::seconds).measures_time(),
                       field_if_present("notes", &R::notes), field("rows", &R::rows)};
   }
@@ -122,6 +122,7 @@ const Registration probes_registration{9, {
     .settle = settle_probes,
     .reread = reread_as<ProbesCase>,
     .time_fields = time_keys_of<ProbesCase>,
+    .provenance_fields = provenance_keys_of<ProbesCase>,
     .device_summary = probes_device_summary}};
 
 }  // namespace psi::exp

@@ -34,7 +34,7 @@ struct ProjectionOracleCase {
   std::optional<First> first;  // flat in the case
   static auto fields() {
     using R = ProjectionOracleCase;
-    return std::tuple{field_if_present("file", &R::file),
+    return std::tuple{field_if_present("file", &R::file).provenance(),
                       field_if_present("probe", &R::probe),
                       field_if_present("output", &R::output),
                       field_optional("seed", &R::seed),
@@ -141,6 +141,7 @@ const Registration projection_oracle_registration{10, {
     .tabulate = tabulate_projection_oracle,
     .settle = settle_projection_oracle,
     .reread = reread_as<ProjectionOracleCase>,
-    .time_fields = time_keys_of<ProjectionOracleCase>}};
+    .time_fields = time_keys_of<ProjectionOracleCase>,
+    .provenance_fields = provenance_keys_of<ProjectionOracleCase>}};
 
 }  // namespace psi::exp

@@ -42,11 +42,28 @@ struct Field {
   // The key, in this field or inside the JSON it holds, whose values measure time (a wall time, a
   // rate): they differ from run to run, and psi compare counts them apart (time_keys_of).
   const char* time_key = nullptr;
-  constexpr Field when(bool (*predicate)(const R&)) const { return {key, member, rule, predicate, time_key}; }
+  // This field says where an input or an output lay (a path as given), not what it held: psi
+  // compare shows its differences and does not count them (provenance_keys_of).
+  bool names_a_path = false;
+  constexpr Field when(bool (*predicate)(const R&)) const {
+    Field f = *this;
+    f.required_if = predicate;
+    return f;
+  }
   // This field is a time.
-  constexpr Field measures_time() const { return {key, member, rule, required_if, key}; }
+  constexpr Field measures_time() const { return holds_time(key); }
   // A JSON field of another layer's record that holds times under `inner` (its "wall_s").
-  constexpr Field holds_time(const char* inner) const { return {key, member, rule, required_if, inner}; }
+  constexpr Field holds_time(const char* inner) const {
+    Field f = *this;
+    f.time_key = inner;
+    return f;
+  }
+  // This field is a path (names_a_path).
+  constexpr Field provenance() const {
+    Field f = *this;
+    f.names_a_path = true;
+    return f;
+  }
 };
 
 template <class R, class T>
@@ -196,12 +213,14 @@ struct held<std::vector<T>> : held<T> {};
 template <class K, class T>
 struct held<std::map<K, T>> : held<T> {};
 
-template <Record R>
-void add_time_keys(std::set<std::string>& out) {
-  const auto one = [&out](const auto& f) {
-    if (f.time_key) out.insert(f.time_key);
+// The keys `pick` names over the fields of `R` and of the records nested in it (pick: a field ->
+// its key to declare, or null).
+template <Record R, class Pick>
+void add_declared_keys(std::set<std::string>& out, const Pick& pick) {
+  const auto one = [&](const auto& f) {
+    if (const char* k = pick(f)) out.insert(k);
     using Member = std::remove_cvref_t<decltype(std::declval<R>().*(f.member))>;
-    if constexpr (Record<typename held<Member>::type>) add_time_keys<typename held<Member>::type>(out);
+    if constexpr (Record<typename held<Member>::type>) add_declared_keys<typename held<Member>::type>(out, pick);
   };
   std::apply([&](const auto&... f) { (one(f), ...); }, FieldsOf<R>::list());
 }
@@ -212,7 +231,16 @@ void add_time_keys(std::set<std::string>& out) {
 template <Record R>
 std::vector<std::string> time_keys_of() {
   std::set<std::string> keys;
-  add_time_keys<R>(keys);
+  add_declared_keys<R>(keys, [](const auto& f) { return f.time_key; });
+  return {keys.begin(), keys.end()};
+}
+
+// Every key of `R` (nested records' included) that names a path: what a report declares beside
+// its cases (attribute `provenance_fields`).
+template <Record R>
+std::vector<std::string> provenance_keys_of() {
+  std::set<std::string> keys;
+  add_declared_keys<R>(keys, [](const auto& f) { return f.names_a_path ? f.key : nullptr; });
   return {keys.begin(), keys.end()};
 }
 

@@ -18,9 +18,6 @@ namespace psi::exp {
 
 namespace {
 constexpr const char* kCases = "/report/cases";
-// The cases' keys that measure time, as a JSON list (Experiment::time_fields): psi compare counts
-// them apart (compare/compare.h).
-constexpr const char* kTimeFields = "time_fields";
 constexpr const char* kTables = "/report/tables";
 constexpr const char* kOptions = "/report/options";
 constexpr const char* kIndex = "index";
@@ -117,7 +114,8 @@ std::vector<Table> Report::commit() {
   nlohmann::json tj = nlohmann::json::array();
   for (const Table& t : tables) tj.push_back(t.to_json());
   write_cases();
-  writer_.write_text(kTables, tj.dump());
+  // A table's provenance lines name where its inputs lay (report/table.h).
+  writer_.write_text(kTables, tj.dump(), {{hdf5::attr::provenance_fields, R"(["provenance"])"}});
   writer_.write_text(kOptions, options_.to_json().dump());
   // The figures' names come from the cases: checked here, before the report is renamed into place.
   const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};
@@ -135,8 +133,13 @@ std::vector<Table> Report::commit() {
 
 void Report::write_cases() {
   writer_.write_text(kCases, cases_.dump());
-  const std::vector<std::string> keys = experiment_.time_fields ? experiment_.time_fields() : std::vector<std::string>{};
-  writer_.set_attrs(kCases, {{kTimeFields, nlohmann::json(keys).dump()}});
+  // What the cases' record says of its keys (Experiment::time_fields, provenance_fields), as JSON
+  // lists: psi compare counts them apart (compare/compare.h).
+  const auto keys = [](const std::function<std::vector<std::string>()>& of) {
+    return nlohmann::json(of ? of() : std::vector<std::string>{}).dump();
+  };
+  writer_.set_attrs(kCases, {{hdf5::attr::time_fields, keys(experiment_.time_fields)},
+                             {hdf5::attr::provenance_fields, keys(experiment_.provenance_fields)}});
 }
 
 void Report::abandon(const std::filesystem::path& partial) {

@@ -451,6 +451,7 @@ const Registration scheduling_registration{4, {
     .own_defaults = SchedulingOptions{},
     .reread = reread_as<SchedulingCase>,
     .time_fields = time_keys_of<SchedulingCase>,
+    .provenance_fields = provenance_keys_of<SchedulingCase>,
     .device_summary = scheduling_device_summary}};
 
 }  // namespace psi::exp

@@ -39,12 +39,12 @@ struct TransportControlCase {
   static auto fields() {
     using R = TransportControlCase;
     return std::tuple{field("schedule", &R::schedule),
-                      field_if_present("file", &R::file),
+                      field_if_present("file", &R::file).provenance(),
                       field("wall_mean_s", &R::wall_mean_s).measures_time(),
                       field("wall_sd_s", &R::wall_sd_s).measures_time(),
                       field("run", &R::run),
                       field_if_present("chaos_seed", &R::chaos_seed),
-                      field_if_present("compared_to", &R::compared_to),
+                      field_if_present("compared_to", &R::compared_to).provenance(),
                       field_optional("reference", &R::reference),
                       field("datasets_compared", &R::datasets_compared),
                       field("datasets_equal", &R::datasets_equal),
@@ -196,6 +196,7 @@ const Registration transport_control_registration{8, {
     .run = run_transport_control,
     .tabulate = tabulate_transport_control,
     .reread = reread_as<TransportControlCase>,
-    .time_fields = time_keys_of<TransportControlCase>}};
+    .time_fields = time_keys_of<TransportControlCase>,
+    .provenance_fields = provenance_keys_of<TransportControlCase>}};
 
 }  // namespace psi::exp

@@ -34,6 +34,11 @@ inline constexpr const char* nonfinite_count = "nonfinite_count";
 inline constexpr const char* stored = "stored";
 inline constexpr const char* variant = "variant";
 inline constexpr const char* synthinit_name = "synthinit_name";
+// On a text dataset holding JSON (a report's cases and tables), JSON lists of keys: those whose
+// values measure time, and those whose values name a path (where an input or output lay). psi
+// compare counts both apart when both files declare them (docs/file-formats.md).
+inline constexpr const char* time_fields = "time_fields";
+inline constexpr const char* provenance_fields = "provenance_fields";
 }  // namespace attr
 
 // Check values of a whole tensor. Sums run in float64 in flat row-major order (one fixed

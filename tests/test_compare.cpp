@@ -67,7 +67,8 @@ struct Contents {
   F32Tensor f = ramp_f32({4, 4});
   F64Tensor d = ramp_f64({9});
   std::string text = R"({"weights": [1, 2, 3]})";
-  std::optional<std::string> time_fields;  // the text's attribute time_fields, when set
+  std::optional<std::string> time_fields;        // the text's attribute time_fields, when set
+  std::optional<std::string> provenance_fields;  // and its provenance_fields
 };
 
 void write_psi(const fs::path& p, const Contents& c) {
@@ -77,6 +78,7 @@ void write_psi(const fs::path& p, const Contents& c) {
   w.write("g/f64", c.d, {"dense", "[9]", "", {}});
   w.write_text("g/weights_json", c.text);
   if (c.time_fields) w.set_attrs("g/weights_json", {{"time_fields", *c.time_fields}});
+  if (c.provenance_fields) w.set_attrs("g/weights_json", {{"provenance_fields", *c.provenance_fields}});
   w.commit();
 }
 
@@ -205,6 +207,47 @@ TEST(Compare, JsonTextIsComparedFieldByFieldWithTimingApart) {
   EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs);
   EXPECT_NE(row(r, "/g/weights_json").note.find("first differing field cases[0].rel_l2: A=0.5 B=0.25"), std::string::npos)
       << row(r, "/g/weights_json").note;
+}
+
+// A field names a path because both files say so (attribute provenance_fields), never because of
+// its name: a user's JSON whose "file" differs differs (exit 1), and so it does when only one
+// file declares it; declared by both, the difference is shown and not counted.
+TEST(Compare, OnlyFieldsBothFilesDeclareAreProvenance) {
+  TempDir dir;
+  Contents a, b;
+  a.text = R"J({"cases": [{"file": "/data/run1/x.h5", "rel_l2": 0.5}]})J";
+  b.text = R"J({"cases": [{"file": "/data/run2/x.h5", "rel_l2": 0.5}]})J";
+  write_psi(dir / "a.h5", a);
+  write_psi(dir / "b.h5", b);
+  auto r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs) << row(r, "/g/weights_json").note;
+  EXPECT_NE(row(r, "/g/weights_json").note.find("first differing field cases[0].file"), std::string::npos)
+      << row(r, "/g/weights_json").note;
+  EXPECT_EQ(r.exit_code(), 1);
+
+  a.provenance_fields = R"(["file"])";
+  write_psi(dir / "a.h5", a);
+  r = compare_files(dir / "a.h5", dir / "b.h5");
+  EXPECT_EQ(row(r, "/g/weights_json").status, CompareStatus::differs);
+  EXPECT_NE(row(r, "/g/weights_json").note.find(R"(the files declare different provenance fields (A ["file"], B null))"),
+            std::string::npos)
+      << row(r, "/g/weights_json").note;
+  EXPECT_EQ(r.exit_code(), 1);
+
+  b.provenance_fields = R"(["file"])";
+  write_psi(dir / "b.h5", b);
+  r = compare_files(dir / "a.h5", dir / "b.h5");
+  const auto& t = row(r, "/g/weights_json");
+  EXPECT_EQ(t.status, CompareStatus::equal) << t.note;
+  EXPECT_NE(t.note.find(R"(paths of inputs differ, not counted (provenance: cases[0].file: A="/data/run1/x.h5" B="/data/run2/x.h5"))"),
+            std::string::npos)
+      << t.note;
+  EXPECT_EQ(r.exit_code(), 0);
+
+  // What lies beside a declared key is compared as before.
+  b.text = R"J({"cases": [{"file": "/data/run2/x.h5", "rel_l2": 0.25}]})J";
+  write_psi(dir / "b.h5", b);
+  EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5").exit_code(), 1);
 }
 
 // What neither file declares a time is compared, however it is named; what one file alone

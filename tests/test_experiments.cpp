@@ -80,6 +80,16 @@ void expect_report_structure(const fs::path& f, const std::string& experiment) {
   ASSERT_TRUE(declared && std::holds_alternative<std::string>(*declared));
   EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(*declared)),
             nlohmann::json(exp::find_experiment(experiment).time_fields()));
+  // So are the keys that name a path (an experiment with none declares an empty list), and the
+  // tables' provenance lines.
+  const auto paths = r.file().attr("/report/cases", "provenance_fields");
+  ASSERT_TRUE(paths && std::holds_alternative<std::string>(*paths));
+  const auto& of = exp::find_experiment(experiment).provenance_fields;
+  EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(*paths)),
+            nlohmann::json(of ? of() : std::vector<std::string>{}));
+  const auto table_paths = r.file().attr("/report/tables", "provenance_fields");
+  ASSERT_TRUE(table_paths && std::holds_alternative<std::string>(*table_paths));
+  EXPECT_EQ(std::get<std::string>(*table_paths), R"(["provenance"])");
   for (auto& t : tables) {
     ASSERT_TRUE(t.contains("time_columns")) << t["title"];
     for (auto& c : t["time_columns"])
@@ -115,6 +125,19 @@ TEST(ExperimentRecords, TimeFieldsAreWhatTheRecordsDeclare) {
   EXPECT_EQ(exp::find_experiment("block-controls").time_fields(), V{});
   EXPECT_EQ(exp::find_experiment("projection-oracle").time_fields(), V{});
   for (const exp::Experiment& e : exp::experiments()) EXPECT_TRUE(e.time_fields) << e.name;
+}
+
+// So are the keys that name a path (provenance): the recordings' and the state files' paths as
+// given, nothing by its name.
+TEST(ExperimentRecords, ProvenanceFieldsAreWhatTheRecordsDeclare) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(exp::find_experiment("probes").provenance_fields(), V{"file"});
+  EXPECT_EQ(exp::find_experiment("block-controls").provenance_fields(), V{"file"});
+  EXPECT_EQ(exp::find_experiment("projection-oracle").provenance_fields(), V{"file"});
+  EXPECT_EQ(exp::find_experiment("transport-control").provenance_fields(), (V{"compared_to", "file"}));
+  EXPECT_EQ(exp::find_experiment("one-token").provenance_fields(), V{"reference_file"});
+  EXPECT_EQ(exp::find_experiment("scheduling").provenance_fields(), V{});
+  for (const exp::Experiment& e : exp::experiments()) EXPECT_TRUE(e.provenance_fields) << e.name;
 }
 
 TEST_F(Experiments, ListAndUnknownName) {
