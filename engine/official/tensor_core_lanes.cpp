@@ -301,13 +301,40 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i fold_exponent_pairs(c
   return _mm512_mask_max_epi32(E, a.nonzero, E, a.exp);
 }
 
+// One block's terms of R rows into S: each sign·trunc(|x w| 2^D), D = 25 − E per row and lane
+// (`scale_bits` = D << 23). x·w is exact in FP32 and so is its scaling by 2^D; where D ≥ 0
+// (`by_exponent`) the scaling is an integer add to the exponent field, since x·w·2^D then stays
+// a normal float (x·w ≥ 2^−100 and < 2^(E+2)) and a zero product becomes 2^(D−127) < 1, which
+// truncates to 0 as the product would: one multiply, one add and one truncating conversion
+// (vcvttps2dq rounds toward zero, the sign kept) for 16 products. Otherwise (E > 25, values of
+// 2^25 and more) the power of two is multiplied in.
+template <int R, bool by_exponent>
+__attribute__((target("avx512f,avx512bw"))) inline void block_terms(const float* xv, std::int64_t K, std::int64_t k0,
+                                                                     const float* wv, const __m512i* scale_bits,
+                                                                     __m512i* S) {
+  const __m512i one = _mm512_set1_epi32(127 << 23);
+#pragma GCC unroll 16
+  for (int i = 0; i < kBlock; ++i) {
+    const __m512 w = _mm512_loadu_ps(wv + (k0 + i) * kLanes);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[r * K + k0 + i]), w);
+      const __m512 scaled =
+          by_exponent ? _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(prod), scale_bits[r]))
+                      : _mm512_mul_ps(prod, _mm512_castsi512_ps(_mm512_add_epi32(scale_bits[r], one)));
+      S[r] = _mm512_add_epi32(S[r], _mm512_cvttps_epi32(scaled));
+      // GCC would otherwise reassociate the sum into a tree over all 16 k's terms, which
+      // spills them; the running sum is the order the registers allow.
+      asm("" : "+v"(S[r]));
+    }
+  }
+}
+
 // AVX-512, FP32 products (only where fp_products_exact holds for the whole product), R rows of A
-// at once against one panel, K a whole number of blocks. x·w is exact in FP32 and so is its
-// scaling by 2^(25−E), so each term sign·trunc(|x w| 2^(25−E)) is one multiply by the power of
-// two and one truncating conversion (vcvttps2dq rounds toward zero, the sign kept): four vector
-// operations for 16 products where the integer kernel needs about ten. A term below 1 truncates
-// to 0 however its tiny value rounds. E < −102 (2^(25−E) not a normal float) happens only where
-// every product is zero: the scale is clamped there. A block's E takes two k a vector: the
+// at once against one panel, K a whole number of blocks, each block's terms by block_terms: four
+// vector operations for 16 products where the integer kernel needs about ten. A term below 1
+// truncates to 0 however its tiny value rounds. E < −101 (D = 126 or more) happens only where
+// every product is zero: D is clamped there, so that a zero stays below 1. A block's E takes two k a vector: the
 // exponent sums in 16-bit lanes (saturating, so that two zeros' −20000 + −20000 stays far below
 // every real sum), even k in the low and odd k in the high half of each 32-bit lane. Each W
 // vector loaded serves R rows, and their chains are independent, so one row's block finish (a
@@ -334,30 +361,22 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const
       for (int r = 0; r < R; ++r)
         E16[r] = _mm512_max_epi16(E16[r], _mm512_adds_epi16(w, _mm512_set1_epi32(xe_pairs[r * half + k0 / 2 + q])));
     }
-    __m512 scale[R];
-    __m512i E[R], S[R];
+    __m512i scale_bits[R], E[R], S[R];
     AccLanes a[R];
+    __mmask16 large = 0;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       a[r] = acc_lanes(A[r]);
       E[r] = fold_exponent_pairs(a[r], E16[r]);
-      const __m512i scale_exp =
-          _mm512_sub_epi32(_mm512_set1_epi32(127 + kUnitExp), _mm512_max_epi32(E[r], _mm512_set1_epi32(-102)));
-      scale[r] = _mm512_castsi512_ps(_mm512_slli_epi32(scale_exp, 23));
+      const __m512i D = _mm512_sub_epi32(_mm512_set1_epi32(kUnitExp), _mm512_max_epi32(E[r], _mm512_set1_epi32(-101)));
+      large |= _mm512_cmplt_epi32_mask(D, _mm512_setzero_si512());
+      scale_bits[r] = _mm512_slli_epi32(D, 23);
       S[r] = _mm512_setzero_si512();
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < kBlock; ++i) {
-      const __m512 w = _mm512_loadu_ps(wv + (k0 + i) * kLanes);
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const __m512 prod = _mm512_mul_ps(_mm512_set1_ps(xv[r * K + k0 + i]), w);
-        S[r] = _mm512_add_epi32(S[r], _mm512_cvttps_epi32(_mm512_mul_ps(prod, scale[r])));
-        // GCC would otherwise reassociate the sum into a tree over all 16 k's terms, which
-        // spills them; the running sum is the order the registers allow.
-        asm("" : "+v"(S[r]));
-      }
-    }
+    if (large == 0)
+      block_terms<R, true>(xv, K, k0, wv, scale_bits, S);
+    else
+      block_terms<R, false>(xv, K, k0, wv, scale_bits, S);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) A[r] = finish_block(A[r], a[r], S[r], E[r]);
   }
