@@ -11,8 +11,7 @@ namespace psi::exp {
 
 std::shared_ptr<const ckpt::WeightSource> block_weight_source(const Options& o, const model::ModelConfig& c,
                                                               std::uint64_t seed) {
-  if (!o.checkpoint.empty())
-    return std::make_shared<ckpt::SafetensorsFile>(o.checkpoint, "model.diffusion_model.");
+  if (!o.checkpoint.empty()) return ckpt::open_official_checkpoint(o.checkpoint);
   std::map<std::string, Shape, std::less<>> tensors;
   for (int b = 0; b < int(c.layers); ++b)
     for (auto& w : model::block_weight_specs(c, b)) tensors[w.name] = w.shape;
@@ -23,7 +22,7 @@ FirstBlock first_block(const Options& o) {
   FirstBlock fb;
   fb.config = model::model_config(o.model, o.profile);
   fb.weights = block_weight_source(o, fb.config, o.seed);
-  std::unique_ptr<model::WeightSource> host;
+  std::unique_ptr<model::TensorSource> host;
   if (o.checkpoint.empty())
     host = std::make_unique<model::SynthInitSource>(o.seed);
   else

@@ -17,7 +17,7 @@ namespace psi::exp {
 namespace {
 
 // SynthInit weights drawn once: a search runs the same forward hundreds of times.
-class CachedSource : public model::WeightSource {
+class CachedSource : public model::TensorSource {
  public:
   explicit CachedSource(std::uint64_t seed) : inner_(seed) {}
   Bf16Tensor load(const std::string& name, const Shape& shape) override {
@@ -42,7 +42,7 @@ StepDifference difference(const pipeline::SavedState& ours, const pipeline::Save
 struct TinyRecordings {
   model::ModelConfig config;
   RecordedTrajectory recording;
-  std::unique_ptr<model::WeightSource> weights;  // a CachedSource
+  std::unique_ptr<model::TensorSource> weights;  // a CachedSource
   pipeline::TrajectoryCase tc;
   model::NumericsVariant variant;
   std::string label;

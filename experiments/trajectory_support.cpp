@@ -169,7 +169,7 @@ void save_states(Report& r, const std::string& prefix, const std::vector<pipelin
   save_state_list(r, prefix, states, variant);
 }
 
-pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::TensorSource& w,
                                              const pipeline::TrajectoryCase& tc,
                                              const model::NumericsVariant& v, const std::string& label,
                                              const pipeline::TrajectoryHooks& extra) {
@@ -177,14 +177,14 @@ pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model:
   return pipeline::run_trajectory(c, w, tc, v, with_progress(progress, extra));
 }
 
-pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c, model::TensorSource& w,
                                                     const pipeline::TrajectoryCase& tc, const std::string& label,
                                                     const pipeline::TrajectoryHooks& extra) {
   Progress progress(label, trajectory_blocks(c));
   return pipeline::run_trajectory_f64(c, w, tc, with_progress(progress, extra));
 }
 
-PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSource& host,
+PathRun run_path(const Options& o, const model::ModelConfig& c, model::TensorSource& host,
                  const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,
                  pipeline::TrajectoryHooks hooks) {
   const model::NumericsVariant v = variant_of(o, variant);
@@ -232,7 +232,7 @@ std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& 
   return {mean(walls), sample_sd(walls)};
 }
 
-std::unique_ptr<model::WeightSource> make_weights(const Options& o, std::uint64_t seed) {
+std::unique_ptr<model::TensorSource> make_weights(const Options& o, std::uint64_t seed) {
   if (!o.checkpoint.empty()) return pipeline::open_checkpoint(o.checkpoint);
   return std::make_unique<model::SynthInitSource>(seed);
 }

@@ -56,12 +56,12 @@ void save_states(Report& r, const std::string& prefix, const std::vector<pipelin
                  const std::string& variant);
 
 // Runs one trajectory with a progress line ("<label> stage s step k block b/B").
-pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+pipeline::TrajectoryResult run_with_progress(const model::ModelConfig& c, model::TensorSource& w,
                                              const pipeline::TrajectoryCase& tc,
                                              const model::NumericsVariant& v, const std::string& label,
                                              const pipeline::TrajectoryHooks& extra = {});
 // The float64 reference trajectory (pipeline::run_trajectory_f64) with a progress line.
-pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c, model::WeightSource& w,
+pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c, model::TensorSource& w,
                                                     const pipeline::TrajectoryCase& tc, const std::string& label,
                                                     const pipeline::TrajectoryHooks& extra = {});
 
@@ -75,7 +75,7 @@ struct PathRun {
   nlohmann::json invocations = nlohmann::json::array();  // per invocation: stage, step, wall, arena numbers
   nlohmann::json run = nullptr;                           // the executor's run report (PSI paths)
 };
-PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSource& host,
+PathRun run_path(const Options& o, const model::ModelConfig& c, model::TensorSource& host,
                  const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,
                  pipeline::TrajectoryHooks hooks = {});
 
@@ -83,6 +83,6 @@ PathRun run_path(const Options& o, const model::ModelConfig& c, model::WeightSou
 std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv);
 
 // The weights of a run: SynthInit with the options' seed, or the checkpoint file.
-std::unique_ptr<model::WeightSource> make_weights(const Options& o, std::uint64_t seed);
+std::unique_ptr<model::TensorSource> make_weights(const Options& o, std::uint64_t seed);
 
 }  // namespace psi::exp

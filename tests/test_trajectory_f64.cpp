@@ -95,7 +95,7 @@ void expect_within_bound(const std::vector<pipeline::SavedState>& ours, const pi
 
 // The output heads' shift and scale rows swapped: an operand mix-up the float64 model must not
 // make.
-class SwappedHead : public model::WeightSource {
+class SwappedHead : public model::TensorSource {
  public:
   explicit SwappedHead(std::uint64_t seed) : inner_(seed) {}
   Bf16Tensor load(const std::string& name, const Shape& shape) override {

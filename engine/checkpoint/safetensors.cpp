@@ -343,4 +343,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   }
 }
 
+std::shared_ptr<const SafetensorsFile> open_official_checkpoint(const std::filesystem::path& path) {
+  return std::make_shared<const SafetensorsFile>(path, "model.diffusion_model.");
+}
+
 }  // namespace psi::ckpt

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,5 +73,9 @@ SafetensorsTensor bf16_tensor(std::string name, Shape shape, std::span<const Bf1
 // Writes atomically: to a temporary name beside `path`, renamed over it once complete.
 void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// The one way in to an official checkpoint file: its tensors served by the names psi uses, the
+// official key prefix "model.diffusion_model." stripped.
+std::shared_ptr<const SafetensorsFile> open_official_checkpoint(const std::filesystem::path& path);
 
 }  // namespace psi::ckpt

@@ -89,7 +89,7 @@ std::vector<WeightSpec> block_weight_specs(const ModelConfig& c, int index) {
   return out;
 }
 
-BlockWeights load_block_weights(WeightSource& src, const ModelConfig& c, int index) {
+BlockWeights load_block_weights(TensorSource& src, const ModelConfig& c, int index) {
   const std::string p = block_prefix(index);
   const StreamNames &v = kVideoNames, &a = kAudioNames;
   // Loads by spec so names and shapes come from block_weight_specs alone.

@@ -1,7 +1,8 @@
 #pragma once
 // Block weights by their official checkpoint names (`transformer_blocks.{i}.…`, spec §2.2),
-// loaded through a small (name, shape) -> BF16 tensor interface so that any source (SynthInit
-// here; a safetensors file elsewhere) plugs in.
+// loaded whole through a small (name, shape) -> BF16 tensor interface (TensorSource) so that any
+// source (SynthInit here; a safetensors file elsewhere) plugs in. The runtime's pages read
+// slices through another, ckpt::WeightSource (engine/checkpoint/weight_source.h).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,16 +13,16 @@
 
 namespace psi::model {
 
-class WeightSource {
+class TensorSource {
  public:
-  virtual ~WeightSource() = default;
+  virtual ~TensorSource() = default;
   // The tensor `name` with exactly `shape`; a missing tensor or another shape is a psi::Error.
   virtual Bf16Tensor load(const std::string& name, const Shape& shape) = 0;
   virtual std::string describe() const = 0;
 };
 
 // SynthInit v1 values for global seed G (shared/spec/synthetic-weights.md).
-class SynthInitSource : public WeightSource {
+class SynthInitSource : public TensorSource {
  public:
   explicit SynthInitSource(std::uint64_t seed) : seed_(seed) {}
   Bf16Tensor load(const std::string& name, const Shape& shape) override;
@@ -68,6 +69,6 @@ struct BlockWeights {
   Bf16Tensor scale_shift_table_a2v_ca_audio;  // [5, Da]
 };
 
-BlockWeights load_block_weights(WeightSource& src, const ModelConfig& c, int index);
+BlockWeights load_block_weights(TensorSource& src, const ModelConfig& c, int index);
 
 }  // namespace psi::model

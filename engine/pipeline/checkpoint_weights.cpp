@@ -17,9 +17,8 @@ Bf16Tensor CheckpointWeights::load(const std::string& name, const Shape& shape) 
   return t;
 }
 
-std::unique_ptr<model::WeightSource> open_checkpoint(const std::string& path) {
-  return std::make_unique<CheckpointWeights>(
-      std::make_shared<ckpt::SafetensorsFile>(path, "model.diffusion_model."));
+std::unique_ptr<model::TensorSource> open_checkpoint(const std::string& path) {
+  return std::make_unique<CheckpointWeights>(ckpt::open_official_checkpoint(path));
 }
 
 }  // namespace psi::pipeline

@@ -10,7 +10,7 @@
 
 namespace psi::pipeline {
 
-class CheckpointWeights : public model::WeightSource {
+class CheckpointWeights : public model::TensorSource {
  public:
   explicit CheckpointWeights(std::shared_ptr<const ckpt::WeightSource> src) : src_(std::move(src)) {}
   Bf16Tensor load(const std::string& name, const Shape& shape) override;
@@ -20,7 +20,7 @@ class CheckpointWeights : public model::WeightSource {
   std::shared_ptr<const ckpt::WeightSource> src_;
 };
 
-// A safetensors checkpoint with the official key prefix "model.diffusion_model." stripped.
-std::unique_ptr<model::WeightSource> open_checkpoint(const std::string& path);
+// An official safetensors checkpoint (ckpt::open_official_checkpoint) as whole tensors.
+std::unique_ptr<model::TensorSource> open_checkpoint(const std::string& path);
 
 }  // namespace psi::pipeline

@@ -32,12 +32,12 @@ model::BlockRope Bf16Arith::rope(const model::ModelConfig& c, const F32Tensor& v
   return model::block_rope(c, video_positions, audio_positions, math);
 }
 
-PreparedInputs prepare_inputs(const model::ModelConfig& c, model::WeightSource& weights, const ModalityInput& video,
+PreparedInputs prepare_inputs(const model::ModelConfig& c, model::TensorSource& weights, const ModalityInput& video,
                               const ModalityInput& audio, ops::Product product) {
   return prepare_model_inputs(Bf16Arith{product}, c, weights, video, audio);
 }
 
-ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
+ModelOutput model_forward(const model::ModelConfig& c, model::TensorSource& weights,
                           const ModalityInput& video, const ModalityInput& audio,
                           const model::NumericsVariant& variant, const BlockHook& hook,
                           const BlockRunner& runner) {

@@ -54,10 +54,10 @@ struct PreparedInputsOf {
   Tensor<E> video_embedded, audio_embedded;
 };
 using PreparedInputs = PreparedInputsOf<Bf16>;
-PreparedInputs prepare_inputs(const model::ModelConfig& c, model::WeightSource& weights, const ModalityInput& video,
+PreparedInputs prepare_inputs(const model::ModelConfig& c, model::TensorSource& weights, const ModalityInput& video,
                               const ModalityInput& audio, ops::Product product = ops::Product::psi_f32);
 
-ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weights,
+ModelOutput model_forward(const model::ModelConfig& c, model::TensorSource& weights,
                           const ModalityInput& video, const ModalityInput& audio,
                           const model::NumericsVariant& variant, const BlockHook& hook = {},
                           const BlockRunner& runner = {});
@@ -66,7 +66,7 @@ ModelOutput model_forward(const model::ModelConfig& c, model::WeightSource& weig
 // everything else in double, no BF16 write; the blocks are model::block_forward_f64, the RoPE
 // tables and timestep sinusoids computed in double from the same positions and sigmas.
 // `after_block` is called after each block with its index.
-ModelOutputOf<double> model_forward_f64(const model::ModelConfig& c, model::WeightSource& weights,
+ModelOutputOf<double> model_forward_f64(const model::ModelConfig& c, model::TensorSource& weights,
                                         const ModalityInputOf<double>& video, const ModalityInputOf<double>& audio,
                                         const std::function<void(int block)>& after_block = {});
 

@@ -47,7 +47,7 @@ model::BlockRopeOf<ops::RopeTablesF64> F64Arith::rope(const model::ModelConfig& 
   return model::block_rope_f64(c, video_positions, audio_positions);
 }
 
-ModelOutputOf<double> model_forward_f64(const model::ModelConfig& c, model::WeightSource& weights,
+ModelOutputOf<double> model_forward_f64(const model::ModelConfig& c, model::TensorSource& weights,
                                         const ModalityInputOf<double>& video, const ModalityInputOf<double>& audio,
                                         const std::function<void(int block)>& after_block) {
   return forward(

@@ -52,7 +52,7 @@ struct F64Arith {
                                               const F32Tensor& audio_positions) const;
 };
 
-inline model::LinearWeights load_linear(model::WeightSource& w, const std::string& name, std::int64_t out,
+inline model::LinearWeights load_linear(model::TensorSource& w, const std::string& name, std::int64_t out,
                                         std::int64_t in) {
   return {w.load(name + ".weight", {out, in}), w.load(name + ".bias", {out})};
 }
@@ -61,7 +61,7 @@ inline model::LinearWeights load_linear(model::WeightSource& w, const std::strin
 // linear_2 (= embedded), SiLU, linear. `tokens`: the rows the official model runs (one per token
 // for per-token timesteps, all equal; psi computes one), which the kernel choice sees.
 template <class A>
-AdaLnOutOf<typename A::E> adaln(const A& a, model::WeightSource& weights, const std::string& prefix,
+AdaLnOutOf<typename A::E> adaln(const A& a, model::TensorSource& weights, const std::string& prefix,
                                 std::int64_t dim, std::int64_t rows, typename Scalar<typename A::E>::Real tau,
                                 std::int64_t tokens) {
   using E = typename A::E;
@@ -98,7 +98,7 @@ struct PreparedOf {
 // Spec §5.1 for one modality. `other_sigma` is the other modality's sigma (the A/V gate is
 // conditioned on it).
 template <class A>
-PreparedOf<typename A::E> prepare(const A& a, const model::ModelConfig& c, model::WeightSource& w,
+PreparedOf<typename A::E> prepare(const A& a, const model::ModelConfig& c, model::TensorSource& w,
                                   const ModalityInputOf<typename A::E>& in, float other_sigma, bool video) {
   using E = typename A::E;
   using S = Scalar<E>;
@@ -157,7 +157,7 @@ PreparedOf<typename A::E> prepare(const A& a, const model::ModelConfig& c, model
 
 // Spec §5.2 step 9: LayerNorm, modulation by the output table + embedded timestep, proj_out.
 template <class A>
-Tensor<typename A::E> output_head(const A& a, const model::ModelConfig& c, model::WeightSource& w,
+Tensor<typename A::E> output_head(const A& a, const model::ModelConfig& c, model::TensorSource& w,
                                   const Tensor<typename A::E>& x, const Tensor<typename A::E>& embedded, bool video) {
   using E = typename A::E;
   using S = Scalar<E>;
@@ -181,7 +181,7 @@ Tensor<typename A::E> output_head(const A& a, const model::ModelConfig& c, model
 // Spec §5.1: everything the first block takes, and the embedded timesteps of the output heads.
 template <class A>
 PreparedInputsOf<typename A::E> prepare_model_inputs(const A& a, const model::ModelConfig& c,
-                                                     model::WeightSource& weights,
+                                                     model::TensorSource& weights,
                                                      const ModalityInputOf<typename A::E>& video,
                                                      const ModalityInputOf<typename A::E>& audio) {
   PreparedOf<typename A::E> v = prepare(a, c, weights, video, audio.sigma, true);
@@ -205,7 +205,7 @@ PreparedInputsOf<typename A::E> prepare_model_inputs(const A& a, const model::Mo
 // The whole forward: inputs, the blocks in order (run_block(index, inputs) returns the block's
 // probes; after_block(index, probes) sees them), the output heads.
 template <class A, class RunBlock, class AfterBlock>
-ModelOutputOf<typename A::E> forward(const A& a, const model::ModelConfig& c, model::WeightSource& weights,
+ModelOutputOf<typename A::E> forward(const A& a, const model::ModelConfig& c, model::TensorSource& weights,
                                      const ModalityInputOf<typename A::E>& video,
                                      const ModalityInputOf<typename A::E>& audio, const RunBlock& run_block,
                                      const AfterBlock& after_block) {

@@ -36,7 +36,7 @@ std::vector<R> sinusoid(R tau, official::F32Math math) {
 std::vector<float> timestep_sinusoid(float tau, official::F32Math math) { return sinusoid(tau, math); }
 std::vector<double> timestep_sinusoid(double tau) { return sinusoid(tau, official::F32Math::host); }
 
-AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
+AdaLnOut adaln_single(model::TensorSource& weights, const std::string& prefix, std::int64_t dim,
                       std::int64_t rows, float tau, ops::Product product, std::int64_t tokens) {
   return adaln(Bf16Arith{product}, weights, prefix, dim, rows, tau, tokens);
 }

@@ -32,7 +32,7 @@ using AdaLnOut = AdaLnOutOf<Bf16>;
 // `dim` is the module's width D and `rows` its k (the linear maps D -> k·D); the three
 // Linears in `product`'s arithmetic, with the kernel choice of the `tokens`-row products the
 // official model runs (official::RowsAsIf).
-AdaLnOut adaln_single(model::WeightSource& weights, const std::string& prefix, std::int64_t dim,
+AdaLnOut adaln_single(model::TensorSource& weights, const std::string& prefix, std::int64_t dim,
                       std::int64_t rows, float tau, ops::Product product = ops::Product::psi_f32,
                       std::int64_t tokens = 1);
 

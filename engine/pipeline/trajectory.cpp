@@ -149,7 +149,7 @@ TrajectoryResultOf<E> trajectory(const model::ModelConfig& c, const TrajectoryCa
 
 }  // namespace
 
-model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::WeightSource& weights,
+model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::TensorSource& weights,
                                       const TrajectoryCase& tc, int stage) {
   if (stage != 1 && stage != 2) throw Error("first_block_inputs: stage " + std::to_string(stage) + " is not 1 or 2");
   const TrajectoryShape ts = trajectory_shape(c);
@@ -167,7 +167,7 @@ model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::Weight
   return prepare_inputs(c, weights, video, audio).blocks;
 }
 
-TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
+TrajectoryResult run_trajectory(const model::ModelConfig& c, model::TensorSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,
                                 const TrajectoryHooks& hooks) {
   return trajectory<Bf16>(c, tc, hooks, variant.model_math,
@@ -178,7 +178,7 @@ TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource
                           });
 }
 
-TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::WeightSource& weights,
+TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::TensorSource& weights,
                                        const TrajectoryCase& tc, const TrajectoryHooks& hooks) {
   if (hooks.block_runner) throw Error("run_trajectory_f64: the float64 run has no block runner");
   return trajectory<double>(c, tc, hooks, official::F32Math::host,

@@ -82,17 +82,17 @@ struct TrajectoryHooks {
 // The inputs of block 0 at the first invocation of `stage` (1 or 2): the stage's noise as the
 // latent (for stage 2 the pure stage-2 noise stands in for the re-noised upsampled state), the
 // stage's first sigma and token grid. What the single-block experiments run.
-model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::WeightSource& weights,
+model::BlockInputs first_block_inputs(const model::ModelConfig& c, model::TensorSource& weights,
                                       const TrajectoryCase& tc, int stage);
 
-TrajectoryResult run_trajectory(const model::ModelConfig& c, model::WeightSource& weights,
+TrajectoryResult run_trajectory(const model::ModelConfig& c, model::TensorSource& weights,
                                 const TrajectoryCase& tc, const model::NumericsVariant& variant,
                                 const TrajectoryHooks& hooks = {});
 
 // The float64 reference trajectory: the same run with the model in float64
 // (model_forward_f64) and the sampler's float64 overloads, from the same BF16 weights, noise and
 // contexts; no BF16 write anywhere. A teacher's (BF16) state enters exactly.
-TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::WeightSource& weights,
+TrajectoryResultF64 run_trajectory_f64(const model::ModelConfig& c, model::TensorSource& weights,
                                        const TrajectoryCase& tc, const TrajectoryHooks& hooks = {});
 
 }  // namespace psi::pipeline
