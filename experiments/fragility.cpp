@@ -139,8 +139,7 @@ std::int64_t differing(const Bf16Tensor& a, const Bf16Tensor& b) {
 std::vector<OpFragility> audit_step(const TinyTrajectory& t, int step, bool influence, const official::KernelConfig& kernels) {
   OpCapture own;
   const pipeline::SavedState base = observed_step(t, step, kernels, own).first;
-  const model::NumericsVariant variant =
-      model::numerics_variant("official-h200").with_kernels(std::make_shared<const official::KernelConfig>(kernels));
+  const model::NumericsVariant variant = t.variant(kernels);
   std::vector<OpFragility> out;
   for (const CapturedOp& op : own.ops()) {
     OpFragility f;

@@ -47,10 +47,6 @@ struct TinyRecordings {
   model::NumericsVariant variant;
   std::string label;
 
-  model::NumericsVariant with(const official::KernelConfig& kernels) const {
-    return variant.with_kernels(std::make_shared<const official::KernelConfig>(kernels));
-  }
-
   pipeline::TrajectoryHooks teacher() const {
     pipeline::TrajectoryHooks h;
     h.teacher = [this](int k) { return &recording.states.at(std::size_t(k - 1)); };
@@ -90,8 +86,12 @@ std::pair<pipeline::SavedState, pipeline::SavedState> TinyTrajectory::forced_sta
     throw Error("tiny trajectory: step " + std::to_string(step) + " is not a model step (1..8, 10..12)");
   pipeline::TrajectoryHooks h = r_->teacher();
   h.only_step = step;
-  auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->with(kernels), h);
+  auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, variant(kernels), h);
   return {std::move(result.states.at(0)), r_->recording.states.at(std::size_t(step))};
+}
+
+model::NumericsVariant TinyTrajectory::variant(const official::KernelConfig& kernels) const {
+  return r_->variant.with_kernels(std::make_shared<const official::KernelConfig>(kernels));
 }
 
 StepDifference TinyTrajectory::forced_step(int step, const official::KernelConfig& kernels) const {
@@ -100,7 +100,7 @@ StepDifference TinyTrajectory::forced_step(int step, const official::KernelConfi
 }
 
 std::vector<StepDifference> TinyTrajectory::free_running(const official::KernelConfig& kernels) const {
-  const auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, r_->with(kernels));
+  const auto result = pipeline::run_trajectory(r_->config, *r_->weights, r_->tc, variant(kernels));
   std::vector<StepDifference> out;
   for (std::size_t i = 0; i < result.states.size(); ++i) out.push_back(difference(result.states[i], r_->recording.states.at(i)));
   return out;

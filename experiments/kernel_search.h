@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/variant.h"
 #include "engine/official/kernel_config.h"
 #include "engine/pipeline/trajectory.h"
 
@@ -55,6 +56,8 @@ class TinyTrajectory {
   std::vector<StepDifference> free_running(const official::KernelConfig& kernels) const;
   // The distinct products of step `step` (the shape log).
   std::vector<official::ShapeUse> shapes(int step, const official::KernelConfig& kernels) const;
+  // The variant its steps run: official-h200 with the kernel choices `kernels`.
+  model::NumericsVariant variant(const official::KernelConfig& kernels) const;
   static const std::vector<int>& steps();  // 1..8, 10..12
 
  private:

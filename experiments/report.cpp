@@ -115,7 +115,8 @@ std::vector<Table> Report::commit() {
   for (const Table& t : tables) tj.push_back(t.to_json());
   write_cases();
   // A table's provenance lines name where its inputs lay (report/table.h).
-  writer_.write_text(kTables, tj.dump(), {{hdf5::attr::provenance_fields, R"(["provenance"])"}});
+  writer_.write_text(kTables, tj.dump(),
+                     {{hdf5::attr::provenance_fields, nlohmann::json::array({Table::kProvenanceKey}).dump()}});
   writer_.write_text(kOptions, options_.to_json().dump());
   // The figures' names come from the cases: checked here, before the report is renamed into place.
   const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};

@@ -32,7 +32,7 @@ void check_time_columns(const Table& t, Exit code) {
 nlohmann::json Table::to_json() const {
   check_time_columns(*this, Exit::run_failed);
   nlohmann::json j = {{"title", title}, {"columns", columns}, {"rows", rows}, {"notes", notes}};
-  if (!provenance.empty()) j["provenance"] = provenance;
+  if (!provenance.empty()) j[kProvenanceKey] = provenance;
   j["time_columns"] = time_columns;
   return j;
 }
@@ -44,7 +44,7 @@ Table Table::from_json(const nlohmann::json& j) {
     t.columns = j.at("columns").get<std::vector<std::string>>();
     for (auto& r : j.at("rows")) t.add_row(r.get<std::vector<std::string>>());
     t.notes = j.value("notes", std::vector<std::string>{});
-    t.provenance = j.value("provenance", std::vector<std::string>{});
+    t.provenance = j.value(kProvenanceKey, std::vector<std::string>{});
     t.time_columns = j.value("time_columns", std::vector<std::string>{});
     check_time_columns(t, Exit::bad_input);
     return t;

@@ -17,8 +17,10 @@ struct Table {
   std::vector<std::string> notes;  // lines printed under the table
   // Where the inputs lay (paths as given), printed after the notes. Two runs on the same
   // recordings reached by other paths (another machine, a linked folder) differ only here:
-  // psi compare shows such a difference and does not count it.
+  // psi compare shows such a difference and does not count it (its JSON key, kProvenanceKey,
+  // is what a report declares as the tables' provenance field).
   std::vector<std::string> provenance;
+  static constexpr const char* kProvenanceKey = "provenance";
   // The columns whose cells measure time (wall times, rates, ratios of them), named as in
   // `columns`: they differ from run to run, and psi compare counts them apart. Written always
   // (empty: none), so that a reader never has to guess from a header's words.

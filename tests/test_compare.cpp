@@ -225,6 +225,16 @@ TEST(Compare, OnlyFieldsBothFilesDeclareAreProvenance) {
       << row(r, "/g/weights_json").note;
   EXPECT_EQ(r.exit_code(), 1);
 
+  // A declaration that is not a JSON list of names declares nothing.
+  for (const char* bad : {R"("file")", R"(["file")", R"({"file": true})", R"([1, 2])"}) {
+    a.provenance_fields = b.provenance_fields = bad;
+    write_psi(dir / "a.h5", a);
+    write_psi(dir / "b.h5", b);
+    EXPECT_EQ(compare_files(dir / "a.h5", dir / "b.h5").exit_code(), 1) << bad;
+  }
+  b.provenance_fields.reset();
+  write_psi(dir / "b.h5", b);
+
   a.provenance_fields = R"(["file"])";
   write_psi(dir / "a.h5", a);
   r = compare_files(dir / "a.h5", dir / "b.h5");

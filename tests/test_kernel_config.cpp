@@ -85,6 +85,19 @@ std::vector<Bf16> cancelling(std::mt19937& g, std::int64_t rows, std::int64_t K,
   return v;
 }
 
+// A Linear's operands on which a K split changes the bits: A [M, K] and W [N, K] as
+// cancelling makes them (W's large terms cancel), and a bias of N.
+struct Operands {
+  std::vector<Bf16> A, W, b;
+};
+Operands split_sensitive(std::mt19937& g, std::int64_t M, std::int64_t N, std::int64_t K) {
+  Operands o;
+  o.A = cancelling(g, M, K, 1.0f, false);
+  o.W = cancelling(g, N, K, 65536.0f, true);
+  o.b = random_bf16(g, N);
+  return o;
+}
+
 // A configured split reaches tc::linear: each slice a chain from +0 (tc::dot, the definition),
 // the partial sums added in FP32 in order, then the bias epilogue. A one-row product inside
 // RowsAsIf takes the choice of the row count it stands for.
@@ -92,8 +105,7 @@ TEST(KernelConfig, TensorCoreLinearFollowsTheConfiguredSplit) {
   std::mt19937 g(11);
   const std::int64_t K = 96, N = 8;
   for (const std::int64_t M : {6, 1}) {
-    const auto A = cancelling(g, M, K, 1.0f, false), W = cancelling(g, N, K, 65536.0f, true);
-    const auto b = random_bf16(g, N);
+    const auto [A, W, b] = split_sensitive(g, M, N, K);
     KernelConfig c;
     c.set({ChainKind::tensor_core, {M == 1 ? 72 : M, N, K}}, {3, 16});
     std::vector<Bf16> split(std::size_t(M * N)), whole(std::size_t(M * N));
@@ -124,8 +136,7 @@ TEST(KernelConfig, TensorCoreLinearFollowsTheConfiguredSplit) {
 TEST(KernelConfig, TensorCoreShapeAsFp32FmaChains) {
   std::mt19937 g(14);
   const std::int64_t M = 4, N = 6, K = 96;
-  const auto A = cancelling(g, M, K, 1.0f, false), W = cancelling(g, N, K, 65536.0f, true);
-  const auto b = random_bf16(g, N);
+  const auto [A, W, b] = split_sensitive(g, M, N, K);
   KernelConfig c;
   c.set({ChainKind::tensor_core, {M, N, K}}, {2, 16, true});
   std::vector<Bf16> y(std::size_t(M * N)), tensor(std::size_t(M * N));
@@ -151,8 +162,7 @@ TEST(KernelConfig, TensorCoreShapeAsFp32FmaChains) {
 TEST(KernelConfig, ARunsVariantsCarryItsConfiguration) {
   std::mt19937 g(15);
   const std::int64_t M = 4, N = 6, K = 96;
-  const auto A = cancelling(g, M, K, 1.0f, false), W = cancelling(g, N, K, 65536.0f, true);
-  const auto b = random_bf16(g, N);
+  const auto [A, W, b] = split_sensitive(g, M, N, K);
   KernelConfig c;
   c.set({ChainKind::tensor_core, {M, N, K}}, {3, 16});
   c.set({ChainKind::f32_scores, {8, 40, 48}}, {2, 16});
