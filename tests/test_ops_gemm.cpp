@@ -2,9 +2,13 @@
 // invariance at 1,024-aligned splits, independence of the thread count, bias rules.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
+#include "engine/bf16_scan.h"
 #include "engine/error.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/reduce.h"
@@ -118,4 +122,80 @@ TEST(Gemm, BadShapesAreErrors) {
   EXPECT_THROW(ops::linear(x, w, nullptr), psi::Error);
   Bf16Tensor w2({3, 8});
   EXPECT_THROW(ops::linear(x, w2, &b), psi::Error);
+}
+
+namespace {
+
+Bf16 from_bits(int bits) { return Bf16{std::uint16_t(bits)}; }
+
+// Whether every product of a value with field fa and one with field fw (0: the subnormals) is
+// finite and exact in FP32, tried over all significands of both.
+bool every_product_exact(int fa, int fw) {
+  for (int ma = 0; ma < 128; ++ma)
+    for (int mw = 0; mw < 128; ++mw) {
+      if ((fa == 0 && ma == 0) || (fw == 0 && mw == 0)) continue;
+      const double p = double(from_bits(fa << 7 | ma).to_float()) * from_bits(fw << 7 | mw).to_float();
+      if (!std::isfinite(float(p)) || double(float(p)) != p) return false;
+    }
+  return true;
+}
+
+bool predicate(int fa, int fw) {
+  const Bf16 a = from_bits(fa << 7 | 1), w = from_bits(fw << 7 | 1);
+  return psi::products_exact_in_fp32(psi::scan_bf16(psi::CBf16Mat{&a, 1, 1, 1}), psi::scan_bf16(psi::CBf16Mat{&w, 1, 1, 1}));
+}
+
+}  // namespace
+
+// The fused kernel's precondition, against brute force at its edges: exact products at the
+// bounds, an inexact or overflowing one just past them.
+TEST(Gemm, FusedProductsAreExactExactlyWhereTheScanSaysSo) {
+  const int pairs[][2] = {{60, 59}, {0, 118}, {118, 0}, {190, 190}, {254, 126}, {59, 59}, {0, 117}, {190, 191}, {254, 127}};
+  for (const auto& [fa, fw] : pairs) EXPECT_EQ(predicate(fa, fw), every_product_exact(fa, fw)) << fa << "+" << fw;
+  EXPECT_TRUE(every_product_exact(0, 118));
+  EXPECT_FALSE(every_product_exact(0, 117));
+  const Bf16 zero = from_bits(0), nan = from_bits(0x7fc0), big = from_bits(254 << 7);
+  const auto one = [](const Bf16& v) { return psi::scan_bf16(psi::CBf16Mat{&v, 1, 1, 1}); };
+  EXPECT_TRUE(psi::products_exact_in_fp32(one(zero), one(big)));  // every product is 0
+  EXPECT_FALSE(psi::products_exact_in_fp32(one(nan), one(zero)));
+}
+
+// psi's order with each product added by one FMA (what the fused kernel computes).
+float fused_dot(const Bf16* a, const Bf16* b, std::int64_t K) {
+  float total = 0.0f;
+  for (std::int64_t c0 = 0; c0 < K; c0 += ops::kChunk) {
+    float lane[ops::kLanes] = {};
+    for (std::int64_t k = c0; k < std::min(K, c0 + ops::kChunk); ++k)
+      lane[(k - c0) % ops::kLanes] = std::fma(a[k].to_float(), b[k].to_float(), lane[(k - c0) % ops::kLanes]);
+    total = total + ops::lane_tree(lane);
+  }
+  return total;
+}
+
+// Operands whose products round (products near FP32's subnormal range): there an FMA gives other
+// bits than a rounded product added, so the product must keep the unfused kernel and the
+// documented order's bits. The same operands in range take the fused one; both agree with the
+// scalar order bit for bit.
+TEST(Gemm, ProductsOutsideTheFusedRangeKeepTheirRounding) {
+  const std::int64_t M = 6, N = 10, K = 1500;
+  Bf16Tensor x = psi::synthinit::make("input.test.x", {M, K}, 13);
+  Bf16Tensor w = psi::synthinit::make("test.weight", {N, K}, 13);
+  // How many elements the fused order would give other bits; every element must be the
+  // documented order's.
+  const auto fused_differs = [&](const char* what) {
+    psi::F32Tensor y({M, N});
+    ops::linear_f32(psi::as_matrix(x), psi::as_matrix(w), nullptr, psi::as_matrix(y));
+    int differs = 0;
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t n = 0; n < N; ++n) {
+        const float ref = reference_dot(x.ptr() + m * K, w.ptr() + n * K, K);
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(y.data[m * N + n]), std::bit_cast<std::uint32_t>(ref)) << what << " " << m << "," << n;
+        differs += std::bit_cast<std::uint32_t>(fused_dot(x.ptr() + m * K, w.ptr() + n * K, K)) != std::bit_cast<std::uint32_t>(ref);
+      }
+    return differs;
+  };
+  EXPECT_EQ(fused_differs("in range"), 0);
+  for (Bf16& v : x.data) v = psi::bf16_rne(v.to_float() * 0x1p-64f);
+  for (Bf16& v : w.data) v = psi::bf16_rne(v.to_float() * 0x1p-64f);
+  EXPECT_GT(fused_differs("products near the subnormals"), 0);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 #include "engine/isa_clones.h"
 #include "engine/official/kernel_config.h"
@@ -190,7 +191,7 @@ void sdpa_math_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, cons
                 " for " + std::to_string(heads) + " heads");
   const std::int64_t d = q.cols / heads, Nq = q.rows, Nk = k.rows;
   const float factor = sdpa_qk_factor(d);
-  static const bool wide = __builtin_cpu_supports("avx512f");  // where AVX-512 holds a wide tile
+  const bool wide = have_avx512();  // where AVX-512 holds a wide tile
   // The K slices of the two batched products (kernel_config.h): each a chain from +0, the
   // partial sums added in slice order.
   const ProductShape score_shape{Nq, Nk, d}, value_shape{Nq, d, Nk};

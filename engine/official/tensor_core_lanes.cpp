@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 #include "engine/official/tensor_core_chain.h"
 #include "engine/parallel.h"
@@ -459,111 +460,14 @@ __attribute__((target("avx512f,avx512bw"))) void decode_panel_fp(CBf16Mat W, std
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-
-bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-
-bool have_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
-bool have_avx512bw() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return yes;
-}
 #endif
 
 std::atomic<LaneKernel> g_kernel{LaneKernel::best};
 
-// One row's part of a Scan: whether it is all finite, and its normal fields' range and
-// subnormals folded into `s`.
-bool scan_row(const Bf16* row, std::int64_t n, Scan& s) {
-  bool finite = true;
-  for (std::int64_t k = 0; k < n; ++k) {
-    const int field = (row[k].bits >> 7) & 0xff;
-    if (field == 0xff) {
-      finite = false;
-    } else if (field == 0) {
-      s.subnormal |= (row[k].bits & 0x7f) != 0;
-    } else {
-      s.lo = std::min(s.lo, field);
-      s.hi = std::max(s.hi, field);
-    }
-  }
-  return finite;
-}
-
-#if defined(__x86_64__)
-// scan_row 32 values at a time.
-__attribute__((target("avx512f,avx512bw"))) bool scan_row_avx512(const Bf16* row, std::int64_t n, Scan& s) {
-  __m512i lo = _mm512_set1_epi16(0xff), hi = _mm512_setzero_si512();
-  __mmask32 nonfinite = 0, subnormal = 0;
-  for (std::int64_t k = 0; k < n; k += 32) {
-    const __mmask32 m = first_lanes(n - k);
-    const __m512i b = _mm512_maskz_loadu_epi16(m, row + k);
-    const __m512i field = _mm512_and_si512(_mm512_srli_epi16(b, 7), _mm512_set1_epi16(0xff));
-    const __mmask32 top = _mm512_mask_cmpeq_epi16_mask(m, field, _mm512_set1_epi16(0xff));
-    const __mmask32 bottom = _mm512_mask_cmpeq_epi16_mask(m, field, _mm512_setzero_si512());
-    nonfinite |= top;
-    subnormal |= _mm512_mask_test_epi16_mask(bottom, b, _mm512_set1_epi16(0x7f));
-    const __mmask32 normal = m & ~top & ~bottom;
-    lo = _mm512_mask_min_epu16(lo, normal, lo, field);
-    hi = _mm512_mask_max_epu16(hi, normal, hi, field);
-  }
-  alignas(64) std::uint16_t lo_lane[32], hi_lane[32];
-  _mm512_store_si512(lo_lane, lo);
-  _mm512_store_si512(hi_lane, hi);
-  for (int l = 0; l < 32; ++l) {
-    // A lane that saw no normal value keeps 0xff and 0, which move neither bound.
-    if (lo_lane[l] <= hi_lane[l]) {
-      s.lo = std::min<int>(s.lo, lo_lane[l]);
-      s.hi = std::max<int>(s.hi, hi_lane[l]);
-    }
-  }
-  s.subnormal |= subnormal != 0;
-  return nonfinite == 0;
-}
-#endif
-
-}  // namespace
-
-Scan scan(CBf16Mat M) {
-  Scan s;
-  s.finite.resize(std::size_t(M.rows));
-  constexpr std::int64_t kRowsPerTask = 64;
-  std::vector<Scan> parts(std::size_t((M.rows + kRowsPerTask - 1) / kRowsPerTask));
-#if defined(__x86_64__)
-  const bool vector = have_avx512bw();
-#endif
-  parallel_for(std::int64_t(parts.size()), [&](std::int64_t t) {
-    Scan& part = parts[std::size_t(t)];
-    for (std::int64_t r = t * kRowsPerTask; r < std::min(M.rows, (t + 1) * kRowsPerTask); ++r) {
-#if defined(__x86_64__)
-      if (vector) {
-        s.finite[std::size_t(r)] = scan_row_avx512(M.row(r), M.cols, part);
-        continue;
-      }
-#endif
-      s.finite[std::size_t(r)] = scan_row(M.row(r), M.cols, part);
-    }
-  });
-  for (const Scan& part : parts) {
-    s.lo = std::min(s.lo, part.lo);
-    s.hi = std::max(s.hi, part.hi);
-    s.subnormal |= part.subnormal;
-  }
-  return s;
-}
-
-namespace {
-
 // Whether every product x·w of the two is a normal FP32 value, which x·w then is exactly (8-bit
 // significands): no subnormal operand, e_x + e_w from −100 (which also keeps every non-zero
 // product's E at −100 or above) to 125 (|x w| < 2^(e_x+e_w+2)).
-bool fp_products_exact(const Scan& a, const Scan& w) {
+bool fp_products_exact(const Bf16Scan& a, const Bf16Scan& w) {
   if (a.subnormal || w.subnormal) return false;
   if (a.lo > a.hi || w.lo > w.hi) return true;  // one side all zeros (or non-finite): every product is 0
   return (a.lo - 127) + (w.lo - 127) >= -100 && (a.hi - 127) + (w.hi - 127) <= 125;
@@ -623,7 +527,7 @@ std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::
   return 1;
 }
 
-LaneKernel kernel_for(CBf16Mat W, const Scan& a, const Scan& w) {
+LaneKernel kernel_for(CBf16Mat W, const Bf16Scan& a, const Bf16Scan& w) {
   const LaneKernel k = resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(a, w));
   return k == LaneKernel::avx512_fp && W.ld > std::numeric_limits<std::int32_t>::max() / kLanes ? LaneKernel::avx512 : k;
 }
@@ -645,7 +549,7 @@ void set_lane_kernel(LaneKernel k) {
 }
 
 LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W) {
-  return kernel_for(W, scan(A), scan(W));
+  return kernel_for(W, scan_bf16(A), scan_bf16(W));
 }
 
 }  // namespace psi::official::tc

@@ -15,9 +15,9 @@
 // entering accumulator is not finite, are recomputed with dot() afterwards (tensor_core.h's rule), so
 // the vector path only ever sees finite operands.
 #include <cstdint>
-#include <limits>
 #include <vector>
 
+#include "engine/bf16_scan.h"
 #include "engine/matrix.h"
 #include "engine/official/tensor_core.h"
 
@@ -45,19 +45,6 @@ struct PanelData {
   std::vector<std::int16_t> exp16;             // [Kp/2][kLanes][2], k's pairs interleaved lane by lane
 };
 
-// Per row of a matrix whether it is all finite, and over its finite non-zero elements the
-// exponent range and whether any is subnormal: what decides whether FP32 products are exact.
-// Exponents are kept as biased fields here (1 to 254).
-struct Scan {
-  std::vector<char> finite;
-  int lo = std::numeric_limits<int>::max(), hi = std::numeric_limits<int>::min();
-  bool subnormal = false;
-};
-
-// M's Scan: rows in parallel, 64 a task, each task's bounds folded in afterwards (min, max and
-// or do not depend on the order).
-Scan scan(CBf16Mat M);
-
 // A task's operands and rows go one of two ways: one row at a time with the integer kernels'
 // layouts, or (`fp`, x86 only) decoded in the vector unit, K padded to Kp, and run kFpRows rows
 // at a time.
@@ -71,6 +58,6 @@ std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::
 
 // The kernel a product gets: the chosen one, with the FP32-product kernel only where its products
 // are exact and its panel gather can index W's rows (15·ld fits an int32).
-LaneKernel kernel_for(CBf16Mat W, const Scan& a, const Scan& w);
+LaneKernel kernel_for(CBf16Mat W, const Bf16Scan& a, const Bf16Scan& w);
 
 }  // namespace psi::official::tc

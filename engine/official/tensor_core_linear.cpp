@@ -20,7 +20,7 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
     throw Error("tensor-core gemm: output is " + std::to_string(C.rows) + "x" + std::to_string(C.cols) +
                 ", product is " + std::to_string(M) + "x" + std::to_string(N));
   if (M == 0 || N == 0) return;
-  const Scan a = scan(A), w = scan(W);
+  const Bf16Scan a = scan_bf16(A), w = scan_bf16(W);
   const LaneKernel kernel = kernel_for(W, a, w);
   const bool fp = kernel == LaneKernel::avx512_fp;
   const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
