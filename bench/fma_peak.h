@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu_features.h"
 #include "engine/parallel.h"
 
 #if defined(__x86_64__)
@@ -66,8 +67,8 @@ struct PeakLoop {
 
 inline PeakLoop widest_peak_loop() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return {"AVX-512", fma_loop_avx512, 2.0 * 16 * kChainsAvx512};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+  if (have_avx512()) return {"AVX-512", fma_loop_avx512, 2.0 * 16 * kChainsAvx512};
+  if (have_avx2_fma())
     return {"AVX2+FMA", fma_loop_avx2, 2.0 * 8 * kChainsAvx2};
 #endif
   return {};

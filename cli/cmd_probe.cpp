@@ -352,7 +352,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     // --backend is the one string: resolved to the kind that runs (and that the outputs name) here.
     std::optional<psi::rt::BackendKind> runtime;
     if (o->backend != "host") runtime = psi::exp::resolve_backend(o->backend, false);
-    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, runtime, o->explain, o->differences};
+    psi::probes::ProbeOptions po{o->reference, o->flash_reference, variants, runtime, o->explain, o->differences, nullptr};
     const auto in = psi::probes::probe_files(psi::probes::probe_case(o->name), po);
     if (!o->out.empty()) psi::outputs::check_output(o->out, {in.file, in.flash_file}, "probe: --out", psi::hdf5::is_psi_h5);
     if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))

@@ -295,11 +295,62 @@ __attribute__((target("avx512f"))) void chain_rows_avx512(const std::int32_t* xs
   _mm512_storeu_ps(acc, A);
 }
 
+// The FP32-product kernel's view of the accumulator at a block's start: its exponent
+// max(field, 1) − 127 (a zero's −126 may take part in E: a zero accumulator with a non-zero
+// product meets E ≥ −100, and with none T is 0 whatever E is), and whether finish_block_fp may
+// end the block in the lanes: a finite accumulator that is zero or at least 2^−101.
+struct AccExp {
+  __m512i exp;
+  __mmask16 vector_ok;
+};
+
+__attribute__((target("avx512f"))) inline AccExp acc_exp_lanes(__m512 A) {
+  const __m512i abs_bits = _mm512_and_si512(_mm512_castps_si512(A), _mm512_set1_epi32(0x7fffffff));
+  const __m512i field1 = _mm512_max_epi32(_mm512_srli_epi32(abs_bits, 23), _mm512_set1_epi32(1));
+  const __mmask16 finite = _mm512_cmplt_epu32_mask(abs_bits, _mm512_set1_epi32(0x7f800000));
+  const __mmask16 tiny = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(abs_bits, abs_bits), abs_bits,
+                                                      _mm512_set1_epi32((127 - 101) << 23));
+  return {_mm512_sub_epi32(field1, _mm512_set1_epi32(127)), __mmask16(finite & ~tiny)};
+}
+
 // The two halves' maximum (the rotation puts it in both) sign-extended from the high half, and the
-// accumulator's exponent where it is non-zero.
-__attribute__((target("avx512f,avx512bw"))) inline __m512i fold_exponent_pairs(const AccLanes& a, __m512i E16) {
+// accumulator's exponent.
+__attribute__((target("avx512f,avx512bw"))) inline __m512i fold_exponent_pairs(const AccExp& a, __m512i E16) {
   const __m512i E = _mm512_srai_epi32(_mm512_max_epi16(E16, _mm512_ror_epi32(E16, 16)), 16);
-  return _mm512_mask_max_epi32(E, a.nonzero, E, a.exp);
+  return _mm512_max_epi32(E, a.exp);
+}
+
+// The FP32-product kernel's block end. The accumulator's term sign·trunc(|A|·2^(25−E)) is formed
+// as the products' terms are: A times the power of two, then the truncating conversion. While
+// −101 ≤ E ≤ 121 both 2^(25−E) and 2^(E−25) are normal floats, and |A|·2^(25−E) < 2^26 is
+// exact wherever it is normal (A has 24 bits; a subnormal A scaled by 2^(25−E) ≥ 1 lands on its
+// grid) and below 1 where it is not, so it truncates to 0 as the shifted magnitude does. Past
+// 121 the term is still exact (E ≤ 127), only 2^(E−25) is not normal. Below −101 every product
+// is zero (a non-zero one puts E at −100 or above), so the accumulator sets E, and A is zero
+// (T = 0 with the scale clamped, `D`) or tiny, which acc_exp_lanes leaves to finish_lane. T and
+// the result as finish_block; a block where a lane's T ≠ 0 and E is out of that range, T
+// overflows, or the accumulator is not vector_ok goes to finish_lane lane by lane.
+__attribute__((target("avx512f"))) inline __m512 finish_block_fp(__m512 A, __mmask16 vector_ok, __m512i S, __m512i E,
+                                                                  __m512i scale_bits) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i scale = _mm512_add_epi32(scale_bits, _mm512_set1_epi32(127 << 23));
+  const __m512i term = _mm512_cvttps_epi32(_mm512_mul_ps(A, _mm512_castsi512_ps(scale)));
+  const __m512i T = _mm512_add_epi32(S, term);
+  const __mmask16 overflow = _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(S, term, T, 0x42), zero);
+  const __mmask16 t_nonzero = _mm512_test_epi32_mask(T, T);
+  const __mmask16 in_range = _mm512_cmple_epu32_mask(_mm512_add_epi32(E, _mm512_set1_epi32(101)), _mm512_set1_epi32(222));
+  const __m512 f = _mm512_cvt_roundepi32_ps(T, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  // 2^(E−25): its field 127 + E − 25 is 254 less the field of 2^(25−E).
+  const __m512 unit = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(254 << 23), scale));
+  const __m512 r = _mm512_mul_ps(f, unit);
+  if ((vector_ok & ~overflow & (~t_nonzero | in_range)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
+  alignas(64) float a_lane[kLanes];
+  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
+  _mm512_store_ps(a_lane, A);
+  _mm512_store_si512(e_lane, E);
+  _mm512_store_si512(s_lane, S);
+  for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
+  return _mm512_load_ps(a_lane);
 }
 
 // One block's terms of R rows into S: each sign·trunc(|x w| 2^D), D = 25 − E per row and lane
@@ -363,11 +414,11 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const
         E16[r] = _mm512_max_epi16(E16[r], _mm512_adds_epi16(w, _mm512_set1_epi32(xe_pairs[r * half + k0 / 2 + q])));
     }
     __m512i scale_bits[R], E[R], S[R];
-    AccLanes a[R];
+    AccExp a[R];
     __mmask16 large = 0;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      a[r] = acc_lanes(A[r]);
+      a[r] = acc_exp_lanes(A[r]);
       E[r] = fold_exponent_pairs(a[r], E16[r]);
       const __m512i D = _mm512_sub_epi32(_mm512_set1_epi32(kUnitExp), _mm512_max_epi32(E[r], _mm512_set1_epi32(-101)));
       large |= _mm512_cmplt_epi32_mask(D, _mm512_setzero_si512());
@@ -379,7 +430,7 @@ __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const
     else
       block_terms<R, false>(xv, K, k0, wv, scale_bits, S);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) A[r] = finish_block(A[r], a[r], S[r], E[r]);
+    for (int r = 0; r < R; ++r) A[r] = finish_block_fp(A[r], a[r].vector_ok, S[r], E[r], scale_bits[r]);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(acc + r * kLanes, A[r]);

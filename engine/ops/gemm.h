@@ -2,8 +2,10 @@
 // GEMM and Linear on the CPU: y = x · Wᵀ (+ b), W stored [out, in] as in PyTorch.
 //
 // Reduction order (reduce.h): every output y[m][n] is the float32 sum over k of
-// f32(x[m][k]) · f32(W[n][k]) — each product rounded to float32 once (exact for BF16
-// operands), no FMA — taken in 1,024-wide K chunks from k = 0, eight strided lanes per chunk,
+// f32(x[m][k]) · f32(W[n][k]) — each product rounded to float32 once, then added; a BF16
+// product is exact unless it leaves FP32's range, and where every product of A and W is exact
+// (bf16_scan.h) the AVX-512 kernel adds each with one FMA, the same bits — taken in 1,024-wide K
+// chunks from k = 0, eight strided lanes per chunk,
 // the fixed lane tree, and chunk results added in order to the output's running float32
 // value. The order depends only on K: not on the tile sizes, the vector width or the thread
 // count. A product over K split at multiples of 1,024 (gemm_accumulate on each K slice, in
