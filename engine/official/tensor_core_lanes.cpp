@@ -237,6 +237,17 @@ __attribute__((target("avx512f"))) inline __m512i block_exponent(const AccLanes&
                            : max_exponents<0>(E, xe + k0, we + k0 * kLanes, int(k1 - k0));
 }
 
+// A block's end lane by lane, where a lane left the vector finish's range.
+__attribute__((target("avx512f"))) inline __m512 finish_lanes(__m512 A, __m512i S, __m512i E) {
+  alignas(64) float a_lane[kLanes];
+  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
+  _mm512_store_ps(a_lane, A);
+  _mm512_store_si512(e_lane, E);
+  _mm512_store_si512(s_lane, S);
+  for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
+  return _mm512_load_ps(a_lane);
+}
+
 // The block's end in the lanes. With the accumulator's term A·4 >> (E − a) (an int32: A < 2^24),
 // T = S + term, and for T ≠ 0 the result is sign(T) · trunc24(|T|) · 2^(E−25): T converted to
 // FP32 rounding toward zero (exactly the sign and the truncation of |T| to a 24-bit
@@ -259,13 +270,7 @@ __attribute__((target("avx512f"))) inline __m512 finish_block(__m512 A, const Ac
   const __m512 f = _mm512_cvt_roundepi32_ps(T, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   const __m512 r = _mm512_mul_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(unit, 23)));
   if ((a.finite & ~overflow & (~t_nonzero | unit_ok)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
-  alignas(64) float a_lane[kLanes];
-  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
-  _mm512_store_ps(a_lane, A);
-  _mm512_store_si512(e_lane, E);
-  _mm512_store_si512(s_lane, S);
-  for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
-  return _mm512_load_ps(a_lane);
+  return finish_lanes(A, S, E);
 }
 
 // AVX-512, integer products: the 16 columns in one vector; each term is |x_sig 2^11 w_sig|
@@ -344,13 +349,7 @@ __attribute__((target("avx512f"))) inline __m512 finish_block_fp(__m512 A, __mma
   const __m512 unit = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(254 << 23), scale));
   const __m512 r = _mm512_mul_ps(f, unit);
   if ((vector_ok & ~overflow & (~t_nonzero | in_range)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
-  alignas(64) float a_lane[kLanes];
-  alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
-  _mm512_store_ps(a_lane, A);
-  _mm512_store_si512(e_lane, E);
-  _mm512_store_si512(s_lane, S);
-  for (int l = 0; l < kLanes; ++l) a_lane[l] = finish_lane(s_lane[l], e_lane[l], a_lane[l]);
-  return _mm512_load_ps(a_lane);
+  return finish_lanes(A, S, E);
 }
 
 // One block's terms of R rows into S: each sign·trunc(|x w| 2^D), D = 25 − E per row and lane
