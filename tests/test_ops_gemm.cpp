@@ -174,10 +174,10 @@ float fused_dot(const Bf16* a, const Bf16* b, std::int64_t K) {
 
 // Operands whose products round (products near FP32's subnormal range): there an FMA gives other
 // bits than a rounded product added, so the product must keep the unfused kernel and the
-// documented order's bits. The same operands in range take the fused one; both agree with the
-// scalar order bit for bit.
+// documented order's bits. The same operands in range take the fused one (M: rows enough for
+// it); both agree with the scalar order bit for bit.
 TEST(Gemm, ProductsOutsideTheFusedRangeKeepTheirRounding) {
-  const std::int64_t M = 6, N = 10, K = 1500;
+  const std::int64_t M = 40, N = 10, K = 1500;
   Bf16Tensor x = psi::synthinit::make("input.test.x", {M, K}, 13);
   Bf16Tensor w = psi::synthinit::make("test.weight", {N, K}, 13);
   // How many elements the fused order would give other bits; every element must be the
