@@ -28,11 +28,6 @@ inline bool have_avx512bw() {
 #else
 inline bool have_avx2() { return false; }
 inline bool have_avx2_fma() { return false; }
-inline bool have_avx2_fma() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
-
 inline bool have_avx512() { return false; }
 inline bool have_avx512bw() { return false; }
 #endif

@@ -237,8 +237,25 @@ __attribute__((target("avx512f"))) inline __m512i block_exponent(const AccLanes&
                            : max_exponents<0>(E, xe + k0, we + k0 * kLanes, int(k1 - k0));
 }
 
-// A block's end lane by lane, where a lane left the vector finish's range.
-__attribute__((target("avx512f"))) inline __m512 finish_lanes(__m512 A, __m512i S, __m512i E) {
+// The block's end in the lanes, from the accumulator's term (however it was formed) and 2^(E−25)
+// as a float: T = S + term, and for T ≠ 0 the result is sign(T) · trunc24(|T|) · 2^(E−25): T
+// converted to FP32 rounding toward zero (exactly the sign and the truncation of |T| to a 24-bit
+// significand), then multiplied by the power of two. That product is exact and normal when
+// −126 ≤ E − 25 ≤ 96: 1 ≤ |trunc24(T)| ≤ 2^31 puts it in [2^−126, 2^127]. Embedded rounding, not
+// the MXCSR, so nothing else changes. A block where any lane's T ≠ 0 overflows int32 or has E
+// outside that range, or whose accumulator the caller did not find `acc_ok` (an infinite one),
+// goes to finish_lane lane by lane (the subnormal grid, ±Inf and the model's -0 rules live there).
+__attribute__((target("avx512f"))) inline __m512 end_block(__m512 A, __mmask16 acc_ok, __m512i S, __m512i term,
+                                                            __m512i E, __m512 unit) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i T = _mm512_add_epi32(S, term);
+  // Signed overflow: S and term of one sign, T of the other, i.e. the sign bit of (S^T) & (term^T).
+  const __mmask16 overflow = _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(S, term, T, 0x42), zero);
+  const __mmask16 t_nonzero = _mm512_test_epi32_mask(T, T);
+  const __mmask16 in_range = _mm512_cmple_epu32_mask(_mm512_add_epi32(E, _mm512_set1_epi32(101)), _mm512_set1_epi32(222));
+  const __m512 f = _mm512_cvt_roundepi32_ps(T, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_mul_ps(f, unit);
+  if ((acc_ok & ~overflow & (~t_nonzero | in_range)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
   alignas(64) float a_lane[kLanes];
   alignas(64) std::int32_t e_lane[kLanes], s_lane[kLanes];
   _mm512_store_ps(a_lane, A);
@@ -248,29 +265,14 @@ __attribute__((target("avx512f"))) inline __m512 finish_lanes(__m512 A, __m512i 
   return _mm512_load_ps(a_lane);
 }
 
-// The block's end in the lanes. With the accumulator's term A·4 >> (E − a) (an int32: A < 2^24),
-// T = S + term, and for T ≠ 0 the result is sign(T) · trunc24(|T|) · 2^(E−25): T converted to
-// FP32 rounding toward zero (exactly the sign and the truncation of |T| to a 24-bit
-// significand), then multiplied by the power of two. That product is exact and normal when
-// −126 ≤ E − 25 ≤ 96: 1 ≤ |trunc24(T)| ≤ 2^31 puts it in [2^−126, 2^127]. Embedded rounding, not
-// the MXCSR, so nothing else changes. A block where any lane's T ≠ 0 overflows int32 or has E
-// outside that range, or that enters with an infinite accumulator, goes to finish_lane lane by
-// lane (the subnormal grid, ±Inf and the model's -0 rules live there).
+// The integer kernel's block end: the accumulator's term A·4 >> (E − a) (an int32: A < 2^24),
+// signed, and 2^(E−25) from its biased exponent E + 102.
 __attribute__((target("avx512f"))) inline __m512 finish_block(__m512 A, const AccLanes& a, __m512i S, __m512i E) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i term_mag = _mm512_srlv_epi32(_mm512_slli_epi32(a.mag, kExtraBits), _mm512_sub_epi32(E, a.exp));
   const __m512i term = _mm512_mask_sub_epi32(term_mag, _mm512_cmplt_epi32_mask(a.bits, zero), zero, term_mag);
-  const __m512i T = _mm512_add_epi32(S, term);
-  // Signed overflow: S and term of one sign, T of the other, i.e. the sign bit of (S^T) & (term^T).
-  const __mmask16 overflow = _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(S, term, T, 0x42), zero);
-  const __mmask16 t_nonzero = _mm512_test_epi32_mask(T, T);
-  // The biased exponent of 2^(E−25), from 1 to 223 in the range above.
-  const __m512i unit = _mm512_add_epi32(E, _mm512_set1_epi32(127 - kUnitExp));
-  const __mmask16 unit_ok = _mm512_cmple_epu32_mask(_mm512_sub_epi32(unit, _mm512_set1_epi32(1)), _mm512_set1_epi32(222));
-  const __m512 f = _mm512_cvt_roundepi32_ps(T, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_mul_ps(f, _mm512_castsi512_ps(_mm512_slli_epi32(unit, 23)));
-  if ((a.finite & ~overflow & (~t_nonzero | unit_ok)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
-  return finish_lanes(A, S, E);
+  const __m512i unit = _mm512_slli_epi32(_mm512_add_epi32(E, _mm512_set1_epi32(127 - kUnitExp)), 23);
+  return end_block(A, a.finite, S, term, E, _mm512_castsi512_ps(unit));
 }
 
 // AVX-512, integer products: the 16 columns in one vector; each term is |x_sig 2^11 w_sig|
@@ -332,24 +334,15 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512i fold_exponent_pairs(c
 // grid) and below 1 where it is not, so it truncates to 0 as the shifted magnitude does. Past
 // 121 the term is still exact (E ≤ 127), only 2^(E−25) is not normal. Below −101 every product
 // is zero (a non-zero one puts E at −100 or above), so the accumulator sets E, and A is zero
-// (T = 0 with the scale clamped, `D`) or tiny, which acc_exp_lanes leaves to finish_lane. T and
-// the result as finish_block; a block where a lane's T ≠ 0 and E is out of that range, T
-// overflows, or the accumulator is not vector_ok goes to finish_lane lane by lane.
+// (T = 0 with the scale clamped, `D`) or tiny, which acc_exp_lanes leaves to finish_lane. The
+// rest as end_block.
 __attribute__((target("avx512f"))) inline __m512 finish_block_fp(__m512 A, __mmask16 vector_ok, __m512i S, __m512i E,
                                                                   __m512i scale_bits) {
-  const __m512i zero = _mm512_setzero_si512();
   const __m512i scale = _mm512_add_epi32(scale_bits, _mm512_set1_epi32(127 << 23));
   const __m512i term = _mm512_cvttps_epi32(_mm512_mul_ps(A, _mm512_castsi512_ps(scale)));
-  const __m512i T = _mm512_add_epi32(S, term);
-  const __mmask16 overflow = _mm512_cmplt_epi32_mask(_mm512_ternarylogic_epi32(S, term, T, 0x42), zero);
-  const __mmask16 t_nonzero = _mm512_test_epi32_mask(T, T);
-  const __mmask16 in_range = _mm512_cmple_epu32_mask(_mm512_add_epi32(E, _mm512_set1_epi32(101)), _mm512_set1_epi32(222));
-  const __m512 f = _mm512_cvt_roundepi32_ps(T, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   // 2^(E−25): its field 127 + E − 25 is 254 less the field of 2^(25−E).
-  const __m512 unit = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(254 << 23), scale));
-  const __m512 r = _mm512_mul_ps(f, unit);
-  if ((vector_ok & ~overflow & (~t_nonzero | in_range)) == 0xffff) return _mm512_maskz_mov_ps(t_nonzero, r);
-  return finish_lanes(A, S, E);
+  const __m512i unit = _mm512_sub_epi32(_mm512_set1_epi32(254 << 23), scale);
+  return end_block(A, vector_ok, S, term, E, _mm512_castsi512_ps(unit));
 }
 
 // One block's terms of R rows into S: each sign·trunc(|x w| 2^D), D = 25 − E per row and lane
