@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/official/kernel_config.h"
 #include "engine/official/tensor_core.h"
 #include "engine/parallel.h"
@@ -315,6 +316,49 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
         }
     }
   }
+}
+
+// Scans made once for many products (as the FLASH core's tiles use them): a scan of a matrix
+// holding the operand, from row0, gives the bits of the product's own scans. Here the holder's
+// wider bounds (a subnormal and a NaN row outside the tile) take the FP32-product kernel away and a
+// non-finite row inside sends its outputs to dot(); a scan that does not cover the operand is refused.
+TEST(TensorCore, ScansOfAHolderGiveTheProductsOwnBits) {
+  ThreadGuard guard;
+  std::mt19937 g(21);
+  const int M = 37, K = 160, Nall = 90, j0 = 40, N = 35;
+  std::vector<Bf16> A, Wall;
+  for (int m = 0; m < M; ++m) {
+    auto r = random_vec(g, K, 6, m % 4 == 0 ? 0.25 : 0.0);
+    A.insert(A.end(), r.begin(), r.end());
+  }
+  for (int n = 0; n < Nall; ++n) {
+    auto r = random_vec(g, K, 6);
+    Wall.insert(Wall.end(), r.begin(), r.end());
+  }
+  Wall[std::size_t(3 * K + 7)] = Bf16::from_bits(0x0003);                // subnormal, outside the tile
+  Wall[std::size_t(80 * K + 1)] = Bf16::from_bits(0x7fc1);               // NaN row, outside the tile
+  Wall[std::size_t((j0 + 9) * K + 100)] = Bf16::from_bits(0xff80);       // -Inf row, inside
+  const psi::CBf16Mat a{A.data(), M, K, K}, wall{Wall.data(), Nall, K, K}, w{Wall.data() + j0 * K, N, K, K};
+  std::vector<float> C0(std::size_t(M * N));
+  for (auto& c : C0) c = float(std::uniform_real_distribution<double>(-8, 8)(g));
+  const psi::Bf16Scan a_scan = psi::scan_bf16(a), wall_scan = psi::scan_bf16(wall);
+  for (int threads : {1, 2}) {
+    psi::set_thread_count(threads);
+    std::vector<float> want = C0, got = C0;
+    tc::gemm_accumulate(a, w, psi::F32Mat{want.data(), M, N, N});
+    tc::gemm_accumulate(a, {a_scan}, w, {wall_scan, j0}, psi::F32Mat{got.data(), M, N, N});
+    for (std::size_t i = 0; i < want.size(); ++i) expect_same(got[i], want[i], "element with a holder's scan");
+  }
+  if (tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) {
+    // The tile alone takes the FP32-product kernel, so the holder's scan really chose another.
+    EXPECT_EQ(tc::lane_kernel_for(a, w), tc::LaneKernel::avx512_fp);
+    EXPECT_EQ(tc::lane_kernel_for(a, wall), tc::LaneKernel::avx512);
+  }
+  std::vector<float> C = C0;
+  const psi::F32Mat c{C.data(), M, N, N};
+  EXPECT_THROW(tc::gemm_accumulate(a, {a_scan}, w, {wall_scan, Nall - N + 1}, c), psi::Error);
+  EXPECT_THROW(tc::gemm_accumulate(a, {a_scan}, w, {wall_scan, -1}, c), psi::Error);
+  EXPECT_THROW(tc::gemm_accumulate(a, {a_scan, 1}, w, {wall_scan, j0}, c), psi::Error);
 }
 
 // Every lane kernel against the reference on the cases the vector finish must hand to the

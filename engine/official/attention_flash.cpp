@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/bf16.h"
+#include "engine/bf16_scan.h"
 #include "engine/error.h"
 #include "engine/official/attention_math.h"
 #include "engine/official/nv_expf.h"
@@ -22,7 +23,7 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kH200Sms = 132;
 constexpr int kMaxSplits = 128;         // set_params_splitkv's cap
-constexpr std::int64_t kRowBlock = 64;  // query rows a task (any grouping gives the same rows)
+constexpr std::int64_t kRowBlock = 256;  // query rows a task (any grouping gives the same rows)
 constexpr int kThreadsPerRow = 4;       // the quad of an MMA fragment sharing a row
 constexpr int kCombineThreads = 128;
 const float kLn2 = std::bit_cast<float>(0x3f317218u);  // __logf's ln 2
@@ -47,10 +48,18 @@ Scales scales(std::int64_t d) {
   return {s, float(double(s) * 1.4426950408889634)};
 }
 
-// Runs tiles [t0, t1) of one head for query rows q [rows, d], keys and values of that head
-// (k [Nk, d] view, vt [d, Nk] view). O = acc · inv; lse as the split kernel writes it.
-void run_split(CBf16Mat q, CBf16Mat k, CBf16Mat vt, std::int64_t block_n, std::int64_t t0, std::int64_t t1,
+// A head's keys [Nk, d] and transposed values [d, Nk], each with its scan (bf16_scan.h), made once
+// for every tile's product.
+struct HeadOperands {
+  CBf16Mat k, vt;
+  Bf16Scan k_scan, vt_scan;
+};
+
+// Runs tiles [t0, t1) of one head for query rows q [rows, d]. O = acc · inv; lse as the split
+// kernel writes it.
+void run_split(CBf16Mat q, const HeadOperands& head, std::int64_t block_n, std::int64_t t0, std::int64_t t1,
                const Scales& sc, SplitOut& out) {
+  const CBf16Mat k = head.k, vt = head.vt;
   const std::int64_t rows = q.rows, d = q.cols, Nk = k.rows;
   out.o.assign(rows * d, 0.0f);
   out.lse.assign(rows, kNegInf);
@@ -58,11 +67,12 @@ void run_split(CBf16Mat q, CBf16Mat k, CBf16Mat vt, std::int64_t block_n, std::i
   std::vector<float> row_max(rows, kNegInf), sums(rows * kThreadsPerRow, 0.0f), s(rows * block_n);
   std::vector<Bf16> p(rows * block_n);
   F32Mat o{out.o.data(), rows, d, d};
+  const Bf16Scan q_scan = scan_bf16(q);
   for (std::int64_t t = t1 - 1; t >= t0; --t) {
     const bool first = t == t1 - 1;
     const std::int64_t j0 = t * block_n, nk = std::min(block_n, Nk - j0);
     std::fill(s.begin(), s.end(), 0.0f);
-    tc::gemm_accumulate(q, k.block(j0, nk, 0, d), F32Mat{s.data(), rows, nk, block_n});
+    tc::gemm_accumulate(q, {q_scan}, k.block(j0, nk, 0, d), {head.k_scan, j0}, F32Mat{s.data(), rows, nk, block_n});
     for (std::int64_t r = 0; r < rows; ++r) {
       float* sr = s.data() + r * block_n;
       std::fill(sr + nk, sr + block_n, kNegInf);  // keys past the end
@@ -81,7 +91,9 @@ void run_split(CBf16Mat q, CBf16Mat k, CBf16Mat vt, std::int64_t block_n, std::i
       flash_thread_sums(sr, block_n, first, rescale, sums.data() + r * kThreadsPerRow);
       for (std::int64_t j = 0; j < nk; ++j) p[r * block_n + j] = bf16_rne(sr[j]);
     }
-    tc::gemm_accumulate(CBf16Mat{p.data(), rows, nk, block_n}, vt.block(0, d, j0, nk), o);
+    const CBf16Mat pm{p.data(), rows, nk, block_n};
+    const Bf16Scan p_scan = scan_bf16(pm);
+    tc::gemm_accumulate(pm, {p_scan}, vt.block(0, d, j0, nk), {head.vt_scan}, o);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const float sum = flash_row_sum(sums.data() + r * kThreadsPerRow);
@@ -194,15 +206,21 @@ void sdpa_flash_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, Bf1
   // V transposed once ([H·d, Nk]): P·V reduces over keys, the tensor-core product's inner axis.
   const std::vector<Bf16> vt_data = transposed(v);
   const CBf16Mat vt{vt_data.data(), q.cols, Nk, Nk};
+  std::vector<HeadOperands> head_ops;
+  head_ops.reserve(std::size_t(heads));
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const CBf16Mat kh = k.block(0, Nk, h * d, d), vth = vt.block(h * d, d, 0, Nk);
+    head_ops.push_back({kh, vth, scan_bf16(kh), scan_bf16(vth)});
+  }
   const std::int64_t row_blocks = ceil_div(Nq, kRowBlock);
   parallel_for(heads * row_blocks, [&](std::int64_t task) {
     const std::int64_t h = task / row_blocks, i0 = (task % row_blocks) * kRowBlock;
     const std::int64_t rows = std::min(kRowBlock, Nq - i0);
-    const CBf16Mat qh = q.block(i0, rows, h * d, d), kh = k.block(0, Nk, h * d, d), vth = vt.block(h * d, d, 0, Nk);
+    const CBf16Mat qh = q.block(i0, rows, h * d, d);
     std::vector<SplitOut> parts(std::size_t(l.splits));
     for (std::int64_t s = 0; s < l.splits; ++s)
-      run_split(qh, kh, vth, l.block_n, s * l.tiles_per_split, std::min(l.tiles, (s + 1) * l.tiles_per_split), sc,
-                parts[std::size_t(s)]);
+      run_split(qh, head_ops[std::size_t(h)], l.block_n, s * l.tiles_per_split,
+                std::min(l.tiles, (s + 1) * l.tiles_per_split), sc, parts[std::size_t(s)]);
     for (std::int64_t r = 0; r < rows; ++r) {
       Bf16* y = out.row(i0 + r) + h * d;
       if (l.split_kv) combine_row(parts, r, d, y);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "engine/bf16.h"
+#include "engine/bf16_scan.h"
 #include "engine/epilogue.h"
 #include "engine/matrix.h"
 #include "engine/official/kernel_config.h"
@@ -67,6 +68,17 @@ float dot(std::span<const Bf16> x, std::span<const Bf16> w, float acc = 0.0f,
 // C[m][n] = the chain of A's row m and W's row n continued from C[m][n]. A is [M, K], W is
 // [N, K]. Vectorised and threaded; bitwise dot() per element, whatever the thread count.
 void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C);
+
+// An operand's scan (bf16_scan.h) made once for many products: scan_bf16 of the operand or of a
+// matrix holding it (whose wider bounds only ever choose a slower kernel, never other bits; a row
+// it calls non-finite is computed by dot()), the operand's row i being the scan's row row0 + i.
+struct OperandScan {
+  const Bf16Scan& scan;
+  std::int64_t row0 = 0;
+};
+// gemm_accumulate with the scans given: the FLASH core multiplies the same query rows and
+// key/value heads tile after tile. psi::Error where a scan has too few rows.
+void gemm_accumulate(CBf16Mat A, OperandScan a, CBf16Mat W, OperandScan w, F32Mat C);
 
 // y = x Wᵀ + b with the epilogue above. The K split is `kernels`' choice for the shape
 // (kernel_config.h; null: the recorded choices): each K slice a chain of its own from +0, the partial

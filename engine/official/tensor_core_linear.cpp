@@ -11,17 +11,44 @@
 
 namespace psi::official::tc {
 
-void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
-  const std::int64_t M = A.rows, N = W.rows, K = A.cols;
+namespace {
+
+bool all_finite(const Bf16Scan& s, std::int64_t r0, std::int64_t n) {
+  return std::all_of(s.finite.begin() + r0, s.finite.begin() + r0 + n, [](char f) { return f != 0; });
+}
+
+void check_product(CBf16Mat A, CBf16Mat W, F32Mat C) {
+  const std::int64_t K = A.cols;
   if (W.cols != K)
     throw Error("tensor-core gemm: inner sizes differ (A has " + std::to_string(K) + " columns, W has " +
                 std::to_string(W.cols) + ")");
-  if (C.rows != M || C.cols != N)
+  if (C.rows != A.rows || C.cols != W.rows)
     throw Error("tensor-core gemm: output is " + std::to_string(C.rows) + "x" + std::to_string(C.cols) +
-                ", product is " + std::to_string(M) + "x" + std::to_string(N));
-  if (M == 0 || N == 0) return;
+                ", product is " + std::to_string(A.rows) + "x" + std::to_string(W.rows));
+}
+
+void check_scan(OperandScan s, std::int64_t rows) {
+  if (s.row0 < 0 || std::int64_t(s.scan.finite.size()) - s.row0 < rows)
+    throw Error("tensor-core gemm: an operand's scan covers " + std::to_string(s.scan.finite.size()) +
+                " rows, not its rows " + std::to_string(s.row0) + " to " + std::to_string(s.row0 + rows - 1));
+}
+
+}  // namespace
+
+void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
+  check_product(A, W, C);
+  if (A.rows == 0 || W.rows == 0) return;
   const Bf16Scan a = scan_bf16(A), w = scan_bf16(W);
-  const LaneKernel kernel = kernel_for(W, a, w);
+  gemm_accumulate(A, OperandScan{a}, W, OperandScan{w}, C);
+}
+
+void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32Mat C) {
+  check_product(A, W, C);
+  const std::int64_t M = A.rows, N = W.rows, K = A.cols;
+  if (M == 0 || N == 0) return;
+  check_scan(as, M);
+  check_scan(ws, N);
+  const LaneKernel kernel = kernel_for(W, as.scan, ws.scan);
   const bool fp = kernel == LaneKernel::avx512_fp;
   const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
 
@@ -29,27 +56,42 @@ void gemm_accumulate(CBf16Mat A, CBf16Mat W, F32Mat C) {
   parallel_for(mtasks * ntasks, [&](std::int64_t task) {
     const std::int64_t m0 = (task / ntasks) * kTaskRows, n0 = (task % ntasks) * kTaskCols;
     const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
-    RowData rows;
-    PanelData panel;
+    // A thread's layouts serve its next task too: their sizes repeat, so nothing is allocated
+    // or cleared again.
+    thread_local RowData rows;
+    thread_local PanelData panel;
     decode_task_rows(fp, A, m0, mb, Kp, rows);
+    const bool rows_finite = all_finite(as.scan, as.row0 + m0, mb);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
       decode_task_panel(fp, W, p0, nn, Kp, panel);
+      const bool finite = rows_finite && all_finite(ws.scan, ws.row0 + p0, nn);
       for (std::int64_t i = 0; i < mb;) {
         const std::int64_t nr = std::min<std::int64_t>(kFpRows, mb - i);
         float acc[kFpRows * kLanes] = {};
-        for (std::int64_t r = 0; r < nr; ++r)
-          for (std::int64_t j = 0; j < nn; ++j) acc[r * kLanes + j] = C.at(m0 + i + r, p0 + j);
+        bool entering_finite = true;
+        for (std::int64_t r = 0; r < nr; ++r) {
+          const float* c = &C.at(m0 + i + r, p0);
+          std::copy(c, c + nn, acc + r * kLanes);
+          for (std::int64_t j = 0; j < nn; ++j) entering_finite &= std::isfinite(c[j]);
+        }
         const std::int64_t ran = run_task_rows(kernel, rows, i, nr, panel, K, Kp, acc);
-        for (std::int64_t r = 0; r < ran; ++r)
-          for (std::int64_t j = 0; j < nn; ++j) {
-            const std::int64_t m = m0 + i + r, n = p0 + j;
-            float& out = C.at(m, n);
-            if (!a.finite[std::size_t(m)] || !w.finite[std::size_t(n)] || !std::isfinite(out))
-              out = dot(std::span<const Bf16>(A.row(m), std::size_t(K)), std::span<const Bf16>(W.row(n), std::size_t(K)), out);
-            else
-              out = acc[r * kLanes + j];
+        for (std::int64_t r = 0; r < ran; ++r) {
+          const std::int64_t m = m0 + i + r;
+          float* c = &C.at(m, p0);
+          if (finite && entering_finite) {
+            std::copy(acc + r * kLanes, acc + r * kLanes + nn, c);
+            continue;
           }
+          // A non-finite operand row or entering value: that output is dot()'s (tensor_core.h).
+          for (std::int64_t j = 0; j < nn; ++j)
+            if (!as.scan.finite[std::size_t(as.row0 + m)] || !ws.scan.finite[std::size_t(ws.row0 + p0 + j)] ||
+                !std::isfinite(c[j]))
+              c[j] = dot(std::span<const Bf16>(A.row(m), std::size_t(K)),
+                         std::span<const Bf16>(W.row(p0 + j), std::size_t(K)), c[j]);
+            else
+              c[j] = acc[r * kLanes + j];
+        }
         i += ran;
       }
     }
