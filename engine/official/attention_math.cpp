@@ -89,6 +89,21 @@ void warp_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
 }
 
+// fmaxf over a row from m, in 16 lanes so that it vectorises: a maximum is the same in any order,
+// and `x > m ? x : m` passes over a NaN as fmaxf does (which of two equal zeros it keeps cannot
+// matter: the row's exponents take x − m, and e^(±0) is 1).
+float row_fmax(const float* s, std::int64_t n, float m) {
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, m);
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = s[j + l] > lane[l] ? s[j + l] : lane[l];
+  for (; j < n; ++j) m = s[j] > m ? s[j] : m;
+  for (float x : lane) m = x > m ? x : m;
+  return m;
+}
+
 // cunn_SoftMaxForwardReg for one row of kWarpSoftmaxMaxKeys < n ≤ kRegSoftmaxMaxKeys keys.
 void block_softmax_row(float* s, std::int64_t n, ExpModel exp) {
   // The kernel starts its max from the lowest finite float, not −∞, so a row of −∞ gives
@@ -97,8 +112,7 @@ void block_softmax_row(float* s, std::int64_t n, ExpModel exp) {
     std::fill(s, s + n, 0.0f);
     return;
   }
-  float m = std::numeric_limits<float>::lowest();
-  for (std::int64_t j = 0; j < n; ++j) m = std::fmax(m, s[j]);  // ::max: fmaxf
+  const float m = row_fmax(s, n, std::numeric_limits<float>::lowest());  // ::max: fmaxf
   exp_minus(s, n, m, exp);  // the epilogue recomputes the same expf
   const float sum = h200_softmax_sum(s, n);
   for (std::int64_t j = 0; j < n; ++j) s[j] = s[j] / sum;
