@@ -48,11 +48,12 @@ Scales scales(std::int64_t d) {
   return {s, float(double(s) * 1.4426950408889634)};
 }
 
-// A head's keys [Nk, d] and transposed values [d, Nk], each with its scan (bf16_scan.h), made once
-// for every tile's product.
+// A head's keys [Nk, d] and transposed values [d, Nk], with the scan (bf16_scan.h) of each key
+// tile's keys and values, made once for every query block's products: a tile's own bounds, so that a
+// value that keeps one tile from the FP32-product kernel does not keep the others.
 struct HeadOperands {
   CBf16Mat k, vt;
-  Bf16Scan k_scan, vt_scan;
+  std::vector<Bf16Scan> k_scans, vt_scans;  // [tile]
 };
 
 // Runs tiles [t0, t1) of one head for query rows q [rows, d]. O = acc · inv; lse as the split
@@ -72,7 +73,8 @@ void run_split(CBf16Mat q, const HeadOperands& head, std::int64_t block_n, std::
     const bool first = t == t1 - 1;
     const std::int64_t j0 = t * block_n, nk = std::min(block_n, Nk - j0);
     std::fill(s.begin(), s.end(), 0.0f);
-    tc::gemm_accumulate(q, {q_scan}, k.block(j0, nk, 0, d), {head.k_scan, j0}, F32Mat{s.data(), rows, nk, block_n});
+    tc::gemm_accumulate(q, {q_scan}, k.block(j0, nk, 0, d), {head.k_scans[std::size_t(t)]},
+                        F32Mat{s.data(), rows, nk, block_n});
     for (std::int64_t r = 0; r < rows; ++r) {
       float* sr = s.data() + r * block_n;
       std::fill(sr + nk, sr + block_n, kNegInf);  // keys past the end
@@ -93,7 +95,7 @@ void run_split(CBf16Mat q, const HeadOperands& head, std::int64_t block_n, std::
     }
     const CBf16Mat pm{p.data(), rows, nk, block_n};
     const Bf16Scan p_scan = scan_bf16(pm);
-    tc::gemm_accumulate(pm, {p_scan}, vt.block(0, d, j0, nk), {head.vt_scan}, o);
+    tc::gemm_accumulate(pm, {p_scan}, vt.block(0, d, j0, nk), {head.vt_scans[std::size_t(t)]}, o);
   }
   for (std::int64_t r = 0; r < rows; ++r) {
     const float sum = flash_row_sum(sums.data() + r * kThreadsPerRow);
@@ -206,12 +208,20 @@ void sdpa_flash_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, Bf1
   // V transposed once ([H·d, Nk]): P·V reduces over keys, the tensor-core product's inner axis.
   const std::vector<Bf16> vt_data = transposed(v);
   const CBf16Mat vt{vt_data.data(), q.cols, Nk, Nk};
-  std::vector<HeadOperands> head_ops;
-  head_ops.reserve(std::size_t(heads));
+  std::vector<HeadOperands> head_ops(static_cast<std::size_t>(heads));
   for (std::int64_t h = 0; h < heads; ++h) {
-    const CBf16Mat kh = k.block(0, Nk, h * d, d), vth = vt.block(h * d, d, 0, Nk);
-    head_ops.push_back({kh, vth, scan_bf16(kh), scan_bf16(vth)});
+    auto& ho = head_ops[std::size_t(h)];
+    ho.k = k.block(0, Nk, h * d, d);
+    ho.vt = vt.block(h * d, d, 0, Nk);
+    ho.k_scans.resize(std::size_t(l.tiles));
+    ho.vt_scans.resize(std::size_t(l.tiles));
   }
+  parallel_for(heads * l.tiles, [&](std::int64_t i) {
+    auto& ho = head_ops[std::size_t(i / l.tiles)];
+    const std::int64_t t = i % l.tiles, j0 = t * l.block_n, nk = std::min(l.block_n, Nk - j0);
+    ho.k_scans[std::size_t(t)] = scan_bf16(ho.k.block(j0, nk, 0, d));
+    ho.vt_scans[std::size_t(t)] = scan_bf16(ho.vt.block(0, d, j0, nk));
+  });
   const std::int64_t row_blocks = ceil_div(Nq, kRowBlock);
   parallel_for(heads * row_blocks, [&](std::int64_t task) {
     const std::int64_t h = task / row_blocks, i0 = (task % row_blocks) * kRowBlock;
