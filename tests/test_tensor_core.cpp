@@ -318,53 +318,6 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
   }
 }
 
-// The FP32-product kernel takes a block's E as max(accumulator, x's largest exponent + w's) without
-// the exponent pass wherever that is E for every lane of a row: where one k holds both largest
-// exponents, or where the accumulator's exponent is at least their sum. Rows and columns here
-// put their largest exponent at chosen k (2, 3 or 5 in each block) among values 4 to 12 binades
-// smaller, so that some rows meet the columns' largest at the same k and others do not (where the
-// true E is 4 or more below the bound, and a wrong E moves the truncation of many terms); the first
-// block starts from zero accumulators, the second from what the first left. Every element is the
-// reference's.
-TEST(TensorCore, ExponentBoundShortcutGivesTheBlocksE) {
-  ThreadGuard guard;
-  std::mt19937 g(33);
-  const int K = 32, N = 16;
-  std::uniform_real_distribution<double> sig(1.0, 2.0);
-  std::uniform_int_distribution<int> small(-12, -4);
-  auto vec = [&](int top_k) {
-    std::vector<Bf16> v(K);
-    for (int k = 0; k < K; ++k)
-      v[std::size_t(k)] = b16(float((k % 2 ? -1 : 1) * std::ldexp(sig(g), k % 16 == top_k ? 0 : small(g))));
-    return v;
-  };
-  // Columns: largest at k = 2 in lanes 0-7, at k = 3 in lanes 8-15 (pairs' even and odd halves).
-  std::vector<Bf16> W;
-  for (int n = 0; n < N; ++n) {
-    const auto c = vec(n < 8 ? 2 : 3);
-    W.insert(W.end(), c.begin(), c.end());
-  }
-  for (const auto& tops : {std::vector<int>{2, 2, 2, 2, 2}, std::vector<int>{2, 3, 5, 2, 3}, std::vector<int>{5, 5, 5, 5, 5}}) {
-    std::vector<Bf16> A;
-    for (int t : tops) {
-      const auto r = vec(t);
-      A.insert(A.end(), r.begin(), r.end());
-    }
-    const int M = int(tops.size());  // four rows a pass and one alone
-    for (auto kernel : {tc::LaneKernel::avx512_fp, tc::LaneKernel::best}) {
-      if (!tc::lane_kernel_available(kernel)) continue;
-      tc::set_lane_kernel(kernel);
-      std::vector<float> C(std::size_t(M * N), 0.0f);
-      tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}, psi::F32Mat{C.data(), M, N, N});
-      for (int m = 0; m < M; ++m)
-        for (int n = 0; n < N; ++n) {
-          const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K), wr(W.begin() + n * K, W.begin() + (n + 1) * K);
-          expect_same(C[std::size_t(m * N + n)], reference_dot(xr, wr), "element");
-        }
-    }
-  }
-}
-
 // Scans made once for many products (as the FLASH core's tiles use them): a scan of a matrix
 // holding the operand, from row0, gives the bits of the product's own scans. Here the holder's
 // wider bounds (a subnormal and a NaN row outside the tile) take the FP32-product kernel away and a

@@ -378,54 +378,40 @@ __attribute__((target("avx512f,avx512bw"))) inline void block_terms(const float*
 // at once against one panel, K a whole number of blocks, each block's terms by block_terms: four
 // vector operations for 16 products where the integer kernel needs about ten. A term below 1
 // truncates to 0 however its tiny value rounds. E < −101 (D = 126 or more) happens only where
-// every product is zero: D is clamped there, so that a zero stays below 1. A block's E comes from
-// the operands' per-block largest exponents and where they are (`x_bound`, the panel's `bound`,
-// made at decoding) wherever they settle it for a whole row of lanes (most blocks of a long
-// product); otherwise from the exponent pass, two k a vector: the exponent sums in 16-bit lanes
-// (saturating, so that two zeros' −20000 + −20000 stays far below every real sum), even k in the
-// low and odd k in the high half of each 32-bit lane. Each W
+// every product is zero: D is clamped there, so that a zero stays below 1. A block's E takes two k a vector: the
+// exponent sums in 16-bit lanes (saturating, so that two zeros' −20000 + −20000 stays far below
+// every real sum), even k in the low and odd k in the high half of each 32-bit lane. Each W
 // vector loaded serves R rows, and their chains are independent, so one row's block finish (a
 // long dependent sequence from the accumulator to the next block's E) overlaps the others'
 // products.
 template <int R>
 __attribute__((target("avx512f,avx512bw"))) void chain_rows_avx512_fp_rows(const float* xv, const std::int32_t* xe_pairs,
-                                                                            const std::int32_t* x_bound,
                                                                             const PanelData& p, std::int64_t K,
                                                                             float* acc /* [R][kLanes] */) {
   const float* wv = p.val.data();
   const std::int16_t* we16 = p.exp16.data();
-  const std::int64_t half = K / 2, blocks = K / kBlock;
+  const std::int64_t half = K / 2;
   __m512 A[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) A[r] = _mm512_loadu_ps(acc + r * kLanes);
   for (std::int64_t k0 = 0; k0 + kBlock <= K; k0 += kBlock) {
-    const std::int64_t b = k0 / kBlock;
-    const __m512i w_max = _mm512_loadu_si512(p.bound.data() + b * 2 * kLanes);
-    const __m512i w_at = _mm512_loadu_si512(p.bound.data() + (b * 2 + 1) * kLanes);
+    __m512i E16[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) E16[r] = _mm512_set1_epi16(std::int16_t(kMinAlignExp));
+#pragma GCC unroll 8
+    for (int q = 0; q < kBlock / 2; ++q) {
+      const __m512i w = _mm512_loadu_si512(we16 + (k0 / 2 + q) * 2 * kLanes);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        E16[r] = _mm512_max_epi16(E16[r], _mm512_adds_epi16(w, _mm512_set1_epi32(xe_pairs[r * half + k0 / 2 + q])));
+    }
     __m512i scale_bits[R], E[R], S[R];
     AccExp a[R];
     __mmask16 large = 0;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       a[r] = acc_exp_lanes(A[r]);
-      // The block's largest e_x + e_w is at most x's largest plus w's, and is that sum where one
-      // k holds both; where the accumulator's exponent is at least the bound, E is the
-      // accumulator's whatever the products' maximum. Either way E = max(acc, bound), and the
-      // exponent pass runs only for rows with a lane where neither holds.
-      const std::int32_t* xb = x_bound + (r * blocks + b) * 2;
-      const __m512i bound = _mm512_add_epi32(_mm512_set1_epi32(xb[0]), w_max);
-      const __mmask16 known =
-          _mm512_cmple_epi32_mask(bound, a[r].exp) | _mm512_test_epi32_mask(w_at, _mm512_set1_epi32(xb[1]));
-      if (known == 0xffff) {
-        E[r] = _mm512_max_epi32(bound, a[r].exp);
-      } else {
-        __m512i E16 = _mm512_set1_epi16(std::int16_t(kMinAlignExp));
-#pragma GCC unroll 8
-        for (int q = 0; q < kBlock / 2; ++q)
-          E16 = _mm512_max_epi16(E16, _mm512_adds_epi16(_mm512_loadu_si512(we16 + (k0 / 2 + q) * 2 * kLanes),
-                                                         _mm512_set1_epi32(xe_pairs[r * half + k0 / 2 + q])));
-        E[r] = fold_exponent_pairs(a[r], E16);
-      }
+      E[r] = fold_exponent_pairs(a[r], E16[r]);
       const __m512i D = _mm512_sub_epi32(_mm512_set1_epi32(kUnitExp), _mm512_max_epi32(E[r], _mm512_set1_epi32(-101)));
       large |= _mm512_cmplt_epi32_mask(D, _mm512_setzero_si512());
       scale_bits[r] = _mm512_slli_epi32(D, 23);
@@ -469,30 +455,15 @@ __attribute__((target("avx512f,avx512bw"))) void decode_rows_fp(CBf16Mat A, std:
   const std::int64_t K = A.cols;
   d.val.resize(std::size_t(nr * Kp));
   d.exp_pairs.resize(std::size_t(nr * Kp / 2));
-  d.bound.resize(std::size_t(nr * Kp / kBlock * 2));
   for (std::int64_t i = 0; i < nr; ++i) {
     const Bf16* src = A.row(r0 + i);
     float* val = d.val.data() + i * Kp;
     auto* e16 = reinterpret_cast<std::int16_t*>(d.exp_pairs.data() + i * Kp / 2);
-    std::int32_t* bound = d.bound.data() + i * Kp / kBlock * 2;
     for (std::int64_t k = 0; k < Kp; k += 32) {
       // Past K the lanes read as zeros, which the padding is.
       const __mmask32 m = first_lanes(Kp - k);
       const __m512i b = _mm512_maskz_loadu_epi16(first_lanes(K - k), src + k);
-      const __m512i e = exponents16(b);
-      _mm512_mask_storeu_epi16(e16 + k, m, e);
-      // Each half's largest exponent in all its lanes, and where it is.
-      __m512i top = _mm512_max_epi16(e, _mm512_shuffle_i64x2(e, e, _MM_SHUFFLE(2, 3, 0, 1)));
-      top = _mm512_max_epi16(top, _mm512_shuffle_epi32(top, _MM_PERM_BADC));
-      top = _mm512_max_epi16(top, _mm512_shuffle_epi32(top, _MM_PERM_CDAB));
-      top = _mm512_max_epi16(top, _mm512_ror_epi32(top, 16));
-      const __mmask32 at = _mm512_cmpeq_epi16_mask(e, top);
-      bound[k / kBlock * 2] = std::int16_t(_mm_cvtsi128_si32(_mm512_castsi512_si128(top)));
-      bound[k / kBlock * 2 + 1] = std::int32_t(at & 0xffff);
-      if (k + kBlock < Kp) {
-        bound[k / kBlock * 2 + 2] = std::int16_t(_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(top, 2)));
-        bound[k / kBlock * 2 + 3] = std::int32_t(at >> 16);
-      }
+      _mm512_mask_storeu_epi16(e16 + k, m, exponents16(b));
       const __m512i lo = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(b)), 16);
       const __m512i hi = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b, 1)), 16);
       _mm512_mask_storeu_ps(val + k, __mmask16(m), finite_values(lo));
@@ -527,23 +498,6 @@ __attribute__((target("avx512f,avx512bw"))) void decode_panel_fp(CBf16Mat W, std
     _mm512_storeu_ps(d.val.data() + 2 * q * kLanes, finite_values(_mm512_slli_epi32(b, 16)));
     _mm512_storeu_ps(d.val.data() + (2 * q + 1) * kLanes,
                      finite_values(_mm512_and_si512(b, _mm512_set1_epi32(std::int32_t(0xffff0000u)))));
-  }
-  // Per lane and block the largest exponent and its k as bits (k's pair q puts k = 2q in the low
-  // and 2q + 1 in the high half of the lane).
-  d.bound.resize(std::size_t(Kp / kBlock * 2 * kLanes));
-  for (std::int64_t blk = 0; blk < Kp / kBlock; ++blk) {
-    const std::int16_t* e = d.exp16.data() + blk * kBlock * kLanes;
-    __m512i top = _mm512_loadu_si512(e);
-    for (int q = 1; q < kBlock / 2; ++q) top = _mm512_max_epi16(top, _mm512_loadu_si512(e + q * 2 * kLanes));
-    top = _mm512_max_epi16(top, _mm512_ror_epi32(top, 16));
-    __m512i at = _mm512_setzero_si512();
-    for (int q = 0; q < kBlock / 2; ++q) {
-      const __mmask32 eq = _mm512_cmpeq_epi16_mask(_mm512_loadu_si512(e + q * 2 * kLanes), top);
-      at = _mm512_mask_mov_epi16(at, eq, _mm512_or_si512(at, _mm512_set1_epi32((1 << (2 * q)) | (1 << (2 * q + 17)))));
-    }
-    _mm512_storeu_si512(d.bound.data() + blk * 2 * kLanes, _mm512_srai_epi32(top, 16));
-    _mm512_storeu_si512(d.bound.data() + (blk * 2 + 1) * kLanes,
-                        _mm512_or_si512(_mm512_and_si512(at, _mm512_set1_epi32(0xffff)), _mm512_srli_epi32(at, 16)));
   }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -604,12 +558,11 @@ std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::
   if (k == LaneKernel::avx512_fp) {
     const float* xv = r.val.data() + i * Kp;
     const std::int32_t* xe_pairs = r.exp_pairs.data() + i * (Kp / 2);
-    const std::int32_t* x_bound = r.bound.data() + i * (Kp / kBlock) * 2;
     if (left < kFpRows) {
-      chain_rows_avx512_fp_rows<1>(xv, xe_pairs, x_bound, p, Kp, acc);
+      chain_rows_avx512_fp_rows<1>(xv, xe_pairs, p, Kp, acc);
       return 1;
     }
-    chain_rows_avx512_fp_rows<kFpRows>(xv, xe_pairs, x_bound, p, Kp, acc);
+    chain_rows_avx512_fp_rows<kFpRows>(xv, xe_pairs, p, Kp, acc);
     return kFpRows;
   }
 #endif

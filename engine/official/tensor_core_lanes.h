@@ -36,7 +36,6 @@ struct RowData {
   std::vector<std::int32_t> sig, exp;  // [rows][K]; exp kZeroExp for 0
   std::vector<float> val;               // [rows][Kp]
   std::vector<std::int32_t> exp_pairs;  // [rows][Kp/2], exponents 2p and 2p+1 as two int16
-  std::vector<std::int32_t> bound;      // [rows][Kp/16][2]: a block's largest exponent, and its k as bits
 };
 
 struct PanelData {
@@ -44,7 +43,6 @@ struct PanelData {
   std::vector<std::int32_t> row_sig, row_exp;  // W's rows as decoded, before the transposition
   std::vector<float> val;                      // [Kp][kLanes]
   std::vector<std::int16_t> exp16;             // [Kp/2][kLanes][2], k's pairs interleaved lane by lane
-  std::vector<std::int32_t> bound;  // [Kp/16][2][kLanes]: per lane a block's largest exponent, and its k as bits
 };
 
 // A task's operands and rows go one of two ways: one row at a time with the integer kernels'
