@@ -23,7 +23,9 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int kH200Sms = 132;
 constexpr int kMaxSplits = 128;         // set_params_splitkv's cap
-constexpr std::int64_t kRowBlock = 256;  // query rows a task (any grouping gives the same rows)
+// Query rows a task (any grouping gives the same rows): each key and value panel is decoded once
+// for all of them.
+constexpr std::int64_t kRowBlock = 256;
 constexpr int kThreadsPerRow = 4;       // the quad of an MMA fragment sharing a row
 constexpr int kCombineThreads = 128;
 const float kLn2 = std::bit_cast<float>(0x3f317218u);  // __logf's ln 2
