@@ -58,9 +58,9 @@ struct HeadOperands {
   std::vector<Bf16Scan> k_scans, vt_scans;  // [tile]
 };
 
-// Runs tiles [t0, t1) of one head for query rows q [rows, d]. O = acc · inv; lse as the split
-// kernel writes it.
-void run_split(CBf16Mat q, const HeadOperands& head, std::int64_t block_n, std::int64_t t0, std::int64_t t1,
+// Runs tiles [t0, t1) of one head for query rows q [rows, d] (`q_scan` its scan, made once for
+// all the splits). O = acc · inv; lse as the split kernel writes it.
+void run_split(CBf16Mat q, const Bf16Scan& q_scan, const HeadOperands& head, std::int64_t block_n, std::int64_t t0, std::int64_t t1,
                const Scales& sc, SplitOut& out) {
   const CBf16Mat k = head.k, vt = head.vt;
   const std::int64_t rows = q.rows, d = q.cols, Nk = k.rows;
@@ -70,7 +70,6 @@ void run_split(CBf16Mat q, const HeadOperands& head, std::int64_t block_n, std::
   std::vector<float> row_max(rows, kNegInf), sums(rows * kThreadsPerRow, 0.0f), s(rows * block_n);
   std::vector<Bf16> p(rows * block_n);
   F32Mat o{out.o.data(), rows, d, d};
-  const Bf16Scan q_scan = scan_bf16(q);
   for (std::int64_t t = t1 - 1; t >= t0; --t) {
     const bool first = t == t1 - 1;
     const std::int64_t j0 = t * block_n, nk = std::min(block_n, Nk - j0);
@@ -229,9 +228,10 @@ void sdpa_flash_h200(CBf16Mat q, CBf16Mat k, CBf16Mat v, std::int64_t heads, Bf1
     const std::int64_t h = task / row_blocks, i0 = (task % row_blocks) * kRowBlock;
     const std::int64_t rows = std::min(kRowBlock, Nq - i0);
     const CBf16Mat qh = q.block(i0, rows, h * d, d);
+    const Bf16Scan q_scan = scan_bf16(qh);
     std::vector<SplitOut> parts(std::size_t(l.splits));
     for (std::int64_t s = 0; s < l.splits; ++s)
-      run_split(qh, head_ops[std::size_t(h)], l.block_n, s * l.tiles_per_split,
+      run_split(qh, q_scan, head_ops[std::size_t(h)], l.block_n, s * l.tiles_per_split,
                 std::min(l.tiles, (s + 1) * l.tiles_per_split), sc, parts[std::size_t(s)]);
     for (std::int64_t r = 0; r < rows; ++r) {
       Bf16* y = out.row(i0 + r) + h * d;
