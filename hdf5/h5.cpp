@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 
 #include "engine/environment.h"
@@ -97,27 +98,61 @@ File File::open_unchecked(const fs::path& p) {
   return f;
 }
 
-void File::walk_structure() const {
+namespace {
+
+// What reading a file's structure may cost the child, beyond which libhdf5 is taken to be
+// allocating for what a corrupt file claims (a vlen string of gigabytes in a 12 KB file) and the
+// file is refused. psi's attributes are a few hundred bytes; a dataset's elements are read into
+// one buffer, and libhdf5 may hold a chunk as large beside it.
+constexpr std::uint64_t kAttributeMemory = std::uint64_t(64) << 20;
+constexpr std::uint64_t kDatasetMemorySlack = std::uint64_t(256) << 20;
+
+std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+}  // namespace
+
+std::string File::walk_structure() const {
   const auto quietly = [](const auto& step) {
     try {
       step();
     } catch (...) {
     }
   };
+  // psi's readers ask for attributes by name ("schema", "sha256_full", ...), and libhdf5 can hang
+  // or allocate without bound reading one the child never reached: an object whose attribute
+  // list libhdf5 cannot read is refused, and every attribute on the list is read.
+  std::set<std::string> listed;
+  const auto read_attributes = [&](const std::string& object) -> std::string {
+    if (!listed.insert(object).second) return "";
+    bool unlisted = false;
+    quietly([&] {
+      Handle o = detail::open_object(file_.get(), object, where(object));
+      hsize_t idx = 0;
+      auto each = [](hid_t, const char*, const H5A_info_t*, void*) -> herr_t { return 0; };
+      unlisted = H5Aiterate2(o.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, each, nullptr) < 0;
+    });
+    if (unlisted) return "libhdf5 cannot list the attributes of " + object;
+    const outputs::MemoryGrowth growth;
+    quietly([&] { attrs(object); });
+    if (growth.bytes() > kAttributeMemory)
+      return "libhdf5 needed " + mib(growth.bytes()) + " to read the attributes of " + object;
+    return "";
+  };
   // What psi's readers do with a file, in their order (libhdf5's state after a corrupt read
   // depends on what came before): list the datasets (every link and storage checked), the root's
   // attributes, then each dataset's attributes, layout and, while they are few (a recording is
-  // megabytes; a state file can be more), its elements; then every group's attributes.
+  // megabytes; a state file can be more), its elements; then every object's attributes.
   std::vector<DatasetInfo> datasets;
   quietly([&] { datasets = list_datasets("/"); });
-  quietly([&] { attrs("/"); });
+  if (std::string r = read_attributes("/"); !r.empty()) return r;
   std::uint64_t budget = std::uint64_t(512) << 20;
   for (const DatasetInfo& d : datasets) {
-    quietly([&] { attrs(d.path); });
+    if (std::string r = read_attributes(d.path); !r.empty()) return r;
     const std::uint64_t size = d.kind == ElemKind::u8 ? 1 : d.kind == ElemKind::bf16 ? 2 : d.kind == ElemKind::f32 ? 4 : 8;
     const std::uint64_t bytes = std::uint64_t(psi::numel(d.shape)) * size;
     if (bytes > budget) continue;
     budget -= bytes;
+    const outputs::MemoryGrowth growth;
     quietly([&] {
       switch (d.kind) {
         case ElemKind::bf16: read_bf16(d.path); break;
@@ -127,18 +162,23 @@ void File::walk_structure() const {
         default: break;
       }
     });
+    if (growth.bytes() > 2 * bytes + kDatasetMemorySlack)
+      return "libhdf5 needed " + mib(growth.bytes()) + " to read the " + std::to_string(bytes) + " bytes of " + d.path;
   }
-  std::vector<std::string> groups;
-  auto cb = [](hid_t, const char* name, const H5O_info_t* info, void* op) -> herr_t {
-    if (info->type == H5O_TYPE_GROUP) static_cast<std::vector<std::string>*>(op)->push_back(name);
+  // Every object hard links reach, whatever psi's link rules make of the file (a reader may ask
+  // for one by its path): one libhdf5 cannot enumerate may hold what the child never read.
+  std::vector<std::string> objects;
+  auto cb = [](hid_t, const char* name, const H5O_info_t*, void* op) -> herr_t {
+    static_cast<std::vector<std::string>*>(op)->push_back(name);
     return 0;
   };
-  quietly([&] {
-    check_stored_here("/");
-    H5Ovisit2(file_.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &groups, H5O_INFO_BASIC);
-  });
-  for (const std::string& g : groups)
-    if (g != ".") quietly([&] { attrs("/" + g); });
+  quietly([&] { check_stored_here("/"); });
+  if (H5Ovisit2(file_.get(), H5_INDEX_NAME, H5_ITER_INC, cb, &objects, H5O_INFO_BASIC) < 0)
+    return "libhdf5 cannot list the objects in the file";
+  for (const std::string& o : objects)
+    if (o != ".")
+      if (std::string r = read_attributes("/" + o); !r.empty()) return r;
+  return "";
 }
 
 File File::open_read(const fs::path& p) {
@@ -162,8 +202,9 @@ File File::open_read(const fs::path& p) {
   // only if the child came through.
   if (!refusal) {
     const outputs::IsolatedOutcome o =
-        outputs::run_isolated([&] { open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
-    refusal = o.kind == outputs::IsolatedOutcome::Kind::crashed
+        outputs::run_isolated([&] { return open_unchecked(p).walk_structure(); }, check_limit(), std::uint64_t(4) << 30);
+    refusal = o.kind == outputs::IsolatedOutcome::Kind::refused ? o.detail + " (in a child process reading it first)"
+              : o.kind == outputs::IsolatedOutcome::Kind::crashed
                   ? "libhdf5 crashed (" + o.detail + ") reading the file in a child process"
               : o.kind == outputs::IsolatedOutcome::Kind::timed_out
                   ? "libhdf5 did not finish reading the file in a child process (" + o.detail +

@@ -116,8 +116,9 @@ class File {
   // Opens without the check in a child process (open_read's second step, and the child's first).
   static File open_unchecked(const std::filesystem::path& p);
   // Reads what psi reads of a file (attributes, layouts, small datasets' elements), errors
-  // ignored: what a child does to find out whether libhdf5 survives the file.
-  void walk_structure() const;
+  // ignored: what a child does to find out whether libhdf5 survives the file. Returns why the
+  // file is refused when libhdf5 cannot list what psi may ask for by name, else "".
+  std::string walk_structure() const;
   void write_raw(const std::string& dataset, hid_t mem_type, hid_t file_type, const Shape& shape,
                  const void* data, const Attrs& a);
   template <class T>

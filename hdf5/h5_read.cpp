@@ -232,7 +232,9 @@ Attrs File::attrs(const std::string& object) const {
     return 0;
   };
   hsize_t idx = 0;
-  H5Aiterate2(o.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, cb, &names);
+  // A list cut short would be taken for the whole one.
+  if (H5Aiterate2(o.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, cb, &names) < 0)
+    throw h5_error(where(object) + ": cannot list its attributes (corrupt file?)");
   for (auto& n : names)
     if (auto v = attr(object, n)) out[n] = *v;
   return out;

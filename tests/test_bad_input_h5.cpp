@@ -372,6 +372,29 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
   }
 }
 
+// A dataset of one byte whose one chunk is 384 MiB (an extendible dataset may have chunks larger
+// than itself): a 1.5 MB file for which libhdf5 inflates and fills 384 MiB on every read, which
+// the size checks above (elements against storage) let through. The child measures what reading
+// each dataset cost it and refuses the file past twice its size and 256 MiB.
+TEST(BadHdf5, AChunkFarLargerThanItsDatasetIsRefused) {
+  const fs::path dir = fresh_dir("h5_big_chunk");
+  const fs::path file = plain_file(dir / "big_chunk.h5", [&](hdf5::File& f) {
+    const hsize_t n = 1, unlimited = H5S_UNLIMITED, chunk = hsize_t(384) << 20;
+    hdf5::Handle space(H5Screate_simple(1, &n, &unlimited), H5Sclose);
+    hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    ASSERT_GE(H5Pset_chunk(dcpl.get(), 1, &chunk), 0);
+    ASSERT_GE(H5Pset_deflate(dcpl.get(), 1), 0);
+    hdf5::Handle d(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
+    ASSERT_TRUE(d);
+    const std::uint8_t one = 7;
+    ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, &one), 0);
+  });
+  for (const auto& args : std::vector<std::vector<std::string>>{{"compare", file.string(), file.string()},
+                                                               {"verify", file.string()}})
+    expect_rejected(run_psi(args), args, Exit::bad_input,
+                    {file.string() + ": libhdf5 needed ", " MiB to read the 1 bytes of /x (in a child process"});
+}
+
 // Recordings whose attributes are out of range: the stored rows outside full_shape (a heap read
 // past the end when the input was regenerated and checked row by row), a full_shape that is not
 // a list of sizes and a seed that is not a whole number (both escaped as "internal error", exit 3).
@@ -772,22 +795,63 @@ TEST(BadHdf5, VerifyChecksAFileOnItsOwn) {
 }
 
 // Files that crash libhdf5 1.10.8 itself (class 9; found by fuzz_h5_report, docs/reliability.md
-// bug 16): a SIGSEGV in H5A__close while attributes are iterated, a global-heap read past its
-// buffer in H5HG_read. psi used to die with them; libhdf5 now reads every file first in a
+// bug 16): a global-heap read past its buffer in H5HG_read, a SIGSEGV in H5A__close while
+// attributes are iterated. psi used to die with them; libhdf5 now reads every file first in a
 // child process (outputs/isolated.h), and psi refuses the file when the child does not come
-// through: exit 2, one line, through every command that reads HDF5.
+// through: exit 2, one line, through every command that reads HDF5. The second file's root has
+// an attribute list libhdf5 cannot read, and the child refuses it for that before it reads an
+// attribute (bug 46).
 TEST(BadHdf5, FilesThatCrashLibhdf5AreRefused) {
   const fs::path dir = fresh_dir("h5_crash");
-  for (const char* name : {"global_heap_read.h5", "attribute_close.h5"}) {
+  for (const auto& [name, why] : std::vector<std::pair<std::string, std::string>>{
+           {"global_heap_read.h5", "libhdf5 crashed ("},
+           {"attribute_close.h5", "libhdf5 cannot list the attributes of / ("}}) {
     const fs::path f = dir / name;
     fs::copy_file(fs::path(PSI_TEST_DATA) / "hdf5_crash" / name, f);
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"verify", f.string()}, {"compare", f.string(), f.string()}, {"report", f.string()}}) {
-      const PsiRun r = run_psi(args);
+      const PsiRun r = run_psi(args, {}, std::chrono::seconds(120));
       EXPECT_EQ(r.signal, 0) << join(args) << ": psi died of signal " << r.signal;
-      expect_rejected(r, args, Exit::bad_input,
-                      {f.string() + ": libhdf5 crashed (", "reading the file in a child process; refused"});
+      expect_rejected(r, args, Exit::bad_input, {f.string() + ": " + why, "in a child process", "; refused"});
     }
+  }
+}
+
+// A file libhdf5 1.10.8 hangs on in psi's own process although the child came through (found by
+// fuzz_h5_report in CI): its root's attribute list cannot be read, so the child, which read the
+// attributes it could list, never read `schema`; psi's readers ask for `schema` by name, and
+// libhdf5 then loops for ever in its global heap (H5HG_read via H5T__conv_vlen). The child now
+// refuses an object whose attributes libhdf5 cannot list: exit 2, one line, well inside the
+// deadline (a hang is killed at it and fails here).
+TEST(BadHdf5, AnAttributeListLibhdf5CannotReadIsRefused) {
+  const fs::path dir = fresh_dir("h5_attribute_list");
+  const fs::path f = dir / "attribute_list_hang.h5";
+  fs::copy_file(fs::path(PSI_TEST_DATA) / "hdf5_crash" / "attribute_list_hang.h5", f);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"verify", f.string()}, {"compare", f.string(), f.string()}, {"report", f.string()}}) {
+    const PsiRun r = run_psi(args, {}, std::chrono::seconds(120));
+    ASSERT_EQ(r.signal, 0) << join(args) << ": psi died of signal " << r.signal << " (9: a hang, killed)";
+    expect_rejected(r, args, Exit::bad_input,
+                    {f.string() + ": libhdf5 cannot list the attributes of / (in a child process reading it first); "
+                                  "refused"});
+  }
+}
+
+// A 12 KB file whose root holds a variable-length string that libhdf5 1.10.8 allocates and fills
+// 1.8 GiB for (H5T__conv_vlen; found by fuzz_h5_report, whose process passed its 2 GiB limit): the
+// child came through, and psi then did the same in its own process, once for every reader. The
+// child now measures what each object's attributes cost it and refuses the file past 64 MiB.
+TEST(BadHdf5, AnAttributeLibhdf5FillsGigabytesForIsRefused) {
+  const fs::path dir = fresh_dir("h5_attribute_memory");
+  const fs::path f = dir / "attribute_huge_string.h5";
+  fs::copy_file(fs::path(PSI_TEST_DATA) / "hdf5_crash" / "attribute_huge_string.h5", f);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"verify", f.string()}, {"compare", f.string(), f.string()}, {"report", f.string()}}) {
+    const PsiRun r = run_psi(args, {}, std::chrono::seconds(120));
+    ASSERT_EQ(r.signal, 0) << join(args) << ": psi died of signal " << r.signal;
+    expect_rejected(r, args, Exit::bad_input,
+                    {f.string() + ": libhdf5 needed ", " MiB to read the attributes of / (in a child process reading it "
+                                                       "first); refused"});
   }
 }
 

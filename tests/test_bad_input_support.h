@@ -111,10 +111,25 @@ inline pid_t spawn_psi(const std::vector<std::string>& args, const fs::path& io_
   return rc == 0 ? pid : -1;
 }
 
-inline PsiRun wait_psi(pid_t pid, const fs::path& io_dir) {
+// With a deadline, a psi still running at it is killed (SIGKILL, r.signal says so): a hang
+// fails its test instead of stalling the suite.
+inline PsiRun wait_psi(pid_t pid, const fs::path& io_dir,
+                       std::optional<std::chrono::seconds> deadline = std::nullopt) {
   PsiRun r;
   int st = 0;
-  if (pid < 0 || ::waitpid(pid, &st, 0) != pid) return r;
+  if (pid < 0) return r;
+  bool ended = false;
+  if (deadline) {
+    const auto end = std::chrono::steady_clock::now() + *deadline;
+    while (!(ended = ::waitpid(pid, &st, WNOHANG) == pid)) {
+      if (std::chrono::steady_clock::now() >= end) {
+        ::kill(pid, SIGKILL);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (!ended && ::waitpid(pid, &st, 0) != pid) return r;
   if (WIFEXITED(st)) r.status = WEXITSTATUS(st);
   if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
   r.out = slurp(io_dir / "stdout");
@@ -126,9 +141,10 @@ inline PsiRun wait_psi(pid_t pid, const fs::path& io_dir) {
 
 // Runs psi to completion from the scratch folder's "io" folder (so a default output path
 // lands there too, not in the test's working directory).
-inline PsiRun run_psi(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+inline PsiRun run_psi(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                      std::optional<std::chrono::seconds> deadline = std::nullopt) {
   static const fs::path io = fresh_dir("io");
-  return wait_psi(spawn_psi(args, io, env), io);
+  return wait_psi(spawn_psi(args, io, env), io, deadline);
 }
 
 inline std::string join(const std::vector<std::string>& args) {
