@@ -53,8 +53,12 @@ classify() {
   kind=$(grep -m1 -oE 'Sanitizer: [A-Za-z-]+( allocation size)?|libFuzzer: (timeout|out-of-memory|deadly signal)' <<<"$log" |
          sed 's/.*: //' || true)
   if grep -q libhdf5 <<<"$frame"; then
-    # libhdf5 has no symbols for its static functions: name the first frame that has one.
-    echo "libhdf5 ${kind:-crash} in $(grep -E '^ +#[0-9]+ .*libhdf5' <<<"$log" | grep -oE ' in [A-Za-z0-9_]+' | head -1 | cut -c5-)"
+    # libhdf5 has no symbols for its static functions: name the first frame that has one, or
+    # give the first one's offset in the library.
+    local fn
+    fn=$(grep -E '^ +#[0-9]+ .*libhdf5' <<<"$log" | grep -oE ' in [A-Za-z0-9_]+' | head -1 | cut -c5- || true)
+    [ -n "$fn" ] || fn=$(grep -oE 'libhdf5[A-Za-z0-9_.]*\+0x[0-9a-f]+' <<<"$frame" | head -1 || true)
+    echo "libhdf5 ${kind:-crash} in ${fn:-an unnamed function}"
   elif grep -q 'psi::fuzz::step' <<<"$frame"; then
     echo "psi multi-line error"
   elif [ -n "$frame" ]; then
