@@ -26,6 +26,8 @@ struct IsolatedOutcome {
 // parent dies, however it dies: a hang is never left running. psi::Error (exit 3) if no child
 // can be made.
 inline constexpr std::size_t kMaxRefusal = 1024;
+IsolatedOutcome run_isolated(const std::function<std::string()>& work, std::chrono::milliseconds limit,
+                             std::uint64_t memory_bytes);
 
 // Resident memory the process reached since construction above what it held then: what one step
 // of the work needed, for work that must refuse input making a library allocate far beyond its
@@ -40,7 +42,5 @@ class MemoryGrowth {
  private:
   std::uint64_t start_;
 };
-IsolatedOutcome run_isolated(const std::function<std::string()>& work, std::chrono::milliseconds limit,
-                             std::uint64_t memory_bytes);
 
 }  // namespace psi::outputs
