@@ -68,7 +68,7 @@ struct PeakLoop {
 inline PeakLoop widest_peak_loop() {
 #if defined(__x86_64__)
   if (have_avx512()) return {"AVX-512", fma_loop_avx512, 2.0 * 16 * kChainsAvx512};
-  if (have_avx2_fma())
+  if (have_avx2())
     return {"AVX2+FMA", fma_loop_avx2, 2.0 * 8 * kChainsAvx2};
 #endif
   return {};

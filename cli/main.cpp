@@ -7,8 +7,11 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "cli/command.h"
+#include "engine/cpu_features.h"
 #include "engine/environment.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
@@ -132,6 +135,16 @@ int unverified_status(int status) {
   return int(psi::Exit::unverified);
 }
 
+// The version and the vector level psi's kernels run at (engine/cpu_features.h), so that a user
+// knows which ran. A bad PSI_ISA is thrown: main reports it as for any command.
+std::string version_text() {
+  const std::optional<psi::Isa> forced = psi::env_isa();
+  const std::string cpu = psi::isa_name(psi::cpu_isa());
+  return std::string("psi ") + PSI_VERSION + " (" + PSI_GIT_REVISION + ")\nvector level: " +
+         (forced ? std::string(psi::isa_name(*forced)) + " (PSI_ISA; this CPU supports up to " + cpu + ")"
+                 : cpu + " (this CPU's highest; PSI_ISA=avx2 or portable chooses a lower one)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,7 +153,7 @@ int main(int argc, char** argv) {
   // point (engine/interrupt.h), not taken by the default action.
   install_interrupt_handlers();
   CLI::App app{"psi: numerical-fidelity and transport-verification harness for PSI (LTX-2.x AV transformer)"};
-  app.set_version_flag("--version", std::string("psi ") + PSI_VERSION + " (" + PSI_GIT_REVISION + ")");
+  app.set_version_flag("--version", version_text);
   app.require_subcommand(1);
   auto& cmds = cli::registry();
   std::sort(cmds.begin(), cmds.end(), [](auto& a, auto& b) { return a.name < b.name; });
@@ -167,6 +180,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::Success& e) {
     return app.exit(e);
+  } catch (const Error& e) {  // thrown by version_text
+    std::cerr << "psi: error: " << one_line(e.what()) << "\n";
+    return int(e.code());
   } catch (const CLI::ParseError& e) {
     std::string unknown = unknown_subcommand(app, argc, argv);
     if (unknown.empty() && dynamic_cast<const CLI::ExtrasError*>(&e)) unknown = unknown_option(app, argc, argv);

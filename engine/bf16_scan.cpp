@@ -75,7 +75,7 @@ Bf16Scan scan_bf16(CBf16Mat M) {
   s.finite.resize(std::size_t(M.rows));
   constexpr std::int64_t kRowsPerTask = 64;
   std::vector<Bf16Scan> parts(std::size_t((M.rows + kRowsPerTask - 1) / kRowsPerTask));
-  [[maybe_unused]] const bool vector = have_avx512bw();
+  [[maybe_unused]] const bool vector = have_avx512();
   parallel_for(std::int64_t(parts.size()), [&](std::int64_t t) {
     Bf16Scan& part = parts[std::size_t(t)];
     for (std::int64_t r = t * kRowsPerTask; r < std::min(M.rows, (t + 1) * kRowsPerTask); ++r) {

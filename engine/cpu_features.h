@@ -1,35 +1,44 @@
 #pragma once
-// What this CPU's vector unit can do, asked once per process: the kernels that pick an ISA at
-// run time (for speed only; every choice gives the same bits) and the benchmarks' FMA peak loop
-// all ask here.
+// Which vector instructions psi's kernels use: every run-time ISA choice asks here (the lane
+// kernels of the tensor-core model, the GEMM's wide kernel, the BF16 scan, the dispatched
+// kernels of engine/isa_dispatch.h, the benchmarks' FMA peak loop). The choice is for speed
+// only; every level gives the same bits.
+//
+// The level is the highest this CPU (and its OS) supports, or a lower one named by PSI_ISA
+// (avx512 | avx2 | portable), so that the lower paths run — and are checked bitwise against the
+// others — on a machine that has more.
 
 namespace psi {
 
-#if defined(__x86_64__)
-inline bool have_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
+// The levels, lowest first. avx2 needs AVX2 and FMA; avx512 needs those and AVX-512 F, BW,
+// DQ and VL (the x86-64-v4 set the kernels use).
+enum class Isa { portable, avx2, avx512 };
 
-inline bool have_avx2_fma() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
+const char* isa_name(Isa isa);
 
-inline bool have_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
+// The highest level this CPU supports.
+Isa cpu_isa();
 
-inline bool have_avx512bw() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  return yes;
-}
-#else
-inline bool have_avx2() { return false; }
-inline bool have_avx2_fma() { return false; }
-inline bool have_avx512() { return false; }
-inline bool have_avx512bw() { return false; }
-#endif
+// The level in force: PSI_ISA's if set (a psi::Error if it is not a level, or one this CPU
+// lacks), else cpu_isa(). Read once; set_active_isa changes it.
+Isa active_isa();
+
+// Sets the level in force (tests, benchmarks): a psi::Error for one above cpu_isa().
+void set_active_isa(Isa isa);
+
+inline bool have_avx2() { return active_isa() >= Isa::avx2; }
+inline bool have_avx512() { return active_isa() >= Isa::avx512; }
+
+// Sets a level for one scope and puts the previous one back.
+class ScopedIsa {
+ public:
+  explicit ScopedIsa(Isa isa) : previous_(active_isa()) { set_active_isa(isa); }
+  ~ScopedIsa() { set_active_isa(previous_); }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  Isa previous_;
+};
 
 }  // namespace psi

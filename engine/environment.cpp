@@ -50,6 +50,19 @@ std::optional<double> env_progress_seconds() {
 
 std::uint64_t env_h5_check_seconds() { return env_whole("PSI_H5_CHECK_SECONDS", 1, 3600).value_or(20); }
 
+std::optional<Isa> env_isa() {
+  const auto t = env_text("PSI_ISA");
+  if (!t) return std::nullopt;
+  for (const Isa isa : {Isa::avx512, Isa::avx2, Isa::portable}) {
+    if (*t != isa_name(isa)) continue;
+    if (isa > cpu_isa())
+      throw Error("environment variable PSI_ISA='" + *t + "' names a vector level this CPU lacks (it supports up to " +
+                  isa_name(cpu_isa()) + ")");
+    return isa;
+  }
+  throw Error("environment variable PSI_ISA='" + *t + "' is not one of avx512, avx2, portable");
+}
+
 std::optional<std::filesystem::path> env_shared() {
   const auto t = env_text("PSI_SHARED");
   if (!t) return std::nullopt;
@@ -60,6 +73,7 @@ void check_environment() {
   env_threads();
   env_progress_seconds();
   env_h5_check_seconds();
+  env_isa();
   env_shared();
 }
 

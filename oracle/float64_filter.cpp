@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/isa_dispatch.h"
 #include "engine/ops/reduce.h"
 #include "engine/progress.h"
 #include "oracle/fixed_dot.h"
@@ -54,21 +55,27 @@ inline double lane_sum(const Doubles& v) {
 
 // y[i][c] = Σ_k x[i][k]·w[c][k] for two rows and four columns at once, in kD partial sums each:
 // an order of the filter's choosing, which its error bound (any order) covers. ld is a multiple
-// of kD; y's rows are ldy apart.
-PSI_ISA_CLONES
-void dot2x4(const double* x, const double* w, std::int64_t ld, double* y, std::int64_t ldy) {
-  Doubles a[2][4] = {}, xv[2], wv;
-  for (std::int64_t k = 0; k < ld; k += kD) {
-    load_doubles(xv[0], x + k);
-    load_doubles(xv[1], x + ld + k);
-    for (int c = 0; c < 4; ++c) {
-      load_doubles(wv, w + c * ld + k);
-      a[0][c] += xv[0] * wv;
-      a[1][c] += xv[1] * wv;
+// of kD; y's rows are ldy apart. Run per vector level (engine/isa_dispatch.h).
+struct Dot2x4 {
+  [[gnu::always_inline]] static void run(const double* x, const double* w, std::int64_t ld, double* y,
+                                         std::int64_t ldy) {
+    Doubles a[2][4] = {}, xv[2], wv;
+    for (std::int64_t k = 0; k < ld; k += kD) {
+      load_doubles(xv[0], x + k);
+      load_doubles(xv[1], x + ld + k);
+      for (int c = 0; c < 4; ++c) {
+        load_doubles(wv, w + c * ld + k);
+        a[0][c] += xv[0] * wv;
+        a[1][c] += xv[1] * wv;
+      }
     }
+    for (int i = 0; i < 2; ++i)
+      for (int c = 0; c < 4; ++c) y[i * ldy + c] = lane_sum(a[i][c]);
   }
-  for (int i = 0; i < 2; ++i)
-    for (int c = 0; c < 4; ++c) y[i * ldy + c] = lane_sum(a[i][c]);
+};
+
+void dot2x4(const double* x, const double* w, std::int64_t ld, double* y, std::int64_t ldy) {
+  isa_dispatch<Dot2x4>(x, w, ld, y, ldy);
 }
 
 // The Euclidean norm of each of n rows. Threaded by rows.

@@ -1,8 +1,8 @@
 #pragma once
 // A float64 filter in front of the exact path. Almost every element of a projection lies far
 // from a BF16 rounding boundary and needs no exact arithmetic: y = x·Wᵀ + b is computed in
-// float64 by psi's own vectorised kernel (BF16 products are exact in float64; per-ISA clones, so
-// every x86-64 machine runs its widest vectors), each element gets a proven bound on
+// float64 by psi's own vectorised kernel (BF16 products are exact in float64; run per vector
+// level, engine/isa_dispatch.h, so every x86-64 machine runs its widest vectors), each element gets a proven bound on
 // the float64 error, and where the interval [v - B, v + B] holds no BF16 rounding boundary
 // (its two ends round to the same BF16), that BF16 is the correctly rounded value — rounding
 // is monotonic, and the exact value lies in the interval. The rest go to the exact path

@@ -6,9 +6,8 @@
 #   scripts/configure-sanitized.sh DIR SANITIZERS [CMAKE ARGS...]
 #
 # SANITIZERS: address,undefined (also builds the fuzz targets): clang, which libFuzzer needs and
-# which compiles this build about 40 % faster than g++ at the same flags. thread: g++, because
-# clang 14 instruments the ifunc resolvers of engine/ops' target_clones functions, which the
-# dynamic loader runs before the TSan runtime is up (a segfault at start).
+# which compiles this build about 40 % faster than g++ at the same flags. thread: g++, the
+# compiler of the main build, whose TSan stage times docs/reliability.md records.
 # Environment: PSI_CMAKE_ARGS (more configure arguments, e.g. -DPSI_SHARED_DIR=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make ninja-build pkg-config git libgmp-dev libboost-dev libhdf5-dev libeigen3-dev libre2-dev
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
-          hdf5-tools clang librsvg2-bin fonts-dejavu-core
+          hdf5-tools clang qemu-user librsvg2-bin fonts-dejavu-core
           munge slurmctld slurmd slurm-client)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -265,6 +265,7 @@ TEST(BadNames, EnvironmentVariablesAreCheckedLikeOptions) {
                                 std::string(400, '9')}},
       {"PSI_H5_CHECK_SECONDS", {"inf", "nan", "1e400", "-1", "0", "abc", "", "2.5"}},
       {"PSI_SHARED", {""}},
+      {"PSI_ISA", {"avx9", "AVX2", "", "sse2", "avx2 ", "x86-64-v3"}},
   };
   for (const auto& [name, values] : bad)
     for (const std::string& v : values)
@@ -273,7 +274,7 @@ TEST(BadNames, EnvironmentVariablesAreCheckedLikeOptions) {
   // The values they take.
   for (const auto& [name, v] : std::vector<std::pair<std::string, std::string>>{
            {"PSI_THREADS", "010"}, {"PSI_PROGRESS_SECONDS", "0"}, {"PSI_PROGRESS_SECONDS", "2.5"},
-           {"PSI_H5_CHECK_SECONDS", "30"}}) {
+           {"PSI_H5_CHECK_SECONDS", "30"}, {"PSI_ISA", "portable"}}) {
     const PsiRun r = run_psi({"list"}, {name + "=" + v});
     EXPECT_EQ(r.status, 0) << name << "=" << v << ": " << r.err;
   }

@@ -406,7 +406,7 @@ TEST(TensorCore, LaneKernelsAgreeOnTheEdges) {
 // truncated away entirely (exponents 120 binades apart in one block), and accumulators of every
 // kind (huge, subnormal, −0). Operands outside the range go to the integer kernel, whole.
 TEST(TensorCore, FloatProductKernelIsExactWhereItRuns) {
-  if (!tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) GTEST_SKIP() << "no AVX-512 on this machine";
+  if (!tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) GTEST_SKIP() << "AVX-512 is not in force (this CPU, or PSI_ISA)";
   ThreadGuard guard;
   tc::set_lane_kernel(tc::LaneKernel::avx512_fp);
   std::mt19937 g(33);
@@ -462,7 +462,7 @@ TEST(TensorCore, FloatProductKernelIsExactWhereItRuns) {
 // last partial group of 32 as well, sends the whole product to the integer kernel; a non-finite
 // value does not (its outputs are recomputed by the scalar rule).
 TEST(TensorCore, TheRangeScanSeesEveryElement) {
-  if (!tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) GTEST_SKIP() << "no AVX-512 on this machine";
+  if (!tc::lane_kernel_available(tc::LaneKernel::avx512_fp)) GTEST_SKIP() << "AVX-512 is not in force (this CPU, or PSI_ISA)";
   ThreadGuard guard;
   tc::set_lane_kernel(tc::LaneKernel::avx512_fp);
   psi::set_thread_count(2);

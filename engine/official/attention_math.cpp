@@ -8,7 +8,7 @@
 
 #include "engine/cpu_features.h"
 #include "engine/error.h"
-#include "engine/isa_clones.h"
+#include "engine/isa_dispatch.h"
 #include "engine/official/kernel_config.h"
 #include "engine/parallel.h"
 
@@ -25,11 +25,14 @@ constexpr std::int64_t kQueryRowsPerTask = 16;
 constexpr int kWarpSize = 32;
 
 // acc[j] = fma(a, b[j], acc[j]) for j < n: one step of n independent FMA chains (correctly
-// rounded, so the bits do not depend on which clone runs).
-PSI_ISA_CLONES
-void fma_step(float a, const float* b, float* acc, std::int64_t n) {
-  for (std::int64_t j = 0; j < n; ++j) acc[j] = std::fma(a, b[j], acc[j]);
-}
+// rounded, so the bits do not depend on the vector level that runs it).
+struct FmaStep {
+  [[gnu::always_inline]] static void run(float a, const float* b, float* acc, std::int64_t n) {
+    for (std::int64_t j = 0; j < n; ++j) acc[j] = std::fma(a, b[j], acc[j]);
+  }
+};
+
+void fma_step(float a, const float* b, float* acc, std::int64_t n) { isa_dispatch<FmaStep>(a, b, acc, n); }
 
 // fma_chains' tiles: kTileRows × W accumulators that stay in registers across c. fma_step
 // loads and stores every accumulator at every step, which held the MATH core's products to
@@ -56,16 +59,22 @@ template <int W>
     for (int j = 0; j < W; ++j) C[r * ldc + j] = acc[r][j];
 }
 
-PSI_ISA_CLONES
+template <int W>
+struct FmaTile {
+  [[gnu::always_inline]] static void run(const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                                         std::int64_t c0, std::int64_t c1, float* C, std::int64_t ldc) {
+    fma_tile<W>(a, lda, b, ldb, c0, c1, C, ldc);
+  }
+};
+
 void fma_tile_wide(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t c0,
                    std::int64_t c1, float* C, std::int64_t ldc) {
-  fma_tile<64>(a, lda, b, ldb, c0, c1, C, ldc);
+  isa_dispatch<FmaTile<64>>(a, lda, b, ldb, c0, c1, C, ldc);
 }
 
-PSI_ISA_CLONES
 void fma_tile_narrow(const float* a, std::int64_t lda, const float* b, std::int64_t ldb, std::int64_t c0,
                      std::int64_t c1, float* C, std::int64_t ldc) {
-  fma_tile<16>(a, lda, b, ldb, c0, c1, C, ldc);
+  isa_dispatch<FmaTile<16>>(a, lda, b, ldb, c0, c1, C, ldc);
 }
 
 // s[j] = expf(s[j] − m) for j < n under the model.

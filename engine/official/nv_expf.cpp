@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "engine/isa_clones.h"
+#include "engine/isa_dispatch.h"
 #include "engine/official/sfu.h"
 
 namespace psi::official {
@@ -119,17 +119,24 @@ constexpr Ex2Columns kEx2Columns = [] {
   return ex2_lane(r) * from_bits(std::uint32_t(k + 127) << 23);
 }
 
+// Run per vector level (engine/isa_dispatch.h).
+struct Ex2Lanes {
+  [[gnu::always_inline]] static void run(const float* x, float* y, std::int64_t n) {
+    for (std::int64_t j = 0; j < n; ++j) y[j] = ex2_lane(x[j]);
+  }
+};
+
+struct NvExpfLanes {
+  [[gnu::always_inline]] static void run(const float* x, float* y, std::int64_t n) {
+    for (std::int64_t j = 0; j < n; ++j) y[j] = nv_expf_lane(x[j]);
+  }
+};
+
 }  // namespace
 
-PSI_ISA_CLONES
-void ex2_approx_ftz_lanes(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t j = 0; j < n; ++j) y[j] = ex2_lane(x[j]);
-}
+void ex2_approx_ftz_lanes(const float* x, float* y, std::int64_t n) { isa_dispatch<Ex2Lanes>(x, y, n); }
 
-PSI_ISA_CLONES
-void nv_expf_lanes(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t j = 0; j < n; ++j) y[j] = nv_expf_lane(x[j]);
-}
+void nv_expf_lanes(const float* x, float* y, std::int64_t n) { isa_dispatch<NvExpfLanes>(x, y, n); }
 
 float ex2_approx_ftz(float x) {
   const std::uint32_t b = std::bit_cast<std::uint32_t>(x);

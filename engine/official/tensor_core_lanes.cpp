@@ -519,7 +519,7 @@ bool fp_products_exact(const Bf16Scan& a, const Bf16Scan& w) {
 LaneKernel resolve(LaneKernel k, bool fp_exact) {
 #if defined(__x86_64__)
   if (k == LaneKernel::best)
-    k = have_avx512bw() ? LaneKernel::avx512_fp : have_avx512() ? LaneKernel::avx512 : have_avx2() ? LaneKernel::avx2 : LaneKernel::portable;
+    k = have_avx512() ? LaneKernel::avx512_fp : have_avx512() ? LaneKernel::avx512 : have_avx2() ? LaneKernel::avx2 : LaneKernel::portable;
 #else
   if (k == LaneKernel::best) k = LaneKernel::portable;
 #endif
@@ -578,7 +578,7 @@ LaneKernel kernel_for(CBf16Mat W, const Bf16Scan& a, const Bf16Scan& w) {
 bool lane_kernel_available(LaneKernel k) {
 #if defined(__x86_64__)
   if (k == LaneKernel::avx512) return have_avx512();
-  if (k == LaneKernel::avx512_fp) return have_avx512bw();
+  if (k == LaneKernel::avx512_fp) return have_avx512();
   if (k == LaneKernel::avx2) return have_avx2();
 #else
   if (k == LaneKernel::avx512 || k == LaneKernel::avx512_fp || k == LaneKernel::avx2) return false;

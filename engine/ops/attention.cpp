@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/isa_dispatch.h"
 #include "engine/official/attention_flash.h"
 #include "engine/official/attention_math.h"
 #include "engine/official/math_to_flash.h"
@@ -24,27 +25,34 @@ constexpr std::int64_t kQueryRowsPerTask = 16;
 
 // Σ a[c]·b[c] over c < n in the reduce.h order (n ≤ kChunk here: one chunk, eight strided
 // lanes, the lane tree, added to +0), vectorized as one vector of lanes. n is a multiple of 8.
-PSI_ISA_CLONES
-float dot_ordered(const float* a, const float* b, std::int64_t n) {
-  Lanes acc = {};
-  for (std::int64_t c = 0; c < n; c += kLanes) {
-    Lanes x, y;
-    load_lanes(x, a + c);
-    load_lanes(y, b + c);
-    const Lanes prod = x * y;
-    acc = acc + prod;
+// Run per vector level (engine/isa_dispatch.h), as axpy.
+struct DotOrdered {
+  [[gnu::always_inline]] static float run(const float* a, const float* b, std::int64_t n) {
+    Lanes acc = {};
+    for (std::int64_t c = 0; c < n; c += kLanes) {
+      Lanes x, y;
+      load_lanes(x, a + c);
+      load_lanes(y, b + c);
+      const Lanes prod = x * y;
+      acc = acc + prod;
+    }
+    return 0.0f + lane_tree(acc);
   }
-  return 0.0f + lane_tree(acc);
-}
+};
+
+float dot_ordered(const float* a, const float* b, std::int64_t n) { return isa_dispatch<DotOrdered>(a, b, n); }
 
 // o[c] += p·v[c], one float32 product and one float32 sum per channel.
-PSI_ISA_CLONES
-void axpy(float p, const float* v, float* o, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; ++c) {
-    const float t = p * v[c];
-    o[c] = o[c] + t;
+struct Axpy {
+  [[gnu::always_inline]] static void run(float p, const float* v, float* o, std::int64_t n) {
+    for (std::int64_t c = 0; c < n; ++c) {
+      const float t = p * v[c];
+      o[c] = o[c] + t;
+    }
   }
-}
+};
+
+void axpy(float p, const float* v, float* o, std::int64_t n) { isa_dispatch<Axpy>(p, v, o, n); }
 
 struct HeadData {
   std::vector<float> q, k, v;  // [Nq, d], [Nk, d], [Nk, d] float32; q and k scaled (MATH factor)

@@ -9,6 +9,7 @@
 #include "engine/bf16_scan.h"
 #include "engine/cpu_features.h"
 #include "engine/error.h"
+#include "engine/isa_dispatch.h"
 #include "engine/official/op_observer.h"
 #include "engine/official/tensor_core.h"
 #include "engine/ops/reduce.h"
@@ -52,30 +53,36 @@ void load_panel(Matrix<const T> src, std::int64_t r0, std::int64_t nr, std::int6
 }
 
 // One chunk of the product for an (mr x nr) block of padded panels: P[i][j] = lane_tree of the
-// eight strided lane sums of A_i · W_j over kc_pad (a multiple of 8). Cloned per ISA level for
-// speed only; every clone performs the same float operations in the same order.
-PSI_ISA_CLONES
-void chunk_kernel(const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mr,
-                  std::int64_t nr, float* P, std::int64_t ldp) {
-  for (std::int64_t m = 0; m < mr; m += kMr) {
-    for (std::int64_t n = 0; n < nr; n += kNr) {
-      Lanes acc[kMr][kNr] = {};
-      const float* a = Ap + m * kc_pad;
-      const float* w = Wp + n * kc_pad;
-      for (std::int64_t k = 0; k < kc_pad; k += kLanes) {
-        Lanes av[kMr], wv[kNr];
-        for (int i = 0; i < kMr; ++i) load_lanes(av[i], a + i * kc_pad + k);
-        for (int j = 0; j < kNr; ++j) load_lanes(wv[j], w + j * kc_pad + k);
+// eight strided lane sums of A_i · W_j over kc_pad (a multiple of 8). Run per vector level
+// (engine/isa_dispatch.h) for speed only.
+struct ChunkKernel {
+  [[gnu::always_inline]] static void run(const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mr,
+                                         std::int64_t nr, float* P, std::int64_t ldp) {
+    for (std::int64_t m = 0; m < mr; m += kMr) {
+      for (std::int64_t n = 0; n < nr; n += kNr) {
+        Lanes acc[kMr][kNr] = {};
+        const float* a = Ap + m * kc_pad;
+        const float* w = Wp + n * kc_pad;
+        for (std::int64_t k = 0; k < kc_pad; k += kLanes) {
+          Lanes av[kMr], wv[kNr];
+          for (int i = 0; i < kMr; ++i) load_lanes(av[i], a + i * kc_pad + k);
+          for (int j = 0; j < kNr; ++j) load_lanes(wv[j], w + j * kc_pad + k);
+          for (int i = 0; i < kMr; ++i)
+            for (int j = 0; j < kNr; ++j) {
+              const Lanes prod = av[i] * wv[j];
+              acc[i][j] = acc[i][j] + prod;
+            }
+        }
         for (int i = 0; i < kMr; ++i)
-          for (int j = 0; j < kNr; ++j) {
-            const Lanes prod = av[i] * wv[j];
-            acc[i][j] = acc[i][j] + prod;
-          }
+          for (int j = 0; j < kNr; ++j) P[(m + i) * ldp + n + j] = lane_tree(acc[i][j]);
       }
-      for (int i = 0; i < kMr; ++i)
-        for (int j = 0; j < kNr; ++j) P[(m + i) * ldp + n + j] = lane_tree(acc[i][j]);
     }
   }
+};
+
+void chunk_kernel(const float* Ap, const float* Wp, std::int64_t kc_pad, std::int64_t mr, std::int64_t nr,
+                  float* P, std::int64_t ldp) {
+  isa_dispatch<ChunkKernel>(Ap, Wp, kc_pad, mr, nr, P, ldp);
 }
 
 // The AVX-512 form of chunk_kernel, for speed only: the same products and additions in the same

@@ -14,7 +14,6 @@
 // hidden tiles) add up exactly like the unpartitioned one.
 #include <cstdint>
 
-#include "engine/isa_clones.h"
 #include "engine/ops/reduce_order.h"
 
 namespace psi::ops {
