@@ -54,7 +54,7 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
       ->transform(psi::cli::whole_number(0, std::uint64_t(std::numeric_limits<int>::max())));
   sub.add_option("--out", o->out,
                  "also write the tensor to this HDF5 file as dataset /<name> (BF16 as uint16, dtype "
-                 "'bfloat16'), for tools outside psi (the device check's PyTorch comparison)")
+                 "'bfloat16', its sha256_full: psi verify checks it), for tools outside psi (the device check's PyTorch comparison)")
       ->check(psi::cli::output_path());
   psi::cli::add_force_flag(sub);
   return [o] {
@@ -83,10 +83,13 @@ psi::cli::Registrar synthinit_reg("synthinit", "print the first values and the S
                 std::string(psi::synthinit::role_name(spec.role)).c_str(), double(spec.offset), spec.e);
     for (int i = 0; i < o->head && i < t.numel(); ++i)
       std::printf("  [%d] 0x%04x %.17g\n", i, t.data[i].bits, double(t.data[i].to_float()));
-    std::printf("sha256 %s\n", psi::sha256_hex(t).c_str());
+    const std::string sha256 = psi::sha256_hex(t);
+    std::printf("sha256 %s\n", sha256.c_str());
     if (!o->out.empty()) {
       psi::hdf5::File f = psi::hdf5::File::create(o->out);
       f.write_bf16("/" + o->name, t);
+      // Every tensor psi writes carries its hash, so that psi verify (and every reader) checks it.
+      f.set_attr("/" + o->name, psi::hdf5::attr::sha256_full, sha256);
       // Not a psi-h5/1 report, but psi's: a later --out may replace it (outputs/output_path.h).
       f.set_attr("/", "schema", std::string("psi-synthinit/1"));
       f.commit();

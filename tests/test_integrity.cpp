@@ -234,6 +234,19 @@ std::vector<std::string> lines_without(const std::string& text, const std::strin
 // it (exit 2, one line naming file:dataset); with --allow-unverified the verdict is given and
 // marked: every result row and claim of the table, the report's root attribute `unverified` and
 // each case's field, the JSON's `unverified`, and the exit status 4 (not 0).
+// A file psi writes is one psi verify accepts: psi synthinit's tensor carries its sha256_full
+// (it had none, and verify refused it), which is the hash synthinit prints.
+TEST(Sha256Full, SynthinitTensorFilesVerify) {
+  TempDir dir;
+  const fs::path out = dir / "w.h5";
+  const Outcome made = run_psi_in("synthinit transformer_blocks.0.attn1.to_q.weight --shape 64 48 --out " + out.string(), dir / "");
+  ASSERT_EQ(made.status, 0) << made.err;
+  const Outcome verified = run_psi_in("verify " + out.string(), dir / "");
+  EXPECT_EQ(verified.status, 0) << verified.out << verified.err;
+  const std::string printed = made.out.substr(made.out.find("sha256 ") + 7, 64);
+  EXPECT_EQ(read_integrity(hdf5::File::open_read(out), "/transformer_blocks.0.attn1.to_q.weight").sha256_full, printed);
+}
+
 TEST(Sha256Full, UnverifiedDataIsRefusedOrItsVerdictMarked) {
   TempDir dir;
   const fs::path copy = dir / "probes_linear.h5";
