@@ -27,7 +27,7 @@ struct CompareOpts {
 psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
                                 [](CLI::App& sub) {
   auto o = std::make_shared<CompareOpts>();
-  sub.add_option("A", o->a, "first file (psi output, a recording, or any HDF5 file)")->required()->check(psi::cli::non_empty());
+  sub.add_option("A", o->a, "first file (psi output, a recording, any HDF5 file, or a NumPy .npy file)")->required()->check(psi::cli::non_empty());
   sub.add_option("B", o->b, "second file, the reference of the relative L2 error")->required()->check(psi::cli::non_empty());
   sub.add_option("--only", o->only,
                  "compare only datasets whose path (e.g. /block_small/math/attn1) contains a match of "

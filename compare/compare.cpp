@@ -12,6 +12,7 @@
 #include "engine/error.h"
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
+#include "hdf5/tensor_file.h"
 #include "hdf5/unverified.h"
 
 namespace psi::compare {
@@ -156,7 +157,7 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
 
 CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
                             const CompareOptions& opt) {
-  const hdf5::File fa = hdf5::File::open_read(a), fb = hdf5::File::open_read(b);
+  const hdf5::File fa = hdf5::open_tensor_file(a), fb = hdf5::open_tensor_file(b);
   CompareReport r;
   r.file_a = a.string();
   r.file_b = b.string();
@@ -184,15 +185,21 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
       throw Error("--only '" + shown + "' is not a valid regular expression (RE2 syntax): " + only->error());
   }
   auto selected = [&](const std::string& p) { return !only || re2::RE2::PartialMatch(p, *only); };
+  const auto list_a = fa.list_datasets(), list_b = fb.list_datasets();
+  // A file of one unnamed array (.npy) pairs its array with the other side's one tensor, whatever
+  // the two are called, unless the user maps names.
+  std::vector<PathMap> maps = opt.map;
+  if (maps.empty() && (hdf5::single_array_file(fa) || hdf5::single_array_file(fb)) && list_a.size() == 1 &&
+      list_b.size() == 1)
+    maps.push_back({list_a[0].path, list_b[0].path});
   auto mapped = [&](const std::string& p) {
-    for (const auto& m : opt.map)
+    for (const auto& m : maps)
       if (maps_path(m, p)) return m.to + p.substr(m.from.size());
     return p;
   };
   std::set<std::string> in_b, targets;
-  const auto list_b = fb.list_datasets();
   for (const auto& d : list_b) in_b.insert(d.path);
-  for (const auto& d : fa.list_datasets()) {
+  for (const auto& d : list_a) {
     const std::string pb = mapped(d.path);
     targets.insert(pb);
     if (!selected(d.path)) continue;

@@ -1,7 +1,9 @@
 #include "hdf5/h5.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -249,9 +251,26 @@ File File::create(const fs::path& final_path) {
   return f;
 }
 
+File File::in_memory(const fs::path& shown_as) {
+  quiet_errors();
+  static std::atomic<std::uint64_t> count{0};
+  File f;
+  f.final_path_ = shown_as;
+  // backing_store false: nothing is read from or written to a file of that name.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl || H5Pset_fapl_core(fapl.get(), std::size_t(1) << 20, false) < 0)
+    throw Error(shown_as.string() + ": cannot make an HDF5 image in memory", Exit::run_failed);
+  const std::string name = "psi-in-memory-" + std::to_string(::getpid()) + "-" + std::to_string(count++);
+  f.file_ = Handle(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!f.file_) throw Error(shown_as.string() + ": cannot make an HDF5 image in memory", Exit::run_failed);
+  f.writable_ = true;
+  f.in_memory_ = true;
+  return f;
+}
+
 File::File(File&& o) noexcept
     : file_(std::move(o.file_)), final_path_(std::move(o.final_path_)), pending_(std::move(o.pending_)),
-      writable_(o.writable_) {
+      in_memory_(o.in_memory_), writable_(o.writable_) {
   o.writable_ = false;
   o.pending_.reset();
 }
@@ -271,7 +290,7 @@ File::~File() {
 }
 
 void File::commit() {
-  if (!writable_) throw Error(final_path_.string() + ": commit on a read-only file", Exit::run_failed);
+  if (!writable_ || !pending_) throw Error(final_path_.string() + ": commit on a read-only or in-memory file", Exit::run_failed);
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
     throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
   file_ = Handle();
@@ -281,7 +300,7 @@ void File::commit() {
 }
 
 void File::abandon_to(const fs::path& partial) {
-  if (!writable_) throw Error(final_path_.string() + ": abandon on a read-only file", Exit::run_failed);
+  if (!writable_ || !pending_) throw Error(final_path_.string() + ": abandon on a read-only or in-memory file", Exit::run_failed);
   H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);
   file_ = Handle();
   pending_->commit_partial(partial);

@@ -62,6 +62,10 @@ class File {
   // (outputs/pending_output.h); a File destroyed without commit() leaves nothing. A `final_path`
   // the output rule refuses is refused (outputs/output_path.h).
   static File create(const std::filesystem::path& final_path);
+  // An HDF5 image in memory, never on disk (libhdf5's core driver): the tensors of a file of
+  // another format are written into it and read back as any file's (hdf5/tensor_file.h).
+  // `shown_as` names it in every message; it cannot be committed.
+  static File in_memory(const std::filesystem::path& shown_as);
 
   File(File&&) noexcept;
   File& operator=(File&&) noexcept;
@@ -97,6 +101,10 @@ class File {
   void write_f32(const std::string& dataset, const F32Tensor& t, const Attrs& a = {});
   void write_f64(const std::string& dataset, const F64Tensor& t, const Attrs& a = {});
   void write_text(const std::string& dataset, const std::string& text, const Attrs& a = {});
+  // A dataset of `kind`'s element type (not other) from the elements' little-endian bytes; BF16
+  // as uint16 bits with attribute dtype='bfloat16'.
+  void write_elements(const std::string& dataset, ElemKind kind, const Shape& shape, const void* data,
+                      const Attrs& a = {});
   void set_attr(const std::string& object, const std::string& name, const AttrValue& v);
   void set_attrs(const std::string& object, const Attrs& a);
   void ensure_group(const std::string& group);
@@ -145,6 +153,7 @@ class File {
   Handle file_;
   std::filesystem::path final_path_;
   std::optional<outputs::PendingOutput> pending_;
+  bool in_memory_ = false;  // in_memory(): holds only what psi wrote, no link to another file
   bool writable_ = false;
 };
 

@@ -192,6 +192,7 @@ bool File::check_external_link(const std::string& link, const H5L_info_t& li, in
 }
 
 void File::check_file_of(hid_t object, const std::string& path) const {
+  if (in_memory_) return;  // nothing in it links elsewhere: psi wrote all of it
   const auto in = file_identity(object);
   const auto own = file_identity(file_.get());
   if (!in || !own) throw h5_error(where(path) + ": cannot tell which file it is in");

@@ -86,6 +86,23 @@ void File::write_f64(const std::string& dataset, const F64Tensor& t, const Attrs
   write_raw(dataset, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, t.shape, t.ptr(), all);
 }
 
+void File::write_elements(const std::string& dataset, ElemKind kind, const Shape& shape, const void* data,
+                          const Attrs& a) {
+  Attrs all = a;
+  switch (kind) {
+    case ElemKind::bf16:
+      all["dtype"] = std::string("bfloat16");
+      return write_raw(dataset, H5T_NATIVE_UINT16, H5T_STD_U16LE, shape, data, all);
+    case ElemKind::f32: return write_raw(dataset, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, shape, data, all);
+    case ElemKind::f64: return write_raw(dataset, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, shape, data, all);
+    case ElemKind::u8: return write_raw(dataset, H5T_NATIVE_UINT8, H5T_STD_U8LE, shape, data, all);
+    case ElemKind::u16: return write_raw(dataset, H5T_NATIVE_UINT16, H5T_STD_U16LE, shape, data, all);
+    case ElemKind::i64: return write_raw(dataset, H5T_NATIVE_INT64, H5T_STD_I64LE, shape, data, all);
+    case ElemKind::other: break;
+  }
+  throw Error(where(dataset) + ": no element type to write", Exit::run_failed);
+}
+
 void File::write_text(const std::string& dataset, const std::string& text, const Attrs& a) {
   Attrs all = a;
   all["dtype"] = std::string("utf8");

@@ -90,6 +90,22 @@ def attrs_seeds(d):
             f.write(seed)
 
 
+def npy_seeds(d):
+    # NumPy's own writer: each dtype psi reads, both byte orders, Fortran order, a 0-d and an
+    # empty array, format version 2.0.
+    os.makedirs(d, exist_ok=True)
+    a = np.linspace(-2.0, 2.0, 12, dtype=np.float32).reshape(3, 4)
+    np.save(os.path.join(d, "f4.npy"), a)
+    np.save(os.path.join(d, "f8_big.npy"), a.astype(">f8"))
+    np.save(os.path.join(d, "u2_fortran.npy"), np.asfortranarray(np.arange(12, dtype="<u2").reshape(3, 4)))
+    np.save(os.path.join(d, "u1.npy"), np.arange(5, dtype="|u1"))
+    np.save(os.path.join(d, "i8_0d.npy"), np.int64(-3))
+    np.save(os.path.join(d, "f4_empty.npy"), np.zeros((0, 2), dtype="<f4"))
+    with open(os.path.join(d, "f4_v2.npy"), "wb") as f:
+        np.lib.format.write_array(f, a, version=(2, 0))
+
+
 st_seeds(os.path.join(HERE, "fuzz_safetensors_header"))
+npy_seeds(os.path.join(HERE, "fuzz_npy"))
 attrs_seeds(os.path.join(HERE, "fuzz_h5_attrs"))
 h5_seeds(os.path.join(HERE, "fuzz_h5_report"))

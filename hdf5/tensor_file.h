@@ -1,0 +1,23 @@
+#pragma once
+// A file of tensors in any format psi reads, as an hdf5::File, so that every command reads a
+// user's tensors by one API: an HDF5 file is opened as it is (File::open_read); a NumPy .npy
+// file (engine/npy.h) is read into an HDF5 image in memory holding its array as the dataset
+// /<file name less .npy>, with the root attribute format='numpy-npy'. The kind of file is told
+// by its first bytes, never by its name.
+#include <filesystem>
+
+#include "hdf5/h5.h"
+
+namespace psi::hdf5 {
+
+inline constexpr const char* kNpyFormat = "numpy-npy";
+
+// The file, or a psi::Error (exit 2) naming it and why it cannot be read: no such file, not a
+// regular file, the system's reason, or neither HDF5 nor .npy.
+File open_tensor_file(const std::filesystem::path& p);
+
+// Whether `f` came from a file holding one unnamed array (an .npy file): its one dataset pairs
+// with the other side's one dataset whatever their names.
+bool single_array_file(const File& f);
+
+}  // namespace psi::hdf5
