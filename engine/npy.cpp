@@ -212,6 +212,7 @@ NpyArray parse_npy(std::string_view bytes, const std::string& name) {
   const auto* src = reinterpret_cast<const std::uint8_t*>(bytes.data() + start + header_len);
   a.data.resize(std::size_t(data_bytes));
   const std::size_t n = std::size_t(count), w = std::size_t(t.bytes);
+  if (a.data.empty()) return a;  // memcpy takes no null pointer, even for no bytes
   if (!*f.fortran_order || a.shape.size() < 2) {
     std::memcpy(a.data.data(), src, a.data.size());
   } else {

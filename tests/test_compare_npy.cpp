@@ -83,7 +83,10 @@ TEST(NpyCompare, TheSameValuesInAnyLayoutAreEqual) {
     EXPECT_EQ(r.status, 0) << same << "\n" << r.out << r.err;
   }
   // Nothing to compare is no bitwise equality (psi compare's rule).
-  EXPECT_EQ(compare(kNpy / "empty.npy", kNpy / "empty.npy", dir).status, 1);
+  const Outcome empty = compare(kNpy / "empty.npy", kNpy / "empty.npy", dir);
+  EXPECT_EQ(empty.status, 1) << empty.err;
+  EXPECT_NE(empty.out.find("not_stored"), std::string::npos) << empty.out;
+  EXPECT_NE(empty.out.find("empty tensor"), std::string::npos) << empty.out;
 }
 
 TEST(NpyCompare, DifferencesAreFoundAndTheArraysPairWhateverTheirNames) {
@@ -116,6 +119,7 @@ TEST(NpyCompare, AnNpyPairsWithAnHdf5FilesOneTensor) {
   // Two tensors on one side: names pair, and the .npy's name is its file's.
   const Outcome two = compare(kNpy / "a.npy", fs::path(PSI_TEST_DATA) / "compare" / "user_a.h5", dir);
   EXPECT_EQ(two.status, 1) << two.out << two.err;
+  EXPECT_NE(two.out.find("only_a"), std::string::npos) << two.out;
 }
 
 TEST(NpyCompare, WhatPsiDoesNotReadIsOneLine) {
@@ -193,6 +197,7 @@ TEST(NpyHeader, LiesAndOddFormsAreRefused) {
   EXPECT_EQ(v, 2.5);
   EXPECT_EQ(psi::parse_npy(npy("{'descr': '|u1', 'fortran_order': True, 'shape': (3L,), }", "abc"), "u.npy").shape,
             psi::Shape{3});
+  EXPECT_TRUE(psi::parse_npy(npy("{'descr': '<f4', 'fortran_order': True, 'shape': (0, 2), }", ""), "e.npy").data.empty());
 }
 
 TEST(NpyHeader, FortranOrderIsReadAsRowMajor) {
