@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <filesystem>
 #include <vector>
 
 #include "bench/fma_peak.h"
@@ -16,6 +17,9 @@
 #include "engine/ops/gemm.h"
 #include "engine/parallel.h"
 #include "engine/synthinit.h"
+#include "hdf5/h5.h"
+#include "oracle/operands.h"
+#include "probes/probe_cases.h"
 
 namespace {
 
@@ -64,8 +68,7 @@ const Operands& operands(int i) {
 }
 
 // Third argument: the lane kernel (tensor_core.h LaneKernel: 1 portable, 2 AVX2, 3 AVX-512, 4
-// AVX-512 with FP32 products);
-// a kernel the machine lacks is skipped.
+// AVX-512 with FP32 products, 5 AVX2 double FMAs); a kernel the machine lacks is skipped.
 void BM_TensorCoreLinear(benchmark::State& st) {
   const int i = int(st.range(0));
   const Shape& s = kShapes[i];
@@ -84,11 +87,46 @@ void BM_TensorCoreLinear(benchmark::State& st) {
   });
   psi::set_thread_count(0);
   psi::official::tc::set_lane_kernel(psi::official::tc::LaneKernel::best);
-  static const char* kNames[] = {"best", "portable", "AVX2", "AVX-512", "AVX-512 FP32-product"};
+  static const char* kNames[] = {"best", "portable", "AVX2", "AVX-512", "AVX-512 FP32-product", "AVX2 double-FMA"};
   st.SetLabel(std::string(s.name) + ", " + kNames[st.range(2)] + " lanes, products/s");
 }
 BENCHMARK(BM_TensorCoreLinear)
-    ->ArgsProduct({{0, 1}, {1, 2}, {1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1}, {1, 2}, {1, 2, 3, 4, 5}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+
+// The same on the recorded operands of ../shared/reference/probes_linear.h5 (first argument: 0
+// the audio FFN up-projection's input rows, 1 the video Q projection's, each with its weight).
+void BM_TensorCoreRecorded(benchmark::State& st) {
+  const char* probe = st.range(0) == 0 ? "probe_audio_ff_up" : "probe_video_q_proj";
+  const auto file = psi::probes::shared_dir() / "reference" / "probes_linear.h5";
+  if (!std::filesystem::exists(file)) {
+    st.SkipWithError("no recording");
+    return;
+  }
+  const auto kernel = psi::official::tc::LaneKernel(st.range(2));
+  if (!psi::official::tc::lane_kernel_available(kernel)) {
+    st.SkipWithError("this machine lacks the lane kernel");
+    return;
+  }
+  const psi::oracle::LinearProblem p = psi::oracle::load_probe(psi::hdf5::File::open_read(file), probe);
+  const Shape s{probe, p.rows, p.K, p.N};
+  psi::official::tc::set_lane_kernel(kernel);
+  const int threads = int(st.range(1));
+  psi::set_thread_count(threads);
+  const psi::CBf16Mat x{p.x.data.data(), p.rows, p.K, p.K}, w{p.w.data.data(), p.N, p.K, p.K};
+  std::vector<float> c(std::size_t(p.rows * p.N));
+  run_against_peak(st, s, threads, [&] {
+    std::fill(c.begin(), c.end(), 0.0f);
+    psi::official::tc::gemm_accumulate(x, w, psi::F32Mat{c.data(), p.rows, p.N, p.N});
+    benchmark::DoNotOptimize(c.data());
+  });
+  psi::set_thread_count(0);
+  psi::official::tc::set_lane_kernel(psi::official::tc::LaneKernel::best);
+  st.SetLabel(std::string(probe) + " recorded, lane kernel " + std::to_string(st.range(2)) + ", products/s");
+}
+BENCHMARK(BM_TensorCoreRecorded)
+    ->ArgsProduct({{0, 1}, {1, 2}, {2, 3, 4, 5}})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
 

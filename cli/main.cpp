@@ -15,6 +15,7 @@
 #include "engine/environment.h"
 #include "engine/error.h"
 #include "engine/interrupt.h"
+#include "engine/official/tensor_core.h"
 #include "hdf5/h5.h"
 #include "hdf5/unverified.h"
 #include "psi_version.h"
@@ -135,14 +136,15 @@ int unverified_status(int status) {
   return int(psi::Exit::unverified);
 }
 
-// The version and the vector level psi's kernels run at (engine/cpu_features.h), so that a user
-// knows which ran. A bad PSI_ISA is thrown: main reports it as for any command.
+// The version, the vector level psi's kernels run at (engine/cpu_features.h) and the tensor-core
+// product's lane kernels at that level, so that a user knows which ran. A bad PSI_ISA is thrown: main reports it as for any command.
 std::string version_text() {
   const std::optional<psi::Isa> forced = psi::env_isa();
   const std::string cpu = psi::isa_name(psi::cpu_isa());
   return std::string("psi ") + PSI_VERSION + " (" + PSI_GIT_REVISION + ")\nvector level: " +
          (forced ? std::string(psi::isa_name(*forced)) + " (PSI_ISA; this CPU supports up to " + cpu + ")"
-                 : cpu + " (this CPU's highest; PSI_ISA=avx2 or portable chooses a lower one)");
+                 : cpu + " (this CPU's highest; PSI_ISA=avx2 or portable chooses a lower one)") +
+         "\ntensor-core product: " + psi::official::tc::lane_kernels_in_force();
 }
 
 }  // namespace

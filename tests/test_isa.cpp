@@ -206,6 +206,11 @@ TEST(Isa, PsiIsaIsCheckedAndNamedByVersion) {
                          psi::isa_name(psi::cpu_isa()) + ")"),
               std::string::npos)
         << r.out;
+    const char* lanes = isa == Isa::avx512 ? "\ntensor-core product: avx512_fp (FP32 products), avx512 (integer products) "
+                                             "where those are not all exact\n"
+                        : isa == Isa::avx2 ? "\ntensor-core product: avx2_double (one double FMA a product)\n"
+                                           : "\ntensor-core product: portable\n";
+    EXPECT_NE(r.out.find(lanes), std::string::npos) << r.out;
   }
   ::unsetenv("PSI_ISA");
   const auto plain = psi::testing::run_psi_in("--version", dir);

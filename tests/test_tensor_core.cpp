@@ -295,6 +295,7 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
     if (M > 3 && N > 5) C0[std::size_t(N + 1)] = -kInf;
     for (auto [threads, kernel] : {std::pair{1, tc::LaneKernel::portable}, {2, tc::LaneKernel::avx2},
                                    {1, tc::LaneKernel::avx512}, {2, tc::LaneKernel::avx512_fp},
+                                   {1, tc::LaneKernel::avx2_double}, {2, tc::LaneKernel::avx2_double},
                                    {2, tc::LaneKernel::best}}) {
       if (!tc::lane_kernel_available(kernel)) continue;
       psi::set_thread_count(threads);
@@ -389,7 +390,7 @@ TEST(TensorCore, LaneKernelsAgreeOnTheEdges) {
     std::vector<float> want(std::size_t(M * N));
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) want[std::size_t(m * N + n)] = reference_dot(rows[std::size_t(m)], cols[std::size_t(n)], acc0);
-    for (auto kernel : {tc::LaneKernel::portable, tc::LaneKernel::avx2, tc::LaneKernel::avx512}) {
+    for (auto kernel : {tc::LaneKernel::portable, tc::LaneKernel::avx2, tc::LaneKernel::avx512, tc::LaneKernel::avx2_double}) {
       if (!tc::lane_kernel_available(kernel)) continue;
       tc::set_lane_kernel(kernel);
       std::vector<float> C(std::size_t(M * N), acc0);

@@ -33,6 +33,7 @@
 // product (the PSI FFN's 1,024-channel hidden tiles rely on it).
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/bf16.h"
@@ -101,12 +102,17 @@ void linear(CBf16Mat x, CBf16Mat W, const Bf16* bias, BiasRule rule, Bf16Mat y, 
 // operand, exponent sums in [−100, 125]: all real activations and weights), `avx512` for the
 // others (and for a W whose row stride is over 2^31 / 16 elements, past its gather's indices);
 // `avx2` is `avx512`'s integer kernel in 8-lane halves, its block finish in the lanes too (a
-// truncation to 24 bits before an exact conversion); `portable` is the reference loop.
-enum class LaneKernel { best, portable, avx2, avx512, avx512_fp };
+// truncation to 24 bits before an exact conversion); `avx2_double` (the default without AVX-512)
+// takes each product as one double FMA rounding toward −∞ (tensor_core_double.cpp), for any
+// finite operands; `portable` is the reference loop.
+enum class LaneKernel { best, portable, avx2, avx512, avx512_fp, avx2_double };
 bool lane_kernel_available(LaneKernel k);
 // psi::Error for a kernel this machine cannot run.
 void set_lane_kernel(LaneKernel k);
 // The kernel gemm_accumulate runs for these operands under the kernel set (never `best`).
 LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W);
+// The lane kernels the set kernel comes to at the vector level in force, for psi --version:
+// e.g. "avx512_fp (FP32 products), avx512 (integer products) where those are not all exact".
+std::string lane_kernels_in_force();
 
 }  // namespace psi::official::tc

@@ -519,7 +519,7 @@ bool fp_products_exact(const Bf16Scan& a, const Bf16Scan& w) {
 LaneKernel resolve(LaneKernel k, bool fp_exact) {
 #if defined(__x86_64__)
   if (k == LaneKernel::best)
-    k = have_avx512() ? LaneKernel::avx512_fp : have_avx512() ? LaneKernel::avx512 : have_avx2() ? LaneKernel::avx2 : LaneKernel::portable;
+    k = have_avx512() ? LaneKernel::avx512_fp : have_avx2() ? LaneKernel::avx2_double : LaneKernel::portable;
 #else
   if (k == LaneKernel::best) k = LaneKernel::portable;
 #endif
@@ -536,22 +536,7 @@ void chain_rows(LaneKernel k, const RowData& r, std::int64_t i, const PanelData&
   chain_rows_portable(r.sig.data() + i * K, xe, p, K, acc);
 }
 
-}  // namespace
-
-void decode_task_rows(bool fp, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d) {
-#if defined(__x86_64__)
-  if (fp) return decode_rows_fp(A, r0, nr, Kp, d);
-#endif
-  decode_rows(A, r0, nr, d);
-}
-
-void decode_task_panel(bool fp, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, PanelData& d) {
-#if defined(__x86_64__)
-  if (fp) return decode_panel_fp(W, n0, nn, Kp, d);
-#endif
-  decode_panel(W, n0, nn, d);
-}
-
+// Rows i.. of the task (at most `left`) into acc [rows][kLanes]; returns how many it ran.
 std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::int64_t left, const PanelData& p,
                            std::int64_t K, std::int64_t Kp, float* acc) {
 #if defined(__x86_64__)
@@ -570,6 +555,32 @@ std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::
   return 1;
 }
 
+}  // namespace
+
+void decode_task_rows(LaneKernel k, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d) {
+#if defined(__x86_64__)
+  if (k == LaneKernel::avx512_fp) return decode_rows_fp(A, r0, nr, Kp, d);
+  if (k == LaneKernel::avx2_double) return decode_rows_double(A, r0, nr, Kp, d);
+#endif
+  decode_rows(A, r0, nr, d);
+}
+
+void decode_task_panel(LaneKernel k, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, PanelData& d) {
+#if defined(__x86_64__)
+  if (k == LaneKernel::avx512_fp) return decode_panel_fp(W, n0, nn, Kp, d);
+  if (k == LaneKernel::avx2_double) return decode_panel_double(W, n0, nn, Kp, d);
+#endif
+  decode_panel(W, n0, nn, d);
+}
+
+void run_task_panel(LaneKernel k, const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t K,
+                    std::int64_t Kp, float* acc) {
+#if defined(__x86_64__)
+  if (k == LaneKernel::avx2_double) return run_panel_double(r, rows, p, Kp, acc);
+#endif
+  for (std::int64_t i = 0; i < rows;) i += run_task_rows(k, r, i, rows - i, p, K, Kp, acc + i * kLanes);
+}
+
 LaneKernel kernel_for(CBf16Mat W, const Bf16Scan& a, const Bf16Scan& w) {
   const LaneKernel k = resolve(g_kernel.load(std::memory_order_relaxed), fp_products_exact(a, w));
   return k == LaneKernel::avx512_fp && W.ld > std::numeric_limits<std::int32_t>::max() / kLanes ? LaneKernel::avx512 : k;
@@ -579,9 +590,9 @@ bool lane_kernel_available(LaneKernel k) {
 #if defined(__x86_64__)
   if (k == LaneKernel::avx512) return have_avx512();
   if (k == LaneKernel::avx512_fp) return have_avx512();
-  if (k == LaneKernel::avx2) return have_avx2();
+  if (k == LaneKernel::avx2 || k == LaneKernel::avx2_double) return have_avx2();
 #else
-  if (k == LaneKernel::avx512 || k == LaneKernel::avx512_fp || k == LaneKernel::avx2) return false;
+  if (k != LaneKernel::best && k != LaneKernel::portable) return false;
 #endif
   return true;
 }
@@ -589,6 +600,28 @@ bool lane_kernel_available(LaneKernel k) {
 void set_lane_kernel(LaneKernel k) {
   if (!lane_kernel_available(k)) throw Error("tensor-core lanes: this machine has no such vector kernel");
   g_kernel.store(k);
+}
+
+namespace {
+
+const char* kernel_text(LaneKernel k) {
+  switch (k) {
+    case LaneKernel::avx2: return "avx2 (integer products)";
+    case LaneKernel::avx512: return "avx512 (integer products)";
+    case LaneKernel::avx512_fp: return "avx512_fp (FP32 products)";
+    case LaneKernel::avx2_double: return "avx2_double (one double FMA a product)";
+    default: return "portable";
+  }
+}
+
+}  // namespace
+
+std::string lane_kernels_in_force() {
+  const LaneKernel set = g_kernel.load(std::memory_order_relaxed);
+  const LaneKernel exact = resolve(set, true), other = resolve(set, false);
+  std::string text = kernel_text(exact);
+  if (other != exact) text += std::string(", ") + kernel_text(other) + " where those are not all exact";
+  return text;
 }
 
 LaneKernel lane_kernel_for(CBf16Mat A, CBf16Mat W) {

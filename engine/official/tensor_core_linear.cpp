@@ -49,7 +49,6 @@ void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32
   check_scan(as, M);
   check_scan(ws, N);
   const LaneKernel kernel = kernel_for(W, as.scan, ws.scan);
-  const bool fp = kernel == LaneKernel::avx512_fp;
   const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
 
   const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
@@ -60,39 +59,40 @@ void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32
     // or cleared again.
     thread_local RowData rows;
     thread_local PanelData panel;
-    decode_task_rows(fp, A, m0, mb, Kp, rows);
+    thread_local std::vector<float> acc;
+    thread_local std::vector<char> entering_finite;
+    acc.resize(std::size_t(kTaskRows * kLanes));
+    entering_finite.resize(std::size_t(kTaskRows));
+    decode_task_rows(kernel, A, m0, mb, Kp, rows);
     const bool rows_finite = all_finite(as.scan, as.row0 + m0, mb);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
-      decode_task_panel(fp, W, p0, nn, Kp, panel);
+      decode_task_panel(kernel, W, p0, nn, Kp, panel);
       const bool finite = rows_finite && all_finite(ws.scan, ws.row0 + p0, nn);
-      for (std::int64_t i = 0; i < mb;) {
-        const std::int64_t nr = std::min<std::int64_t>(kFpRows, mb - i);
-        float acc[kFpRows * kLanes] = {};
-        bool entering_finite = true;
-        for (std::int64_t r = 0; r < nr; ++r) {
-          const float* c = &C.at(m0 + i + r, p0);
-          std::copy(c, c + nn, acc + r * kLanes);
-          for (std::int64_t j = 0; j < nn; ++j) entering_finite &= std::isfinite(c[j]);
+      for (std::int64_t i = 0; i < mb; ++i) {
+        const float* c = &C.at(m0 + i, p0);
+        float* a = acc.data() + i * kLanes;
+        std::copy(c, c + nn, a);
+        std::fill(a + nn, a + kLanes, 0.0f);
+        entering_finite[std::size_t(i)] = std::all_of(c, c + nn, [](float v) { return std::isfinite(v); });
+      }
+      run_task_panel(kernel, rows, mb, panel, K, Kp, acc.data());
+      for (std::int64_t i = 0; i < mb; ++i) {
+        const std::int64_t m = m0 + i;
+        float* c = &C.at(m, p0);
+        const float* a = acc.data() + i * kLanes;
+        if (finite && entering_finite[std::size_t(i)]) {
+          std::copy(a, a + nn, c);
+          continue;
         }
-        const std::int64_t ran = run_task_rows(kernel, rows, i, nr, panel, K, Kp, acc);
-        for (std::int64_t r = 0; r < ran; ++r) {
-          const std::int64_t m = m0 + i + r;
-          float* c = &C.at(m, p0);
-          if (finite && entering_finite) {
-            std::copy(acc + r * kLanes, acc + r * kLanes + nn, c);
-            continue;
-          }
-          // A non-finite operand row or entering value: that output is dot()'s (tensor_core.h).
-          for (std::int64_t j = 0; j < nn; ++j)
-            if (!as.scan.finite[std::size_t(as.row0 + m)] || !ws.scan.finite[std::size_t(ws.row0 + p0 + j)] ||
-                !std::isfinite(c[j]))
-              c[j] = dot(std::span<const Bf16>(A.row(m), std::size_t(K)),
-                         std::span<const Bf16>(W.row(p0 + j), std::size_t(K)), c[j]);
-            else
-              c[j] = acc[r * kLanes + j];
-        }
-        i += ran;
+        // A non-finite operand row or entering value: that output is dot()'s (tensor_core.h).
+        for (std::int64_t j = 0; j < nn; ++j)
+          if (!as.scan.finite[std::size_t(as.row0 + m)] || !ws.scan.finite[std::size_t(ws.row0 + p0 + j)] ||
+              !std::isfinite(c[j]))
+            c[j] = dot(std::span<const Bf16>(A.row(m), std::size_t(K)),
+                       std::span<const Bf16>(W.row(p0 + j), std::size_t(K)), c[j]);
+          else
+            c[j] = a[j];
       }
     }
   });
