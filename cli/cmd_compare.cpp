@@ -1,17 +1,24 @@
-// psi compare A.h5 B.h5: dataset-by-dataset bitwise / ULP / relative-L2 comparison (B is the
-// reference). Exit 0 every dataset compared and bitwise equal; 1 something differs (elements or
-// shape), nothing was compared, or a dataset is in one file only (unless a subset was asked for:
-// --only, --map, --subset); 2 bad input (also data that does not match its sha256_full).
+// psi compare A B: dataset-by-dataset bitwise / ULP / relative-L2 comparison of two tensor files
+// (HDF5, NumPy .npy, safetensors; B is the reference). Exit 0 every dataset compared and bitwise
+// equal; 1 something differs (elements or shape), nothing was compared, or a dataset is in one
+// file only (unless a subset was asked for: --only, --map, --subset); 2 bad input (also data
+// that does not match its sha256_full).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cli/command.h"
-#include "engine/error.h"
 #include "compare/compare.h"
+#include "engine/error.h"
+#include "engine/whole_number.h"
+#include "outputs/output_path.h"
 #include "report/compare_table.h"
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct CompareOpts {
   std::string a, b;
@@ -22,12 +29,15 @@ struct CompareOpts {
   bool json = false;
   bool allow_partial = false;
   bool timing = false;
+  std::string as;
+  std::string differences;
+  std::string list;
 };
 
-psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files share (bitwise, ULP, relative L2; B is the reference)",
+psi::cli::Registrar compare_reg("compare", "compare the tensors two files share (HDF5, NumPy .npy, safetensors; bitwise, ULP, relative L2; B is the reference)",
                                 [](CLI::App& sub) {
   auto o = std::make_shared<CompareOpts>();
-  sub.add_option("A", o->a, "first file (psi output, a recording, any HDF5 file, or a NumPy .npy file)")->required()->check(psi::cli::non_empty());
+  sub.add_option("A", o->a, "first file (psi output, a recording, any HDF5 file, a NumPy .npy or a safetensors file)")->required()->check(psi::cli::non_empty());
   sub.add_option("B", o->b, "second file, the reference of the relative L2 error")->required()->check(psi::cli::non_empty());
   sub.add_option("--only", o->only,
                  "compare only datasets whose path (e.g. /block_small/math/attn1) contains a match of "
@@ -45,6 +55,27 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
                "compare only what both files hold: datasets in one file only are listed, not failures "
                "(--only and --map imply it)");
   sub.add_flag("--json", o->json, "machine-readable output");
+  sub.add_option("--as", o->as,
+                 "bf16: read uint16 datasets that carry no dtype='bfloat16' attribute (BF16 bits kept by NumPy "
+                 "or h5py, which have no BF16) as BF16, compared in BF16 ULPs; without it they compare as integers")
+      ->check(CLI::IsMember({"bf16"}));
+  sub.add_option("--differences", o->differences,
+                 "N or all: under each dataset that differs, list its first N differing elements (or every "
+                 "one): index, both values with their bits, and the ULP distance or a sign flip")
+      ->transform(CLI::Validator(
+          [](std::string& s) -> std::string {
+            if (s == "all") return "";
+            const auto v = psi::parse_whole(s, 1, std::uint64_t(std::numeric_limits<std::int64_t>::max()));
+            if (!v) return "'" + s + "' is neither a whole number from 1 nor 'all'";
+            s = std::to_string(*v);
+            return "";
+          },
+          "N|all", "differences"));
+  sub.add_option("--list", o->list,
+                 "write every differing element of every dataset to this CSV file (" +
+                     std::string(psi::report::kDifferencesCsvHeader) + ")")
+      ->check(psi::cli::output_path());
+  psi::cli::add_force_flag(sub);
   psi::cli::add_allow_links_option(sub);
   psi::cli::add_allow_unverified_flag(sub);
   sub.add_flag("--timing", o->timing,
@@ -66,6 +97,18 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
     opt.subset = o->subset;
     opt.allow_partial = o->allow_partial;
     opt.timing = o->timing;
+    opt.as_bf16 = o->as == "bf16";
+    const std::int64_t shown =
+        o->differences.empty() ? 0 : o->differences == "all" ? psi::compare::kEveryDifference : std::stoll(o->differences);
+    // --list collects every difference; the views still show the first `shown`.
+    opt.differences = o->list.empty() ? shown : psi::compare::kEveryDifference;
+    if (!o->list.empty()) {
+      psi::outputs::check_output(o->list, {o->a, o->b}, "compare: --list",
+                                 psi::outputs::first_line_is(psi::report::kDifferencesCsvHeader));
+      const fs::path dir = fs::path(o->list).parent_path().empty() ? fs::path(".") : fs::path(o->list).parent_path();
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec)) throw psi::Error("compare: --list " + o->list + ": no directory " + dir.string());
+    }
     for (const auto& m : o->maps) {
       auto eq = m.find('=');
       if (eq == std::string::npos || eq == 0)
@@ -73,7 +116,14 @@ psi::cli::Registrar compare_reg("compare", "compare the datasets two HDF5 files 
       opt.map.push_back({m.substr(0, eq), m.substr(eq + 1)});
     }
     auto report = psi::compare::compare_files(o->a, o->b, opt);
+    report.differences = shown;
+    if (!o->list.empty()) psi::outputs::write_file_atomically(o->list, psi::report::differences_csv(report));
     std::cout << (o->json ? psi::report::compare_json(report) : psi::report::compare_table(report));
+    if (!o->list.empty() && !o->json) {
+      std::int64_t n = 0;
+      for (const auto& d : report.datasets) n += std::int64_t(d.differences.size());
+      std::cout << "list: " << n << " differing elements written to " << psi::one_line(o->list) << "\n";
+    }
     std::cout.flush();
     for (const auto& e : report.errors()) std::cerr << "psi: error: " << psi::one_line(e) << "\n";
     return report.exit_code();

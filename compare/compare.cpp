@@ -39,7 +39,7 @@ std::string unverified_tensor(const hdf5::File& f, const hdf5::DatasetInfo& di, 
 
 std::string kind_label(const hdf5::DatasetInfo& di) {
   std::string k(hdf5::kind_name(di.kind));
-  if (di.kind == hdf5::ElemKind::u16) k += " (no dtype='bfloat16' attribute)";
+  if (di.kind == hdf5::ElemKind::u16) k += " (no dtype='bfloat16' attribute; --as bf16 reads it as BF16)";
   return k;
 }
 
@@ -72,7 +72,16 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
   DatasetComparison out;
   out.path_a = path_a;
   out.path_b = path_b;
-  const hdf5::DatasetInfo ia = a.info(path_a), ib = b.info(path_b);
+  hdf5::DatasetInfo ia = a.info(path_a), ib = b.info(path_b);
+  bool u16_as_bf16[2] = {false, false};
+  if (opt.as_bf16)
+    for (int side = 0; side < 2; ++side) {
+      hdf5::DatasetInfo& i = side ? ib : ia;
+      if (i.kind == hdf5::ElemKind::u16) {
+        i.kind = hdf5::ElemKind::bf16;
+        u16_as_bf16[side] = true;
+      }
+    }
   out.dtype = std::string(hdf5::kind_name(ia.kind));
   if (ia.kind == hdf5::ElemKind::other || ib.kind == hdf5::ElemKind::other) {
     out.status = CompareStatus::unsupported;
@@ -105,6 +114,11 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
     out.note = e.what();
     return out;
   }
+  sa.bf16_from_u16 = u16_as_bf16[0];
+  sb.bf16_from_u16 = u16_as_bf16[1];
+  if (u16_as_bf16[0] || u16_as_bf16[1])
+    out.note = std::string(u16_as_bf16[0] && u16_as_bf16[1] ? "A's and B's" : u16_as_bf16[0] ? "A's" : "B's") +
+               " uint16 read as BF16 (--as bf16)";
   out.full_shape = sa.full;
   try {
     for (const std::string& u : {unverified_tensor(a, ia, "A"), unverified_tensor(b, ib, "B")})
@@ -151,7 +165,7 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
   }
   if (partial && (lo != Shape(lo.size(), 0) || hi != sa.full))
     out.note += std::string(out.note.empty() ? "" : "; ") + "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
-  compare_elements(a, sa, b, sb, lo, hi, out);
+  compare_elements(a, sa, b, sb, lo, hi, opt.differences, out);
   return out;
 }
 
@@ -172,6 +186,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
   refuse_partial(r.file_a, r.partial_a);
   refuse_partial(r.file_b, r.partial_b);
   r.strict = opt.strict || (!opt.subset && opt.only.empty() && opt.map.empty());
+  r.differences = opt.differences;
   std::unique_ptr<re2::RE2> only;
   if (!opt.only.empty()) {
     const std::string shown = opt.only.size() > 60 ? opt.only.substr(0, 60) + "…" : opt.only;

@@ -1,12 +1,14 @@
 #pragma once
-// `psi compare`: dataset-by-dataset comparison of two HDF5 files (psi-h5/1 files, the
-// official recordings, or plain files a user made with h5py). BF16 is recognised by the
-// attribute dtype='bfloat16' on a uint16 dataset whichever program wrote it; datasets that
+// `psi compare`: dataset-by-dataset comparison of two tensor files (psi-h5/1 files, the
+// official recordings, plain files a user made with h5py, NumPy .npy and safetensors files, read
+// by hdf5/tensor_file.h). BF16 is recognised by the attribute dtype='bfloat16' on a uint16
+// dataset whichever program wrote it (or every uint16 dataset with --as bf16); datasets that
 // store only some rows (attribute `stored`) are compared on the rows both files hold. compare.cpp
 // walks the two files; element_diff.h compares a tensor, json_diff.h a JSON text, and
 // report/compare_table.h shows the result.
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,7 +54,14 @@ struct CompareOptions {
   // input or output lay (a report's case `file`, a table's `provenance` lines): their
   // differences are shown, never counted, so the same run reached by other paths compares equal.
   bool timing = false;
+  // uint16 datasets without psi's dtype='bfloat16' attribute (NumPy and h5py have no BF16, so a
+  // user keeps its bits so) are read as BF16 (`--as bf16`); otherwise they compare as integers.
+  bool as_bf16 = false;
+  // How many differing elements of each dataset to list (`--differences N`; kEveryDifference:
+  // all of them); 0 lists none, only the first difference of the one-line view.
+  std::int64_t differences = 0;
 };
+inline constexpr std::int64_t kEveryDifference = std::numeric_limits<std::int64_t>::max();
 
 enum class CompareStatus {
   equal,           // every compared element bitwise equal
@@ -69,11 +78,15 @@ enum class CompareStatus {
 
 std::string_view status_name(CompareStatus s);
 
-struct FirstDifference {
+// A differing element. `ulp`: for floating types, the ULP distance of the two values
+// (engine/distance.h; kUlpNaN with a NaN), none across a sign flip, which is counted apart.
+struct ElementDifference {
   std::int64_t flat_index = 0;  // row-major index in the full tensor
   Shape index;                  // the same as a multi-index of the full tensor
   std::string a_value;          // formatted value (with raw bits for floating types)
   std::string b_value;
+  std::optional<std::int64_t> ulp;
+  bool sign_flip = false;
 };
 
 struct DatasetComparison {
@@ -87,7 +100,9 @@ struct DatasetComparison {
   // Floating types: A's distance to B, the reference (engine/distance.h); its max_ulp_same_sign
   // is the table's and JSON's max_ulp.
   std::optional<Distance> distance;
-  std::optional<FirstDifference> first;
+  std::optional<ElementDifference> first;
+  // The first CompareOptions::differences differing elements, in row-major order (--differences).
+  std::vector<ElementDifference> differences;
   std::string note;  // which rows were compared, why nothing was, or the bad-input reason
   // Whether each side's data was checked against its sha256_full (only whole datasets can be).
   bool sha256_checked_a = false, sha256_checked_b = false;
@@ -101,6 +116,7 @@ struct CompareReport {
   std::string format_a, format_b;  // root schema / format attribute, or "plain HDF5"
   std::string partial_a, partial_b;  // the `partial` marker of a partial file; empty otherwise
   bool strict = false;
+  std::int64_t differences = 0;  // CompareOptions::differences, for the views
   std::vector<DatasetComparison> datasets;
 
   std::int64_t count(CompareStatus s) const;

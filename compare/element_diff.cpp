@@ -1,5 +1,6 @@
 #include "compare/element_diff.h"
 
+#include <algorithm>
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
@@ -26,6 +27,7 @@ template <>
 struct Elem<Bf16> {
   static constexpr bool floating = true;
   static std::uint64_t bits(Bf16 v) { return v.bits; }
+  static double value(Bf16 v) { return double(v.to_float()); }
   static std::string format(Bf16 v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g (0x%04x)", double(v.to_float()), unsigned(v.bits));
@@ -37,6 +39,7 @@ template <>
 struct Elem<float> {
   static constexpr bool floating = true;
   static std::uint64_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+  static double value(float v) { return double(v); }
   static std::string format(float v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g (0x%08" PRIx32 ")", double(v), std::bit_cast<std::uint32_t>(v));
@@ -48,6 +51,7 @@ template <>
 struct Elem<double> {
   static constexpr bool floating = true;
   static std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
+  static double value(double v) { return v; }
   static std::string format(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g (0x%016" PRIx64 ")", v, std::bit_cast<std::uint64_t>(v));
@@ -82,8 +86,15 @@ std::vector<T> read_native(const hdf5::File& f, const std::string& path, hid_t m
 }
 
 template <class T>
-std::vector<T> load(const hdf5::File& f, const hdf5::DatasetInfo& di) {
-  if constexpr (std::is_same_v<T, Bf16>) return f.read_bf16(di.path).data;
+std::vector<T> load(const hdf5::File& f, const Side& s) {
+  const hdf5::DatasetInfo& di = s.info;
+  if constexpr (std::is_same_v<T, Bf16>) {
+    if (!s.bf16_from_u16) return f.read_bf16(di.path).data;
+    const std::vector<std::uint16_t> bits = read_native<std::uint16_t>(f, di.path, H5T_NATIVE_UINT16, numel(di.shape));
+    std::vector<Bf16> out(bits.size());
+    std::transform(bits.begin(), bits.end(), out.begin(), Bf16::from_bits);
+    return out;
+  }
   else if constexpr (std::is_same_v<T, float>) return f.read_f32(di.path).data;
   else if constexpr (std::is_same_v<T, double>) return f.read_f64(di.path).data;
   else if constexpr (std::is_same_v<T, std::uint8_t>) return f.read_u8(di.path);
@@ -99,10 +110,11 @@ std::vector<std::int64_t> strides_of(const Shape& s) {
 
 // Compares the elements of box [lo, hi) (full-tensor coordinates) in row-major order, a row of
 // the last axis at a time: floating types through the one distance (engine/distance.h), whose
-// sums run in that order; other types by their bits.
+// sums run in that order; other types by their bits. The first difference, and the first `list`
+// into out.differences.
 template <class T>
 void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& b, const Side& sb,
-                 const Shape& lo, const Shape& hi, DatasetComparison& out) {
+                 const Shape& lo, const Shape& hi, std::int64_t list, DatasetComparison& out) {
   using E = Elem<T>;
   const std::size_t rank = lo.size();
   const auto st_a = strides_of(sa.info.shape), st_b = strides_of(sb.info.shape), st_full = strides_of(sa.full);
@@ -117,19 +129,25 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
     }
     if constexpr (E::floating)
       sum.add(std::span<const T>(a.data() + off_a, std::size_t(inner)), std::span<const T>(b.data() + off_b, std::size_t(inner)));
-    for (std::int64_t j = 0; j < inner && !(E::floating && out.first); ++j) {
+    // Floating types count in the distance: the scan stops once nothing more is to be noted.
+    for (std::int64_t j = 0;
+         j < inner && !(E::floating && out.first && std::int64_t(out.differences.size()) >= list); ++j) {
       const T x = a[off_a + j], y = b[off_b + j];
       if (E::bits(x) == E::bits(y)) continue;
       if constexpr (!E::floating) ++out.differing;
-      if (!out.first) {
-        FirstDifference fd;
-        fd.index = idx;
-        fd.index[rank - 1] += j;
-        for (std::size_t i = 0; i < rank; ++i) fd.flat_index += fd.index[i] * st_full[i];
-        fd.a_value = E::format(x);
-        fd.b_value = E::format(y);
-        out.first = fd;
+      if (out.first && std::int64_t(out.differences.size()) >= list) continue;
+      ElementDifference fd;
+      fd.index = idx;
+      fd.index[rank - 1] += j;
+      for (std::size_t i = 0; i < rank; ++i) fd.flat_index += fd.index[i] * st_full[i];
+      fd.a_value = E::format(x);
+      fd.b_value = E::format(y);
+      if constexpr (E::floating) {
+        fd.sign_flip = is_sign_flip(double(Elem<T>::value(x)), double(Elem<T>::value(y)));
+        if (!fd.sign_flip) fd.ulp = ulps_apart(x, y);
       }
+      if (!out.first) out.first = fd;
+      if (std::int64_t(out.differences.size()) < list) out.differences.push_back(fd);
     }
     out.compared += inner;
     // Odometer over all but the contiguous last axis.
@@ -155,8 +173,8 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
 // dataset `corrupt`: comparing data that is not what was written would mislead), then compares.
 template <class T>
 void load_and_compare(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb,
-                      const Shape& lo, const Shape& hi, DatasetComparison& out) {
-  const std::vector<T> a = load<T>(fa, sa.info), b = load<T>(fb, sb.info);
+                      const Shape& lo, const Shape& hi, std::int64_t list, DatasetComparison& out) {
+  const std::vector<T> a = load<T>(fa, sa), b = load<T>(fb, sb);
   std::string corrupt;
   auto check = [&](const hdf5::File& f, const std::string& path, const std::vector<T>& v, bool& checked) {
     const hdf5::Sha256Check c = hdf5::check_sha256_full(f, path, v.data(), v.size() * sizeof(T));
@@ -170,7 +188,7 @@ void load_and_compare(const hdf5::File& fa, const Side& sa, const hdf5::File& fb
     out.note = corrupt;
     return;
   }
-  compare_box(a, sa, b, sb, lo, hi, out);
+  compare_box(a, sa, b, sb, lo, hi, list, out);
   out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
 }
 
@@ -213,14 +231,14 @@ std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full) {
 }
 
 void compare_elements(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb, const Shape& lo,
-                      const Shape& hi, DatasetComparison& out) {
+                      const Shape& hi, std::int64_t list, DatasetComparison& out) {
   switch (sa.info.kind) {
-    case hdf5::ElemKind::bf16: load_and_compare<Bf16>(fa, sa, fb, sb, lo, hi, out); break;
-    case hdf5::ElemKind::f32: load_and_compare<float>(fa, sa, fb, sb, lo, hi, out); break;
-    case hdf5::ElemKind::f64: load_and_compare<double>(fa, sa, fb, sb, lo, hi, out); break;
-    case hdf5::ElemKind::u8: load_and_compare<std::uint8_t>(fa, sa, fb, sb, lo, hi, out); break;
-    case hdf5::ElemKind::u16: load_and_compare<std::uint16_t>(fa, sa, fb, sb, lo, hi, out); break;
-    case hdf5::ElemKind::i64: load_and_compare<std::int64_t>(fa, sa, fb, sb, lo, hi, out); break;
+    case hdf5::ElemKind::bf16: load_and_compare<Bf16>(fa, sa, fb, sb, lo, hi, list, out); break;
+    case hdf5::ElemKind::f32: load_and_compare<float>(fa, sa, fb, sb, lo, hi, list, out); break;
+    case hdf5::ElemKind::f64: load_and_compare<double>(fa, sa, fb, sb, lo, hi, list, out); break;
+    case hdf5::ElemKind::u8: load_and_compare<std::uint8_t>(fa, sa, fb, sb, lo, hi, list, out); break;
+    case hdf5::ElemKind::u16: load_and_compare<std::uint16_t>(fa, sa, fb, sb, lo, hi, list, out); break;
+    case hdf5::ElemKind::i64: load_and_compare<std::int64_t>(fa, sa, fb, sb, lo, hi, list, out); break;
     case hdf5::ElemKind::other: break;
   }
 }

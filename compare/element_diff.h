@@ -13,6 +13,7 @@ namespace psi::compare {
 // One side of a comparison: where its stored elements sit in the full tensor.
 struct Side {
   hdf5::DatasetInfo info;
+  bool bf16_from_u16 = false;  // info.kind is bf16 for a uint16 dataset read as BF16 (--as bf16)
   Shape full;
   hdf5::StoredRegion region;
   Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates
@@ -28,8 +29,9 @@ std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full);
 
 // Loads both sides (of the same element kind), checks each whole one against its sha256_full
 // (a mismatch makes the dataset `corrupt`), then compares the elements of box [lo, hi)
-// (full-tensor coordinates) into `out`: its counts, distance, first difference and status.
+// (full-tensor coordinates) into `out`: its counts, distance, first difference, the first `list`
+// differing elements and status.
 void compare_elements(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb, const Shape& lo,
-                      const Shape& hi, DatasetComparison& out);
+                      const Shape& hi, std::int64_t list, DatasetComparison& out);
 
 }  // namespace psi::compare

@@ -56,6 +56,10 @@ Ours counted_against(Ref r) {
 
 }  // namespace
 
+std::int64_t ulps_apart(Bf16 a, Bf16 b) { return elem_ulp(a, b); }
+std::int64_t ulps_apart(float a, float b) { return elem_ulp(a, b); }
+std::int64_t ulps_apart(double a, double b) { return elem_ulp(a, b); }
+
 template <class Ours, class Ref>
 void DistanceSum<Ours, Ref>::add(std::span<const Ours> ours, std::span<const Ref> ref) {
   if (ours.size() != ref.size())

@@ -43,6 +43,13 @@ struct Distance {
   bool bitwise_equal() const { return differing == 0; }
 };
 
+// The ULP distance of two values of one sign class (is_sign_flip false), as max_ulp_same_sign
+// counts it: the steps of their type between their magnitudes (+0 and −0 are 0 apart); kUlpNaN
+// when either is a NaN.
+std::int64_t ulps_apart(Bf16 a, Bf16 b);
+std::int64_t ulps_apart(float a, float b);
+std::int64_t ulps_apart(double a, double b);
+
 // Whether two values' sign classes differ (a NaN's never does).
 bool is_sign_flip(double ours, double ref);
 inline bool is_sign_flip(Bf16 ours, Bf16 ref) { return is_sign_flip(double(ours.to_float()), double(ref.to_float())); }

@@ -1,14 +1,19 @@
 #include "hdf5/tensor_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
+#include "engine/checkpoint/safetensors.h"
 #include "engine/error.h"
 #include "engine/npy.h"
 
@@ -27,6 +32,95 @@ ElemKind kind_of(NpyType t) {
   return ElemKind::other;
 }
 
+// The first bytes of a safetensors file: an 8-byte little-endian header length that fits the
+// file, then the header's opening brace.
+bool is_safetensors_file(int fd, std::uint64_t size) {
+  unsigned char head[9];
+  if (size < 10 || ::pread(fd, head, sizeof head, 0) != ssize_t(sizeof head) || head[8] != '{') return false;
+  std::uint64_t length = 0;
+  for (int i = 7; i >= 0; --i) length = length << 8 | head[i];
+  return length >= 2 && length <= size - 8;
+}
+
+// n elements of a narrower type widened to int64 (exact).
+template <class T>
+std::vector<std::int64_t> widened(const std::vector<std::byte>& b) {
+  std::vector<std::int64_t> out(b.size() / sizeof(T));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    T v;
+    std::memcpy(&v, b.data() + i * sizeof(T), sizeof(T));
+    out[i] = std::int64_t(v);
+  }
+  return out;
+}
+
+float half_value(std::uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (e == 0x1f) return m ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(float(e ? (m | 0x400) : m), (e ? e : 1) - 25);
+}
+
+// A tensor name as a dataset path: '/' separates groups, so no empty, '.' or '..' part.
+void check_name(const std::filesystem::path& p, const std::string& name) {
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = name.find('/', start);
+    const std::string part = name.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (part.empty() || part == "." || part == "..")
+      throw Error(p.string() + ": tensor name \"" + name + "\" has an empty, '.' or '..' part between its '/'s, "
+                  "which psi reads as groups of a path");
+    if (end == std::string::npos) return;
+    start = end + 1;
+  }
+}
+
+// Every tensor of a safetensors file as a dataset of its name, the dtype as the root's format
+// and each dataset's safetensors_dtype: BF16, F32, F64, U8, U16 and I64 as stored; F16 as the
+// float32 of the same values; BOOL as U8; I8, I16, I32 and U32 widened to int64 (all exact).
+File read_safetensors(const std::filesystem::path& p) {
+  const ckpt::SafetensorsFile st(p, {}, ckpt::SafetensorsDtypes::any);
+  File f = File::in_memory(p);
+  const auto& entries = st.entries();
+  for (const auto& [name, e] : entries) {
+    check_name(p, name);
+    for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
+      if (entries.count(name.substr(0, slash)))
+        throw Error(p.string() + ": tensors \"" + name.substr(0, slash) + "\" and \"" + name + "\": psi reads '/' in a "
+                    "name as a group, and \"" + name.substr(0, slash) + "\" cannot be both a tensor and a group");
+    const std::vector<std::byte> b = st.bytes(name);
+    const Attrs attrs{{"safetensors_dtype", e.dtype}};
+    const std::string path = "/" + name;
+    if (e.dtype == "BF16") f.write_elements(path, ElemKind::bf16, e.shape, b.data(), attrs);
+    else if (e.dtype == "F32") f.write_elements(path, ElemKind::f32, e.shape, b.data(), attrs);
+    else if (e.dtype == "F64") f.write_elements(path, ElemKind::f64, e.shape, b.data(), attrs);
+    else if (e.dtype == "U8" || e.dtype == "BOOL") f.write_elements(path, ElemKind::u8, e.shape, b.data(), attrs);
+    else if (e.dtype == "U16") f.write_elements(path, ElemKind::u16, e.shape, b.data(), attrs);
+    else if (e.dtype == "I64") f.write_elements(path, ElemKind::i64, e.shape, b.data(), attrs);
+    else if (e.dtype == "F16") {
+      std::vector<float> v(b.size() / 2);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, b.data() + 2 * i, 2);
+        v[i] = half_value(h);
+      }
+      f.write_elements(path, ElemKind::f32, e.shape, v.data(), attrs);
+    } else {
+      std::vector<std::int64_t> v;
+      if (e.dtype == "I8") v = widened<std::int8_t>(b);
+      else if (e.dtype == "I16") v = widened<std::int16_t>(b);
+      else if (e.dtype == "I32") v = widened<std::int32_t>(b);
+      else if (e.dtype == "U32") v = widened<std::uint32_t>(b);
+      else
+        throw Error(p.string() + ": tensor " + name + " is " + e.dtype +
+                    ", which psi does not compare (integers up to I64 and U32)");
+      f.write_elements(path, ElemKind::i64, e.shape, v.data(), attrs);
+    }
+  }
+  f.set_attr("/", "format", std::string(kSafetensorsFormat));
+  return f;
+}
+
 }  // namespace
 
 File open_tensor_file(const std::filesystem::path& p) {
@@ -38,11 +132,16 @@ File open_tensor_file(const std::filesystem::path& p) {
     if (fd < 0) throw Error(p.string() + ": cannot open: " + std::strerror(errno));
     char head[4] = {};
     const bool zip = ::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head) && std::string_view(head, 4) == "PK\x03\x04";
+    struct stat info {};
+    const bool safetensors = ::fstat(fd, &info) == 0 && is_safetensors_file(fd, std::uint64_t(info.st_size));
     ::close(fd);
-    if (zip && H5Fis_hdf5(p.c_str()) <= 0)
+    const bool hdf5 = H5Fis_hdf5(p.c_str()) > 0;
+    if (safetensors && !hdf5) return read_safetensors(p);
+    if (zip && !hdf5)
       throw Error(p.string() + ": a zip archive (NumPy's .npz, or PyTorch's torch.save file, which holds a pickle psi "
-                  "never runs), not a file psi reads tensors from; save each tensor with numpy.save(\"t.npy\", "
-                  "t.float().numpy()), or to HDF5 with h5py");
+                  "never runs), not a file psi reads tensors from; save a dict of tensors with "
+                  "safetensors.torch.save_file(d, \"t.safetensors\"), or each array with numpy.save(\"t.npy\", a)");
+    if (!hdf5 && !is_npy_file(p)) throw Error(p.string() + ": not an HDF5, NumPy .npy or safetensors file");
   }
   if (!is_npy_file(p)) return File::open_read(p);
   const NpyArray a = read_npy(p);

@@ -2,8 +2,10 @@
 // A file of tensors in any format psi reads, as an hdf5::File, so that every command reads a
 // user's tensors by one API: an HDF5 file is opened as it is (File::open_read); a NumPy .npy
 // file (engine/npy.h) is read into an HDF5 image in memory holding its array as the dataset
-// /<file name less .npy>, with the root attribute format='numpy-npy'. The kind of file is told
-// by its first bytes, never by its name.
+// /<file name less .npy>, with the root attribute format='numpy-npy'; a safetensors file
+// (engine/checkpoint/safetensors.h, any numeric dtype) likewise, each tensor as the dataset of its
+// name ('/' in a name separating groups), with format='safetensors'. The kind of file is told by
+// its first bytes, never by its name.
 #include <filesystem>
 
 #include "hdf5/h5.h"
@@ -11,9 +13,10 @@
 namespace psi::hdf5 {
 
 inline constexpr const char* kNpyFormat = "numpy-npy";
+inline constexpr const char* kSafetensorsFormat = "safetensors";
 
 // The file, or a psi::Error (exit 2) naming it and why it cannot be read: no such file, not a
-// regular file, the system's reason, or neither HDF5 nor .npy.
+// regular file, the system's reason, or none of HDF5, .npy and safetensors.
 File open_tensor_file(const std::filesystem::path& p);
 
 // Whether `f` came from a file holding one unnamed array (an .npy file): its one dataset pairs

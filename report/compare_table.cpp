@@ -9,6 +9,7 @@
 
 #include "engine/distance.h"
 #include "engine/error.h"
+#include "report/table.h"
 
 namespace psi::report {
 
@@ -28,6 +29,18 @@ std::string index_str(const Shape& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+std::string element_str(const compare::ElementDifference& e) {
+  return "@" + std::to_string(e.flat_index) + " " + index_str(e.index) + ": A=" + e.a_value + " B=" + e.b_value;
+}
+
+std::string ulp_str(const compare::ElementDifference& e) {
+  if (e.sign_flip) return "sign flip";
+  if (!e.ulp) return "";
+  if (*e.ulp == kUlpNaN) return "a NaN";
+  if (*e.ulp == 0) return "the sign of zero";
+  return std::to_string(*e.ulp) + (*e.ulp == 1 ? " ulp" : " ulps");
 }
 
 }  // namespace
@@ -57,9 +70,7 @@ std::string compare_table(const CompareReport& r) {
       }
     }
     std::string detail;
-    if (d.first)
-      detail = "@" + std::to_string(d.first->flat_index) + " " + index_str(d.first->index) +
-               ": A=" + d.first->a_value + " B=" + d.first->b_value;
+    if (d.first) detail = element_str(*d.first);
     if (!d.note.empty()) detail += (detail.empty() ? "" : "; ") + d.note;
     std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  ", std::string(status_name(d.status)).c_str(),
                   counts.c_str(), flips.c_str(), ulp.c_str(), rel.c_str());
@@ -68,6 +79,15 @@ std::string compare_table(const CompareReport& r) {
     out += buf + label + "  " + one_line(detail);
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
+    // --differences: the listed elements under their dataset's line.
+    const std::int64_t shown = std::min<std::int64_t>(r.differences, std::int64_t(d.differences.size()));
+    for (std::int64_t i = 0; i < shown; ++i) {
+      const auto& e = d.differences[std::size_t(i)];
+      const std::string u = ulp_str(e);
+      out += one_line("    " + element_str(e) + (u.empty() ? "" : ", " + u)) + "\n";
+    }
+    if (shown > 0 && shown < d.differing)
+      out += "    ... " + std::to_string(d.differing - shown) + " more differing (--differences all lists every one)\n";
   }
   const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
   const auto n_shape = r.count(CompareStatus::shape_mismatch);
@@ -121,6 +141,19 @@ std::string compare_json(const CompareReport& r) {
                                {"index", d.first->index},
                                {"a", d.first->a_value},
                                {"b", d.first->b_value}};
+    if (r.differences > 0) {
+      e["differences"] = json::array();
+      const std::int64_t shown = std::min<std::int64_t>(r.differences, std::int64_t(d.differences.size()));
+      for (std::int64_t i = 0; i < shown; ++i) {
+        const auto& x = d.differences[std::size_t(i)];
+        e["differences"].push_back({{"flat_index", x.flat_index},
+                                    {"index", x.index},
+                                    {"a", x.a_value},
+                                    {"b", x.b_value},
+                                    {"ulp", !x.ulp ? json(nullptr) : *x.ulp == kUlpNaN ? json("nan") : json(*x.ulp)},
+                                    {"sign_flip", x.sign_flip}});
+      }
+    }
     e["note"] = d.note;
     e["sha256_checked"] = {{"a", d.sha256_checked_a}, {"b", d.sha256_checked_b}};
     e["unverified"] = d.unverified.empty() ? json(nullptr) : json(d.unverified);
@@ -136,6 +169,18 @@ std::string compare_json(const CompareReport& r) {
                               r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable)}};
   j["exit_code"] = r.exit_code();
   return j.dump(2) + "\n";
+}
+
+std::string differences_csv(const CompareReport& r) {
+  std::string out = std::string(kDifferencesCsvHeader) + "\n";
+  for (const auto& d : r.datasets)
+    for (const auto& e : d.differences) {
+      const std::string ulp = e.sign_flip || !e.ulp ? "" : *e.ulp == kUlpNaN ? "nan" : std::to_string(*e.ulp);
+      out += csv_cell(d.path_a) + "," + csv_cell(d.path_b) + "," + std::to_string(e.flat_index) + "," +
+             csv_cell(index_str(e.index)) + "," + csv_cell(e.a_value) + "," + csv_cell(e.b_value) + "," + ulp + "," +
+             (e.sign_flip ? "1" : "0") + "\n";
+    }
+  return out;
 }
 
 }  // namespace psi::report

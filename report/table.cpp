@@ -60,14 +60,14 @@ Format parse_format(const std::string& name) {
   throw Error("unknown format '" + name + "' (valid: markdown, csv, json)");
 }
 
-namespace {
-
 std::string csv_cell(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
+
+namespace {
 
 // A Markdown cell: one line (control characters escaped) and no unescaped '|'. Cells, titles and
 // notes can quote paths and dataset names from files; neither may end a cell or forge a line.

@@ -41,6 +41,9 @@ std::size_t display_width(std::string_view s);
 // `s` followed by spaces up to `width` display columns.
 std::string pad_right(const std::string& s, std::size_t width);
 
+// One CSV field: quoted, its quotes doubled, where it holds a comma, a quote or a line end.
+std::string csv_cell(const std::string& s);
+
 // The numbers a rendered cell holds, for JSON beside the text: null unless the cell is only
 // numbers (thousands separators, exponents, a leading '~' or '−' allowed), one unit shared by all
 // of them (B, KiB, MiB, GiB, ms, s, %, ULP) and separators ('/', '±', brackets). `unit` gets the

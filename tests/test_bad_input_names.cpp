@@ -92,6 +92,7 @@ TEST(BadNames, CommandLineRefusesUnknownNamesWithoutWritingAnything) {
       {{"probe", "no-such-probe", "--out", report}, {"unknown probe case 'no-such-probe'", "audio-ff-up"}},
       {{"probe", "audio-ff-up", "--variant", "fast", "--out", report}, {"unknown numerics variant 'fast'", "dense"}},
       {{"report", report, "--format", "xml"}, {"unknown format 'xml'"}},
+      {{"compare", report, report, "--as", "bf32"}, {"--as", "bf32 not in {bf16}"}},
       {{"oracle", "certify", "--file", report, "--x", "x", "--w", "w", "--y", "y", "--threads", "0"}, {"--threads"}},
       {{"oracle", "frobnicate"}, {"unknown command 'frobnicate'", "certify, explain"}},
       {{"no-such-command"}, {"unknown command 'no-such-command'", "compare"}},

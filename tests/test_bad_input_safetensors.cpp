@@ -1,10 +1,12 @@
-// Bad safetensors checkpoints, through the library (ckpt::SafetensorsFile) and through the one
-// command line that takes a checkpoint (`psi run one-token --checkpoint F`): every malformed,
+// Bad safetensors checkpoints, through the library (ckpt::SafetensorsFile), through the one
+// command line that takes a checkpoint (`psi run one-token --checkpoint F`) and through `psi
+// compare`, which reads a user's safetensors files: every malformed,
 // truncated or inconsistent file is refused with one line naming the file and what is wrong,
 // exit 2, and the run leaves no report and no temporary file behind.
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "engine/bf16.h"
 #include "engine/checkpoint/safetensors.h"
@@ -132,6 +134,39 @@ TEST(BadSafetensors, LibraryRefusesWhatIsNotAFile) {
                {(dir / "missing.safetensors").string(), "cannot open"}, "missing file");
   expect_error([&] { ck::SafetensorsFile f(dir); }, psi::Exit::bad_input, {dir.string() + ": not a regular file"},
                "a directory");
+}
+
+// The same files through `psi compare` (A and B), which reads safetensors files of any numeric
+// dtype: each refused as the library refuses it, except those too short for a header or whose
+// length field does not fit the file, which psi does not take for safetensors at all, and the
+// three it reads (I8, F64, and two names that only a checkpoint's prefix made one). Then what
+// only compare refuses: dtypes it does not compare, and names that are no dataset path.
+TEST(BadSafetensors, CompareRefusesEveryMalformedFile) {
+  const fs::path dir = fresh_dir("st_compare");
+  const fs::path good = dir / "good.safetensors";
+  ck::write_safetensors(good, {ck::bf16_tensor("a", {8, 8}, std::vector<psi::Bf16>(64))});
+  const std::set<std::string> not_taken = {"empty",         "seven_bytes", "length_past_end", "length_max",
+                                           "length_zero",   "cut_in_header", "not_json",      "json_array"};
+  const std::set<std::string> read = {"dtype_i8", "dtype_f64", "duplicate_after_prefix"};
+  std::vector<Case> cases;
+  for (const Case& c : bad_files()) {
+    if (read.count(c.name)) continue;
+    cases.push_back(c);
+    if (not_taken.count(c.name)) cases.back().mention = "not an HDF5, NumPy .npy or safetensors file";
+  }
+  cases.push_back({"dtype_u64", st_bytes("{" + entry("a", "U64", "[1]", "[0,8]") + "}", 8), "is U64, which psi does not compare"});
+  cases.push_back({"dtype_f8", st_bytes("{" + entry("a", "F8_E4M3", "[1]", "[0,1]") + "}", 1), "dtype F8_E4M3 is not supported"});
+  cases.push_back({"name_dotdot", st_bytes("{" + entry("x/../a", "BF16", "[1]", "[0,2]") + "}", 2), "'..' part"});
+  cases.push_back({"name_slash_end", st_bytes("{" + entry("x/", "BF16", "[1]", "[0,2]") + "}", 2), "an empty"});
+  cases.push_back({"name_group_clash",
+                   st_bytes("{" + entry("a", "BF16", "[1]", "[0,2]") + "," + entry("a/b", "BF16", "[1]", "[2,4]") + "}", 4),
+                   "cannot be both a tensor and a group"});
+  for (const Case& c : cases) {
+    const fs::path p = write_case(dir, c);
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"compare", p.string(), good.string()},
+                                                  std::vector<std::string>{"compare", good.string(), p.string()}})
+      expect_rejected(run_psi(args), args, psi::Exit::bad_input, {p.string() + ": ", c.mention});
+  }
 }
 
 // A checkpoint that shrinks after it was opened (another process rewrites it): reading a tensor

@@ -146,7 +146,8 @@ TEST(CompareCli, BadInputExitsTwoWithOneLine) {
 
   Outcome not_h5 = run_psi("compare " + text + " " + kA);
   EXPECT_EQ(not_h5.status, 2) << not_h5.out;
-  EXPECT_NE(not_h5.out.find("psi: error: " + text + ": not an HDF5 file"), std::string::npos) << not_h5.out;
+  EXPECT_NE(not_h5.out.find("psi: error: " + text + ": not an HDF5, NumPy .npy or safetensors file"), std::string::npos)
+      << not_h5.out;
 
   Outcome bad_map = run_psi("compare " + kA + " " + kA + " --map nothing");
   EXPECT_EQ(bad_map.status, 2) << bad_map.out;

@@ -24,9 +24,16 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 using json = nlohmann::json;
 
-std::uint64_t dtype_size(std::string_view dtype) {
+// The size of one element of a dtype psi reads as weights (BF16, F16, F32); with `any`, of every
+// numeric dtype; 0 for the others.
+std::uint64_t dtype_size(std::string_view dtype, SafetensorsDtypes dtypes = SafetensorsDtypes::weights) {
   if (dtype == "BF16" || dtype == "F16") return 2;
   if (dtype == "F32") return 4;
+  if (dtypes == SafetensorsDtypes::weights) return 0;
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
   return 0;
 }
 
@@ -76,7 +83,8 @@ std::string offsets_str(const SafetensorsEntry& e) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix) : path_(path) {
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix, SafetensorsDtypes dtypes)
+    : path_(path) {
   const std::string p = path.string();
   // O_NONBLOCK: a fifo or a device must not block the open; it is refused just below.
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -109,7 +117,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string 
     data_size_ = size_ - data_offset_;
     std::string header(header_len, '\0');
     read_exact(8, header.data(), header_len);
-    parse_header(header, strip_prefix);
+    parse_header(header, strip_prefix, dtypes);
   } catch (...) {
     ::close(fd_);
     throw;
@@ -170,7 +178,7 @@ struct DuplicateKeys : nlohmann::json_sax<json> {
 
 }  // namespace
 
-void SafetensorsFile::parse_header(std::string_view text, const std::string& strip_prefix) {
+void SafetensorsFile::parse_header(std::string_view text, const std::string& strip_prefix, SafetensorsDtypes dtypes) {
   const std::string p = path_.string();
   if (auto bad = first_invalid_utf8(text))
     throw Error(p + ": header is not valid UTF-8 at header byte " + std::to_string(*bad) +
@@ -209,8 +217,12 @@ void SafetensorsFile::parse_header(std::string_view text, const std::string& str
       throw Error(where + ": data_offsets missing or not [begin, end]");
     SafetensorsEntry e;
     e.dtype = value["dtype"].get<std::string>();
-    const std::uint64_t esize = dtype_size(e.dtype);
-    if (esize == 0) throw Error(where + ": dtype " + e.dtype + " is not supported (BF16; F16/F32 converted exactly)");
+    const std::uint64_t esize = dtype_size(e.dtype, dtypes);
+    if (esize == 0)
+      throw Error(where + ": dtype " + e.dtype + " is not supported (" +
+                  (dtypes == SafetensorsDtypes::weights ? "BF16; F16/F32 converted exactly"
+                                                        : "F64, F32, F16, BF16, I64 to I8, U64 to U8, BOOL") +
+                  ")");
     std::uint64_t numel = 1;
     for (const json& d : value["shape"]) {
       if (!d.is_number_unsigned()) throw Error(where + ": shape entry " + d.dump() + " is not a non-negative integer");
@@ -260,6 +272,8 @@ Shape SafetensorsFile::shape(std::string_view name) const { return entry(name).s
 
 void SafetensorsFile::read(std::string_view name, const Slice& s, std::span<Bf16> out) const {
   const SafetensorsEntry& e = entry(name);
+  if (dtype_size(e.dtype) == 0)
+    throw Error(path_.string() + ": tensor " + std::string(name) + " is " + e.dtype + ", not read as BF16 weights (BF16; F16/F32 converted exactly)");
   check_slice(name, e.shape, s, out.size());
   const Matrix2d m = matrix_view(e.shape);
   const std::uint64_t esize = dtype_size(e.dtype);
@@ -291,6 +305,13 @@ void SafetensorsFile::read(std::string_view name, const Slice& s, std::span<Bf16
       dst[j] = b;
     }
   }
+}
+
+std::vector<std::byte> SafetensorsFile::bytes(std::string_view name) const {
+  const SafetensorsEntry& e = entry(name);
+  std::vector<std::byte> out(std::size_t(e.end - e.begin));
+  read_exact(data_offset_ + e.begin, out.data(), out.size());
+  return out;
 }
 
 SafetensorsTensor bf16_tensor(std::string name, Shape shape, std::span<const Bf16> values) {

@@ -21,16 +21,22 @@
 namespace psi::ckpt {
 
 struct SafetensorsEntry {
-  std::string dtype;           // "BF16", "F16" or "F32"
+  std::string dtype;           // "BF16", "F16" or "F32" (any numeric dtype with SafetensorsDtypes::any)
   Shape shape;
   std::uint64_t begin = 0;     // byte offsets inside the data section
   std::uint64_t end = 0;
 };
 
+// The dtypes a file may hold: a checkpoint's (BF16, and F16/F32 that read() converts), or any
+// numeric dtype of the format (F64, F32, F16, BF16, I64 ... I8, U64 ... U8, BOOL), whose bytes
+// bytes() serves as stored (psi compare).
+enum class SafetensorsDtypes { weights, any };
+
 class SafetensorsFile final : public WeightSource {
  public:
   // strip_prefix: names starting with it are served without it (e.g. "model.diffusion_model.").
-  explicit SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix = {});
+  explicit SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix = {},
+                           SafetensorsDtypes dtypes = SafetensorsDtypes::weights);
   ~SafetensorsFile() override;
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -42,10 +48,12 @@ class SafetensorsFile final : public WeightSource {
   bool contains(std::string_view name) const override;
   Shape shape(std::string_view name) const override;
   void read(std::string_view name, const Slice& s, std::span<Bf16> out) const override;
+  // The tensor's bytes as the file stores them (little-endian), whatever its dtype.
+  std::vector<std::byte> bytes(std::string_view name) const;
 
  private:
   const SafetensorsEntry& entry(std::string_view name) const;
-  void parse_header(std::string_view text, const std::string& strip_prefix);
+  void parse_header(std::string_view text, const std::string& strip_prefix, SafetensorsDtypes dtypes);
   void read_exact(std::uint64_t offset, void* dst, std::uint64_t bytes) const;
 
   // The safetensors format's limit on the JSON header.

@@ -45,6 +45,12 @@ def st_seeds(d):
                  ("s", "BF16", [], bf16([3.0]).tobytes()),
                  ("z", "BF16", [0, 4], b"")])
     safetensors(os.path.join(d, "empty.safetensors"), [])
+    # As psi compare reads a user's file: dtypes no checkpoint holds, a name with groups.
+    safetensors(os.path.join(d, "user.safetensors"),
+                [("run/step_1/video", "F64", [2], np.asarray([0.5, -0.0], dtype="<f8").tobytes()),
+                 ("ids", "I32", [3], np.asarray([1, -2, 3], dtype="<i4").tobytes()),
+                 ("mask", "BOOL", [2], bytes([1, 0])),
+                 ("big", "U64", [1], np.asarray([2 ** 63], dtype="<u8").tobytes())])
 
 
 def attrs(obj, **kv):

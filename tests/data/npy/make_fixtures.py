@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the .npy files of tests/test_compare_npy.cpp with NumPy's own writer, as a user would.
+"""Writes the .npy files of tests/test_compare_formats.cpp with NumPy's own writer, as a user would.
 
 a.npy        float32 [4, 8], values -2..2
 a_b.npy      a, one float32 ulp up at [1, 3] and the sign of zero flipped at [0, 0] (a holds +0 there)
