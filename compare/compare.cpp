@@ -128,7 +128,8 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
     out.note = e.what();
     return out;
   }
-  if (!out.unverified.empty()) out.note = "UNVERIFIED (" + out.unverified + ")";
+  if (!out.unverified.empty())
+    out.note = "UNVERIFIED (" + out.unverified + ")" + (out.note.empty() ? "" : "; " + out.note);
   if (sa.full != sb.full) {
     out.status = CompareStatus::shape_mismatch;
     out.note = "shape " + shape_str(sa.full) + " in A vs " + shape_str(sb.full) + " in B";

@@ -27,7 +27,6 @@ template <>
 struct Elem<Bf16> {
   static constexpr bool floating = true;
   static std::uint64_t bits(Bf16 v) { return v.bits; }
-  static double value(Bf16 v) { return double(v.to_float()); }
   static std::string format(Bf16 v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g (0x%04x)", double(v.to_float()), unsigned(v.bits));
@@ -39,7 +38,6 @@ template <>
 struct Elem<float> {
   static constexpr bool floating = true;
   static std::uint64_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
-  static double value(float v) { return double(v); }
   static std::string format(float v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.9g (0x%08" PRIx32 ")", double(v), std::bit_cast<std::uint32_t>(v));
@@ -51,7 +49,6 @@ template <>
 struct Elem<double> {
   static constexpr bool floating = true;
   static std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
-  static double value(double v) { return v; }
   static std::string format(double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g (0x%016" PRIx64 ")", v, std::bit_cast<std::uint64_t>(v));
@@ -143,7 +140,7 @@ void compare_box(const std::vector<T>& a, const Side& sa, const std::vector<T>& 
       fd.a_value = E::format(x);
       fd.b_value = E::format(y);
       if constexpr (E::floating) {
-        fd.sign_flip = is_sign_flip(double(Elem<T>::value(x)), double(Elem<T>::value(y)));
+        fd.sign_flip = is_sign_flip(x, y);
         if (!fd.sign_flip) fd.ulp = ulps_apart(x, y);
       }
       if (!out.first) out.first = fd;

@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -54,13 +52,6 @@ std::vector<std::int64_t> widened(const std::vector<std::byte>& b) {
   return out;
 }
 
-float half_value(std::uint16_t h) {
-  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  if (e == 0x1f) return m ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
-  return sign * std::ldexp(float(e ? (m | 0x400) : m), (e ? e : 1) - 25);
-}
-
 // A tensor name as a dataset path: '/' separates groups, so no empty, '.' or '..' part.
 void check_name(const std::filesystem::path& p, const std::string& name) {
   std::size_t start = 0;
@@ -102,7 +93,7 @@ File read_safetensors(const std::filesystem::path& p) {
       for (std::size_t i = 0; i < v.size(); ++i) {
         std::uint16_t h;
         std::memcpy(&h, b.data() + 2 * i, 2);
-        v[i] = half_value(h);
+        v[i] = ckpt::half_to_float(h);
       }
       f.write_elements(path, ElemKind::f32, e.shape, v.data(), attrs);
     } else {

@@ -252,6 +252,27 @@ TEST(SafetensorsCompare, DifferencesAreFoundTensorByTensor) {
   EXPECT_NE(text.out.find("ulp"), std::string::npos) << text.out;
 }
 
+// F16 is read as the float32 of each value, NaNs with their sign and payload: two F16 NaNs that
+// differ only there differ (as they would stored as F16).
+TEST(SafetensorsCompare, F16NaNPayloadsAreKept) {
+  TempDir dir;
+  auto f16 = [&](const std::string& name, std::vector<std::uint16_t> bits) {
+    std::vector<psi::ckpt::SafetensorsTensor> t(1);
+    t[0] = {"h", "F16", {std::int64_t(bits.size())}, std::vector<std::byte>(bits.size() * 2)};
+    std::memcpy(t[0].bytes.data(), bits.data(), t[0].bytes.size());
+    psi::ckpt::write_safetensors(dir / name, t);
+    return dir / name;
+  };
+  const fs::path a = f16("a.safetensors", {0x7e00, 0x3c00, 0xfc00}), same = f16("same.safetensors", {0x7e00, 0x3c00, 0xfc00});
+  const fs::path payload = f16("payload.safetensors", {0x7e01, 0x3c00, 0xfc00}), sign = f16("sign.safetensors", {0xfe00, 0x3c00, 0xfc00});
+  EXPECT_EQ(compare(a, same, dir).status, 0);
+  for (const fs::path& other : {payload, sign}) {
+    const Outcome r = compare(a, other, dir, " --json");
+    EXPECT_EQ(r.status, 1) << other << "\n" << r.out << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["datasets"][0]["differing"], 1) << r.out;
+  }
+}
+
 TEST(SafetensorsCompare, FilesOfEveryFormatPair) {
   TempDir dir;
   // One tensor each side: the .npy's array pairs with the safetensors file's one tensor.

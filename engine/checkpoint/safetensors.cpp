@@ -62,16 +62,6 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) {
   return std::nullopt;
 }
 
-// IEEE half -> float32, exactly (every half is a float32).
-float half_to_float(std::uint16_t h) {
-  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
-  const int exp = (h >> 10) & 0x1f;
-  const int mant = h & 0x3ff;
-  if (exp == 0) return sign * std::ldexp(float(mant), -24);
-  if (exp == 31) return mant ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
-  return sign * std::ldexp(float(mant + 1024), exp - 25);
-}
-
 std::string offsets_str(const SafetensorsEntry& e) {
   std::string s = "[";  // built with += (GCC 12 warns falsely on "[" + std::to_string(...))
   s += std::to_string(e.begin);
@@ -312,6 +302,16 @@ std::vector<std::byte> SafetensorsFile::bytes(std::string_view name) const {
   std::vector<std::byte> out(std::size_t(e.end - e.begin));
   read_exact(data_offset_ + e.begin, out.data(), out.size());
   return out;
+}
+
+float half_to_float(std::uint16_t h) {
+  const float sign = (h & 0x8000u) ? -1.0f : 1.0f;
+  const int exp = (h >> 10) & 0x1f;
+  const int mant = h & 0x3ff;
+  if (exp == 0) return sign * std::ldexp(float(mant), -24);
+  // Inf, or a NaN with its sign and its payload in the top fraction bits.
+  if (exp == 31) return std::bit_cast<float>(std::uint32_t(h & 0x8000u) << 16 | 0x7f800000u | std::uint32_t(mant) << 13);
+  return sign * std::ldexp(float(mant + 1024), exp - 25);
 }
 
 SafetensorsTensor bf16_tensor(std::string name, Shape shape, std::span<const Bf16> values) {

@@ -68,6 +68,9 @@ class SafetensorsFile final : public WeightSource {
   std::map<std::string, std::string> metadata_;
 };
 
+// An IEEE half as float32, exactly (every half is one); a NaN keeps its sign and payload.
+float half_to_float(std::uint16_t h);
+
 // One tensor to write: raw little-endian bytes of the named dtype ("BF16", "F16", "F32").
 struct SafetensorsTensor {
   std::string name;

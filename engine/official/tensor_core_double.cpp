@@ -16,7 +16,7 @@
 // (a zero's kZeroExp saturates and never sets E).
 //
 // Only the FMAs round, and only toward −∞; the MXCSR is set so for the kernel's call and put
-// back after it (run_rows_double), and every other floating-point operation in the kernel is exact,
+// back after it (run_panel_double), and every other floating-point operation in the kernel is exact,
 // so the mode changes nothing else. T = S − S0 is exact, and truncating it to 24 significant bits
 // is clearing the low 29 bits of the double's significand, after which the conversion to FP32
 // is exact for −126 ≤ E − 25 ≤ 96. Other lanes (and T's exact zero, which the rounding mode
@@ -322,8 +322,8 @@ class RoundingDown {
 
 void run_panel_double(const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t Kp, float* acc) {
   const RoundingDown mode;
-  // All the rows go through a few blocks at a time, so that the panel's blocks stay in the L1
-  // cache while every row passes (a whole panel of K = 4,096 is 640 KiB).
+  // All the rows go through 32 blocks at a time (80 KiB of the panel), so that those stay in the
+  // L2 cache while every row passes: a whole panel of K = 4,096 is 640 KiB, more than a 512 KiB L2.
   constexpr std::int64_t kChunkBlocks = 32;
   for (std::int64_t b0 = 0; b0 < Kp / kBlock; b0 += kChunkBlocks) {
     const std::int64_t b1 = std::min(Kp / kBlock, b0 + kChunkBlocks);
