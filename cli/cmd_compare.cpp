@@ -2,7 +2,9 @@
 // (HDF5, NumPy .npy, safetensors; B is the reference). Exit 0 every dataset compared and bitwise
 // equal; 1 something differs (elements or shape), nothing was compared, or a dataset is in one
 // file only (unless a subset was asked for: --only, --map, --subset); 2 bad input (also data
-// that does not match its sha256_full).
+// that does not match its sha256_full). Every difference is counted by kind, distances are taken
+// over the finite pairs, and --by-value compares tensors of two element types by value
+// (compare/compare.h, compare/by_value.h).
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -29,6 +31,7 @@ struct CompareOpts {
   bool json = false;
   bool allow_partial = false;
   bool timing = false;
+  bool by_value = false;
   std::string as;
   std::string differences;
   std::string list;
@@ -59,6 +62,13 @@ psi::cli::Registrar compare_reg("compare", "compare the tensors two files share 
                  "bf16: read uint16 datasets that carry no dtype='bfloat16' attribute (BF16 bits kept by NumPy "
                  "or h5py, which have no BF16) as BF16, compared in BF16 ULPs; without it they compare as integers")
       ->check(CLI::IsMember({"bf16"}));
+  sub.add_flag("--by-value", o->by_value,
+               "compare tensors of different element types (e.g. float32 against BF16) by value instead of "
+               "refusing them: each element converted exactly to a double (an int64 a double cannot hold is "
+               "refused); equal when the doubles are equal or both are NaN (payloads not compared); +0 against "
+               "-0 is a sign-of-zero difference; ULPs are the coarser type's (BF16, then float32, then float64; "
+               "steps of 1 between integer types), counted across the smallest interval of that type holding "
+               "both values. Tensors of one element type are compared bitwise with or without it");
   sub.add_option("--differences", o->differences,
                  "N or all: under each dataset that differs, list its first N differing elements (or every "
                  "one): index, both values with their bits, and the ULP distance or a sign flip")
@@ -82,9 +92,10 @@ psi::cli::Registrar compare_reg("compare", "compare the tensors two files share 
                "also compare the timing fields of JSON text datasets (a report's wall times and the tables' "
                "timing columns), which differ from run to run and are otherwise listed as not compared");
   sub.footer(std::string(psi::cli::kExitRule) +
-             "\npsi compare: 0 every dataset compared and bitwise equal; 1 something differs (elements or shape), "
+             "\npsi compare: 0 every dataset compared and bitwise equal (equal by value where --by-value compared two "
+             "element types); 1 something differs (elements or shape), "
              "nothing was compared, or a dataset is in one file only (unless --only, --map or --subset); 2 a "
-             "missing or non-HDF5 file, a dtype mismatch, data that does not match its sha256_full, or a tensor of a psi "
+             "missing or non-HDF5 file, a dtype mismatch (without --by-value), data that does not match its sha256_full, or a tensor of a psi "
              "file or a recording with no sha256_full (psi and the recordings hash every tensor; a plain HDF5 file's "
              "data is compared as it is); with --allow-unverified such a tensor is compared, marked UNVERIFIED, and "
              "the exit status is 4 where it would be 0.");
@@ -98,6 +109,7 @@ psi::cli::Registrar compare_reg("compare", "compare the tensors two files share 
     opt.allow_partial = o->allow_partial;
     opt.timing = o->timing;
     opt.as_bf16 = o->as == "bf16";
+    opt.by_value = o->by_value;
     const std::int64_t shown =
         o->differences.empty() ? 0 : o->differences == "all" ? psi::compare::kEveryDifference : std::stoll(o->differences);
     // --list collects every difference; the views still show the first `shown`.

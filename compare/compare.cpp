@@ -6,6 +6,7 @@
 
 #include <re2/re2.h>
 
+#include "compare/by_value.h"
 #include "compare/element_diff.h"
 #include "compare/file_attrs.h"
 #include "compare/json_diff.h"
@@ -49,6 +50,27 @@ bool bad_input(CompareStatus s) {
 }
 
 }  // namespace
+
+void DifferenceKinds::count(DiffKind k) {
+  switch (k) {
+    case DiffKind::value: ++value; break;
+    case DiffKind::sign_of_zero: ++sign_of_zero; break;
+    case DiffKind::nan_payload: ++nan_payload; break;
+    case DiffKind::nan_vs_number: ++nan_vs_number; break;
+    case DiffKind::inf: ++inf; break;
+  }
+}
+
+std::string_view kind_name(DiffKind k) {
+  switch (k) {
+    case DiffKind::value: return "value";
+    case DiffKind::sign_of_zero: return "sign_of_zero";
+    case DiffKind::nan_payload: return "nan_payload";
+    case DiffKind::nan_vs_number: return "nan_vs_number";
+    case DiffKind::inf: return "inf";
+  }
+  return "value";
+}
 
 std::string_view status_name(CompareStatus s) {
   switch (s) {
@@ -100,9 +122,10 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
       return out;
     }
   }
-  if (ia.kind != ib.kind) {
+  const std::string dtypes = kind_label(ia) + " in A vs " + kind_label(ib) + " in B";
+  if (ia.kind != ib.kind && !opt.by_value) {
     out.status = CompareStatus::dtype_mismatch;
-    out.note = "dtype " + kind_label(ia) + " in A vs " + kind_label(ib) + " in B";
+    out.note = "dtype " + dtypes + " (--by-value compares them by value)";
     return out;
   }
   Side sa, sb;
@@ -166,6 +189,9 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
   }
   if (partial && (lo != Shape(lo.size(), 0) || hi != sa.full))
     out.note += std::string(out.note.empty() ? "" : "; ") + "compared the stored " + describe_box(lo, hi, sa.full) + " (" + regions + ")";
+  if (ia.kind != ib.kind)
+    out.note += std::string(out.note.empty() ? "" : "; ") + "compared by value (--by-value): " + dtypes + ", ULPs of " +
+                std::string(unit_name(coarser_unit(ia.kind, ib.kind)));
   compare_elements(a, sa, b, sb, lo, hi, opt.differences, out);
   return out;
 }

@@ -6,6 +6,17 @@
 // store only some rows (attribute `stored`) are compared on the rows both files hold. compare.cpp
 // walks the two files; element_diff.h compares a tensor, json_diff.h a JSON text, and
 // report/compare_table.h shows the result.
+//
+// Every differing element is counted by kind (DifferenceKinds). The distance (max ULP, relative
+// L2, sign flips) is taken over the pairs whose two elements are both finite, so that one NaN
+// does not turn a tensor's summary into `nan`; the pairs with a NaN or an Inf on either side are
+// counted apart (NonFinitePairs), with how many of them match.
+//
+// --by-value (CompareOptions::by_value, compare/by_value.h) compares two tensors of different
+// element types by value instead of refusing them: each element converted exactly to a double,
+// two elements equal when their doubles are (+0 and -0 are not: a sign-of-zero difference) or
+// when both are NaN, whatever their payloads (a NaN payload has no value to compare); ULPs are
+// those of the coarser type. Tensors of one element type are compared bitwise with or without it.
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -60,6 +71,9 @@ struct CompareOptions {
   // How many differing elements of each dataset to list (`--differences N`; kEveryDifference:
   // all of them); 0 lists none, only the first difference of the one-line view.
   std::int64_t differences = 0;
+  // Tensors of different element types compare by value (--by-value); otherwise they are a
+  // dtype_mismatch.
+  bool by_value = false;
 };
 inline constexpr std::int64_t kEveryDifference = std::numeric_limits<std::int64_t>::max();
 
@@ -73,13 +87,34 @@ enum class CompareStatus {
   dtype_mismatch,  // bad input
   corrupt,         // bad input: a side's data does not match its sha256_full
   unverifiable,    // bad input: a psi file's or recording's tensor with no sha256_full (hdf5/unverified.h)
-  unsupported,     // bad input: an element type psi cannot compare, or inconsistent attributes
+  unsupported,     // bad input: an element type psi cannot compare, inconsistent attributes, or
+                   // (--by-value) an int64 no double holds
 };
 
 std::string_view status_name(CompareStatus s);
 
+// What differs in a pair of elements whose bits (by value: values) differ; a pair's first
+// matching line decides: both NaN (their payloads or signs: nan_payload), one NaN (nan_vs_number,
+// the other a number or an Inf), an Inf on either side (inf), +0 against -0 (sign_of_zero), two
+// other finite values (value; every difference of integer types).
+enum class DiffKind { value, sign_of_zero, nan_payload, nan_vs_number, inf };
+
+std::string_view kind_name(DiffKind k);  // "value", "sign_of_zero", ... as in JSON
+
+struct DifferenceKinds {
+  std::int64_t value = 0, sign_of_zero = 0, nan_payload = 0, nan_vs_number = 0, inf = 0;
+  void count(DiffKind k);
+};
+
+// The pairs left out of the distance: a NaN or an Inf on either side; `matched`: those whose two
+// elements are equal all the same (bitwise; by value under --by-value).
+struct NonFinitePairs {
+  std::int64_t pairs = 0, matched = 0;
+};
+
 // A differing element. `ulp`: for floating types, the ULP distance of the two values
-// (engine/distance.h; kUlpNaN with a NaN), none across a sign flip, which is counted apart.
+// (engine/distance.h; kUlpNaN with a NaN; by value, in the coarser type's steps,
+// compare/by_value.h), none across a sign flip, which is counted apart.
 struct ElementDifference {
   std::int64_t flat_index = 0;  // row-major index in the full tensor
   Shape index;                  // the same as a multi-index of the full tensor
@@ -87,6 +122,7 @@ struct ElementDifference {
   std::string b_value;
   std::optional<std::int64_t> ulp;
   bool sign_flip = false;
+  DiffKind kind = DiffKind::value;
 };
 
 struct DatasetComparison {
@@ -97,9 +133,16 @@ struct DatasetComparison {
   Shape full_shape;
   std::int64_t compared = 0;   // elements (JSON text: leaves) compared
   std::int64_t differing = 0;  // elements whose bits differ (JSON text: leaves that differ)
-  // Floating types: A's distance to B, the reference (engine/distance.h); its max_ulp_same_sign
-  // is the table's and JSON's max_ulp.
+  // Floating types: A's distance to B, the reference (engine/distance.h), over the pairs of two
+  // finite elements; its max_ulp_same_sign is the table's and JSON's max_ulp.
   std::optional<Distance> distance;
+  // A tensor's elements compared (not a JSON text): what each differing one differs in, and the
+  // pairs the distance leaves out.
+  std::optional<DifferenceKinds> kinds;
+  NonFinitePairs non_finite;
+  // Compared by value (--by-value, the element types differ): B's element type and the type
+  // whose ULPs the distances count (compare/by_value.h); empty otherwise.
+  std::string by_value_dtype_b, by_value_ulp_unit;
   std::optional<ElementDifference> first;
   // The first CompareOptions::differences differing elements, in row-major order (--differences).
   std::vector<ElementDifference> differences;

@@ -27,10 +27,11 @@ Side describe(const hdf5::File& f, const hdf5::DatasetInfo& di);
 // "rows 0..255 of axis 1" when the box cuts one axis, else the box in slice notation.
 std::string describe_box(const Shape& lo, const Shape& hi, const Shape& full);
 
-// Loads both sides (of the same element kind), checks each whole one against its sha256_full
-// (a mismatch makes the dataset `corrupt`), then compares the elements of box [lo, hi)
-// (full-tensor coordinates) into `out`: its counts, distance, first difference, the first `list`
-// differing elements and status.
+// Loads both sides, checks each whole one against its sha256_full (a mismatch makes the dataset
+// `corrupt`), then compares the elements of box [lo, hi) (full-tensor coordinates) into `out`:
+// its counts by kind, distance over the finite pairs, non-finite pairs, first difference, the
+// first `list` differing elements and status. Sides of one element kind compare bitwise, of two
+// kinds by value (--by-value, compare/by_value.h).
 void compare_elements(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb, const Shape& lo,
                       const Shape& hi, std::int64_t list, DatasetComparison& out);
 

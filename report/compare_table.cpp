@@ -36,11 +36,42 @@ std::string element_str(const compare::ElementDifference& e) {
 }
 
 std::string ulp_str(const compare::ElementDifference& e) {
+  switch (e.kind) {
+    case compare::DiffKind::sign_of_zero: return "the sign of zero";
+    case compare::DiffKind::nan_payload: return "NaN payloads or signs differ";
+    case compare::DiffKind::nan_vs_number: return "a NaN against a number";
+    case compare::DiffKind::inf: return "an infinity";
+    case compare::DiffKind::value: break;
+  }
   if (e.sign_flip) return "sign flip";
   if (!e.ulp) return "";
-  if (*e.ulp == kUlpNaN) return "a NaN";
-  if (*e.ulp == 0) return "the sign of zero";
   return std::to_string(*e.ulp) + (*e.ulp == 1 ? " ulp" : " ulps");
+}
+
+std::string counted(std::int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// "differences: 3 values, 1 sign of zero": the kinds that occur, under a differing dataset.
+std::string kinds_line(const compare::DifferenceKinds& k) {
+  std::string out;
+  auto add = [&](std::int64_t n, const char* one, const char* many) {
+    if (n > 0) out += (out.empty() ? "" : ", ") + counted(n, one, many);
+  };
+  add(k.value, "value", "values");
+  add(k.sign_of_zero, "sign of zero", "signs of zero");
+  add(k.nan_payload, "NaN payload", "NaN payloads");
+  add(k.nan_vs_number, "NaN against a number", "NaNs against numbers");
+  add(k.inf, "infinity", "infinities");
+  return "    differences: " + out + "\n";
+}
+
+// The pairs the distance leaves out, when there are any.
+std::string non_finite_line(const DatasetComparison& d) {
+  const bool by_value = !d.by_value_ulp_unit.empty();
+  return "    non-finite: " + counted(d.non_finite.pairs, "pair holds", "pairs hold") + " a NaN or an infinity (" +
+         std::to_string(d.non_finite.matched) + (by_value ? " equal by value" : " bitwise equal") +
+         "), left out of max_ulp and rel_l2\n";
 }
 
 }  // namespace
@@ -64,7 +95,7 @@ std::string compare_table(const CompareReport& r) {
       counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
       if (dist) {
         flips = std::to_string(dist->sign_flips);
-        ulp = dist->max_ulp_same_sign == kUlpNaN ? "nan" : std::to_string(dist->max_ulp_same_sign);
+        ulp = std::to_string(dist->max_ulp_same_sign);  // over finite pairs: never a NaN's
         std::snprintf(buf, sizeof buf, "%.3e", dist->rel_l2);
         rel = dist->rel_l2 == 0 ? "0" : buf;
       }
@@ -79,6 +110,8 @@ std::string compare_table(const CompareReport& r) {
     out += buf + label + "  " + one_line(detail);
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
+    if (d.kinds && d.differing > 0) out += kinds_line(*d.kinds);
+    if (d.non_finite.pairs > 0) out += non_finite_line(d);
     // --differences: the listed elements under their dataset's line.
     const std::int64_t shown = std::min<std::int64_t>(r.differences, std::int64_t(d.differences.size()));
     for (std::int64_t i = 0; i < shown; ++i) {
@@ -130,12 +163,23 @@ std::string compare_json(const CompareReport& r) {
     e["differing"] = d.differing;
     const std::optional<Distance>& dist = d.distance;
     e["sign_flips"] = dist ? json(dist->sign_flips) : json(nullptr);
-    e["max_ulp"] = !dist ? json(nullptr) : dist->max_ulp_same_sign == kUlpNaN ? json("nan") : json(dist->max_ulp_same_sign);
-    // JSON has no NaN or Inf: a non-finite relative error is written as a string.
+    e["max_ulp"] = dist ? json(dist->max_ulp_same_sign) : json(nullptr);
+    // JSON has no NaN or Inf: a non-finite relative error (a reference of zeros, or sums beyond
+    // float64's range) is written as a string.
     e["rel_l2"] = !dist                          ? json(nullptr)
                   : std::isfinite(dist->rel_l2)  ? json(dist->rel_l2)
                   : std::isnan(dist->rel_l2)     ? json("nan")
                                                 : json("inf");
+    e["difference_kinds"] = !d.kinds ? json(nullptr)
+                                     : json{{"value", d.kinds->value},
+                                            {"sign_of_zero", d.kinds->sign_of_zero},
+                                            {"nan_payload", d.kinds->nan_payload},
+                                            {"nan_vs_number", d.kinds->nan_vs_number},
+                                            {"inf", d.kinds->inf}};
+    e["non_finite"] = !d.kinds ? json(nullptr) : json{{"pairs", d.non_finite.pairs}, {"matched", d.non_finite.matched}};
+    e["by_value"] = d.by_value_ulp_unit.empty()
+                        ? json(nullptr)
+                        : json{{"dtype_a", d.dtype}, {"dtype_b", d.by_value_dtype_b}, {"ulp_unit", d.by_value_ulp_unit}};
     if (d.first)
       e["first_difference"] = {{"flat_index", d.first->flat_index},
                                {"index", d.first->index},
@@ -151,7 +195,8 @@ std::string compare_json(const CompareReport& r) {
                                     {"a", x.a_value},
                                     {"b", x.b_value},
                                     {"ulp", !x.ulp ? json(nullptr) : *x.ulp == kUlpNaN ? json("nan") : json(*x.ulp)},
-                                    {"sign_flip", x.sign_flip}});
+                                    {"sign_flip", x.sign_flip},
+                                    {"kind", compare::kind_name(x.kind)}});
       }
     }
     e["note"] = d.note;

@@ -1,6 +1,7 @@
 // NaN and Inf in inputs are reported where they arrive, never turned silently into finite
 // numbers: psi-h5/1 files count them (nonfinite_count) and keep them out of the sums; psi compare
-// shows a NaN difference as "nan" (max ULP and relative L2); the oracle refuses a non-finite
+// counts a NaN or an Inf difference by its kind and keeps it out of max ULP and relative L2,
+// which stay those of the finite pairs; the oracle refuses a non-finite
 // operand (it has no exact value); a checkpoint's F32 NaN is refused and its F32 Inf kept as BF16
 // Inf; a NaN weight carried through psi run shows as "all finite: NO" and in the saved states'
 // counts.
@@ -105,12 +106,15 @@ TEST(NonFinite, CompareShowsNaNAndInfDifferencesAsSuch) {
     const auto d = json_of(a, b);
     EXPECT_EQ(d["status"], "differs");
     EXPECT_EQ(d["differing"], 1);
-    EXPECT_EQ(d["max_ulp"], "nan");
-    EXPECT_EQ(d["rel_l2"], "nan");
+    EXPECT_EQ(d["difference_kinds"]["nan_vs_number"], 1);
+    EXPECT_EQ(d["non_finite"]["pairs"], 1);
+    EXPECT_EQ(d["max_ulp"], 0);
+    EXPECT_EQ(d["rel_l2"], 0.0);
     EXPECT_EQ(d["first_difference"]["flat_index"], 2);
   }
   const auto d = json_of(inf, ref);
-  EXPECT_EQ(d["rel_l2"], "inf");
+  EXPECT_EQ(d["difference_kinds"]["inf"], 1);
+  EXPECT_EQ(d["rel_l2"], 0.0);
   EXPECT_EQ(d["first_difference"]["a"], "inf (0x7f800000)");
   // The table says so too.
   const PsiRun t = run_psi({"compare", nan.string(), ref.string()});
