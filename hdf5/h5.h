@@ -85,6 +85,9 @@ class File {
   DatasetInfo info(const std::string& dataset) const;
 
   Bf16Tensor read_bf16(const std::string& dataset) const;  // uint16 storage + dtype=bfloat16
+  // Any 16-bit unsigned dataset, with or without dtype='bfloat16', its bits taken as BF16: for a
+  // caller that knows from elsewhere (a user's --as bf16, the oracle's contract) that they are.
+  Bf16Tensor read_bf16_bits(const std::string& dataset) const;
   F32Tensor read_f32(const std::string& dataset) const;
   F64Tensor read_f64(const std::string& dataset) const;
   std::vector<std::uint8_t> read_u8(const std::string& dataset) const;

@@ -165,6 +165,13 @@ Bf16Tensor File::read_bf16(const std::string& dataset) const {
   return Bf16Tensor(shape, std::move(v));
 }
 
+Bf16Tensor File::read_bf16_bits(const std::string& dataset) const {
+  const ElemKind kind = info(dataset).kind == ElemKind::u16 ? ElemKind::u16 : ElemKind::bf16;
+  Shape shape;
+  auto v = read_as<Bf16>(dataset, H5T_NATIVE_UINT16, shape, kind);
+  return Bf16Tensor(shape, std::move(v));
+}
+
 F32Tensor File::read_f32(const std::string& dataset) const {
   Shape shape;
   auto v = read_as<float>(dataset, H5T_NATIVE_FLOAT, shape, ElemKind::f32);

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -124,6 +125,13 @@ std::string unverifiable_reason(const Integrity& in) {
   if (in.stored == "none") return "stored='none' and no sha256_full: nothing to check the tensor against";
   return "stores part of the tensor (stored='" + in.stored.substr(0, 80) +
          "') and no sha256_full: nothing to check the rows against";
+}
+
+bool hashes_every_tensor(const hdf5::File& f) {
+  if (f.has_attr("/", "schema")) return true;
+  const auto format = f.attr("/", "format");
+  const auto* s = format ? std::get_if<std::string>(&*format) : nullptr;
+  return s && *s == kRecordingFormat;
 }
 
 bool is_text_dataset(const hdf5::File& f, const hdf5::DatasetInfo& di) {

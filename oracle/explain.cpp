@@ -103,7 +103,7 @@ Explanation explain(const LinearProblem& p, std::int64_t row, std::int64_t col,
   auto check = [&](std::span<const Bf16> v, const std::string& what, std::int64_t r) {
     for (std::size_t k = 0; k < v.size(); ++k)
       if (!v[k].is_finite())
-        throw Error("oracle explain: " + p.source.file + ": operand " + what + " row " + std::to_string(r) + " [" +
+        throw Error("oracle explain: " + (p.source.file.empty() ? "" : p.source.file + ": ") + "operand " + what + " row " + std::to_string(r) + " [" +
                     std::to_string(k) + "] is " + (v[k].is_nan() ? "NaN" : "Inf") + " (" + bf16_hex(v[k]) +
                     "): no exact value");
   };
@@ -130,15 +130,20 @@ Explanation explain(const LinearProblem& p, std::int64_t row, std::int64_t col,
 std::string to_text(const Explanation& e) {
   std::ostringstream o;
   const auto& s = e.source;
-  o << "operands   " << (s.probe.empty() ? "datasets" : "probe " + s.probe) << " of " << s.file << "\n";
+  o << "operands   " << source_heading(s) << "\n";
   o << operand_line("x", s.x, false, s.seed, " row " + std::to_string(e.row)) << "\n";
-  o << operand_line("W", s.w, s.w_synthinit, s.seed, " row " + std::to_string(e.col) + " (stored [out, in])") << "\n";
+  o << operand_line("W", s.w, s.w_synthinit, s.seed,
+                    " row " + std::to_string(e.col) + (s.w_transposed ? " (stored [in, out]: column " +
+                                                                           std::to_string(e.col) + " as stored)"
+                                                                     : " (stored [out, in])"))
+    << "\n";
   if (e.bias) {
     std::ostringstream idx;
     idx << "[" << e.col << "] = " << bf16_hex(*e.bias) << " (" << bf16_value(*e.bias) << ")";
     o << operand_line("b", s.b, s.b_synthinit, s.seed, idx.str()) << "\n";
   } else
     o << "  b  none\n";
+  o << read_lines(s);
   o << "element    (row " << e.row << ", col " << e.col << "), K = " << e.K << "\n";
   o << "exact      " << e.fraction << "\n";
   o << "           = " << e.decimal << "\n";
@@ -171,12 +176,7 @@ std::string to_text(const Explanation& e) {
 
 nlohmann::json to_json(const Explanation& e) {
   using nlohmann::json;
-  const auto& s = e.source;
-  json src = {{"file", s.file}, {"x", s.x}, {"w", s.w}, {"b", s.b.empty() ? json(nullptr) : json(s.b)}};
-  if (!s.probe.empty()) {
-    src["probe"] = s.probe;
-    src["synthinit_seed"] = s.seed;
-  }
+  const json src = to_json(e.source);
   json j = {{"source", src}, {"row", e.row}, {"col", e.col}, {"K", e.K}};
   j["bias"] = e.bias ? json{{"bits", bf16_hex(*e.bias)}, {"value", e.bias->to_float()}} : json(nullptr);
   j["exact"] = {{"fraction", e.fraction}, {"decimal", e.decimal}};
@@ -194,6 +194,36 @@ nlohmann::json to_json(const Explanation& e) {
   for (std::size_t i = 0; i < e.order_values.size(); ++i) orders[f32_orders()[i].name] = bf16_hex(e.order_values[i]);
   j["float32_orders"] = orders;
   return j;
+}
+
+std::string source_heading(const OperandSource& s) {
+  if (!s.probe.empty()) return "probe " + one_line(s.probe) + " of " + one_line(s.file);
+  return s.file.empty() ? "tensors of several files" : "tensors of " + one_line(s.file);
+}
+
+std::string read_lines(const OperandSource& s) {
+  std::string out;
+  for (const OperandRecord& r : s.read)
+    out += "  read " + r.role + "  " + one_line(r.file + ":" + r.dataset) + ", " + r.stored + ", SHA-256 " + r.sha256 +
+           (r.hash_checked ? " (matches its sha256_full)" : "") + "\n";
+  return out;
+}
+
+nlohmann::json to_json(const OperandSource& s) {
+  using nlohmann::json;
+  json src = {{"file", s.file.empty() ? json(nullptr) : json(s.file)}, {"x", s.x}, {"w", s.w},
+              {"b", s.b.empty() ? json(nullptr) : json(s.b)}};
+  if (!s.probe.empty()) {
+    src["probe"] = s.probe;
+    src["synthinit_seed"] = s.seed;
+  }
+  src["w_layout"] = s.w_transposed ? "in,out" : "out,in";
+  json read = json::array();
+  for (const OperandRecord& r : s.read)
+    read.push_back({{"role", r.role}, {"file", r.file}, {"dataset", r.dataset}, {"stored", r.stored},
+                    {"sha256", r.sha256}, {"sha256_checked", r.hash_checked}});
+  src["read"] = read;
+  return src;
 }
 
 }  // namespace psi::oracle

@@ -48,6 +48,13 @@ Explanation explain(const LinearProblem& p, std::int64_t row, std::int64_t col,
 std::string to_text(const Explanation& e);
 nlohmann::json to_json(const Explanation& e);
 
+// Where the operands came from, for certify's output as for explain's: the heading ("probe P of
+// F", "tensors of F", "tensors of several files"), one line per operand read with its element
+// type as stored and the SHA-256 the verdict rests on, and the JSON `source` object.
+std::string source_heading(const OperandSource& s);
+std::string read_lines(const OperandSource& s);
+nlohmann::json to_json(const OperandSource& s);
+
 std::string bf16_hex(Bf16 v);        // "0x3f80"
 std::string bf16_value(Bf16 v);      // 9 significant digits: identifies any BF16, e.g. "1.0078125"
 std::string dyadic_fraction(const mpq_class& v);  // "p/2^q" (or "p/d" if d is not a power of 2)

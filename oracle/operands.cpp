@@ -1,6 +1,7 @@
 #include "oracle/operands.h"
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -8,6 +9,7 @@
 #include "engine/sha256.h"
 #include "engine/synthinit.h"
 #include "hdf5/schema.h"
+#include "hdf5/tensor_file.h"
 #include "oracle/fixed_dot.h"
 
 namespace psi::oracle {
@@ -74,21 +76,80 @@ Bf16Tensor regenerate(const hdf5::File& f, const std::string& json_path, const n
 
 std::string dataset_path(const std::string& name) { return name.starts_with("/") ? name : "/" + name; }
 
-LinearProblem load_datasets(const hdf5::File& f, const std::string& x, const std::string& w, const std::string& b) {
-  LinearProblem p;
-  p.source.file = f.path().string();
-  p.source.x = dataset_path(x);
-  p.source.w = dataset_path(w);
-  set_x(f, p.source.x, p);
-  p.w = read_verified(f, p.source.w);
-  check_w(where(f, p.source.w), p.w.shape, p);
-  p.N = p.w.shape[0];
-  if (!b.empty()) {
-    p.source.b = dataset_path(b);
-    p.b = read_verified(f, p.source.b);
-    check_b(where(f, p.source.b), p.b->shape, p);
+namespace {
+
+OperandRecord record(const std::string& role, const hdf5::File& f, const ReadOperand& r) {
+  return {role, f.path().string(), r.dataset, r.stored, r.sha256, r.hash_checked};
+}
+
+Bf16Tensor transposed(const Bf16Tensor& t) {
+  const std::int64_t rows = t.shape[0], cols = t.shape[1];
+  Bf16Tensor out({cols, rows}, std::vector<Bf16>(t.data.size()));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) out.data[std::size_t(c * rows + r)] = t.data[std::size_t(r * cols + c)];
+  return out;
+}
+
+}  // namespace
+
+LoadedOperands load_operands(const OperandRefs& in) {
+  std::map<std::string, hdf5::File> files;
+  auto file = [&](const TensorRef& ref) -> const hdf5::File& {
+    auto it = files.find(ref.file);
+    if (it == files.end()) it = files.emplace(ref.file, hdf5::open_tensor_file(ref.file)).first;
+    return it->second;
+  };
+  LoadedOperands out;
+  LinearProblem& p = out.problem;
+  auto read = [&](const std::string& role, const TensorRef& ref) {
+    const hdf5::File& f = file(ref);
+    ReadOperand r = read_operand(f, ref.name, role);
+    p.source.read.push_back(record(role, f, r));
+    return r;
+  };
+  ReadOperand x = read("x", in.x);
+  if (x.t.shape.empty() || x.t.shape.back() <= 0)
+    throw Error(where(file(in.x), x.dataset) + ": x must be [..., K] with K >= 1, found " + shape_str(x.t.shape));
+  p.x_shape = x.t.shape;
+  p.K = x.t.shape.back();
+  p.rows = x.t.numel() / p.K;
+  p.x = std::move(x.t);
+  p.x.shape = {p.rows, p.K};
+
+  ReadOperand w = read("W", in.w);
+  if (in.w_layout == WLayout::in_out) {
+    if (w.t.shape.size() != 2 || w.t.shape[0] != p.K)
+      throw Error(where(file(in.w), w.dataset) + ": W " + shape_str(w.t.shape) + " does not fit x " +
+                  shape_str(p.x_shape) + ": with --w-layout in,out W must be stored [in, out] with in = K = " +
+                  std::to_string(p.K));
+    w.t = transposed(w.t);
+    p.source.w_transposed = true;
   }
-  return p;
+  check_w(where(file(in.w), w.dataset), w.t.shape, p);
+  p.N = w.t.shape[0];
+  p.w = std::move(w.t);
+  if (!in.b.file.empty()) {
+    ReadOperand b = read("b", in.b);
+    check_b(where(file(in.b), b.dataset), b.t.shape, p);
+    p.b = std::move(b.t);
+  }
+  if (!in.y.file.empty()) {
+    ReadOperand y = read("y", in.y);
+    if (y.t.shape.empty() || y.t.shape.back() != p.N || y.t.numel() != p.rows * p.N)
+      throw Error(where(file(in.y), y.dataset) + ": output " + shape_str(y.t.shape) + " does not fit x " +
+                  shape_str(p.x_shape) + " and W's out dimension " + std::to_string(p.N));
+    y.t.shape = {p.rows, p.N};
+    out.y = std::move(y.t);
+  }
+
+  // One file for all: names as dataset paths beside it; several: each as file:path.
+  const bool one = files.size() == 1;
+  p.source.file = one ? files.begin()->first : "";
+  for (const OperandRecord& r : p.source.read) {
+    std::string& name = r.role == "x" ? p.source.x : r.role == "W" ? p.source.w : p.source.b;
+    if (r.role != "y") name = one ? r.dataset : r.file + ":" + r.dataset;
+  }
+  return out;
 }
 
 LinearProblem load_probe(const hdf5::File& f, const std::string& probe) {

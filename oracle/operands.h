@@ -1,24 +1,39 @@
 #pragma once
-// The operands of one projection y = x W^T + b, loaded either from datasets of an HDF5 file
-// (x [..., K], W stored [out, in], b [out], all BF16 as uint16 + dtype='bfloat16') or from a
-// recorded probe group, whose weight and bias are regenerated with SynthInit from the group's
-// weights_json and checked against its SHA-256 values.
+// The operands of one projection y = x W^T + b (x [..., K], W [out, in], b [out], all BF16),
+// loaded either from tensors of files in any format psi reads, each named FILE[:NAME]
+// (oracle/operand_read.h: the element types taken, the integrity rule), or from a recorded probe
+// group, whose weight and bias are regenerated with SynthInit from the group's weights_json and
+// checked against its SHA-256 values.
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 
+#include <vector>
+
 #include "engine/tensor.h"
 #include "hdf5/h5.h"
+#include "oracle/operand_read.h"
 
 namespace psi::oracle {
 
+// What was read for one operand, so that a verdict names the bytes it rests on.
+struct OperandRecord {
+  std::string role;  // x, W, b, y
+  std::string file, dataset, stored, sha256;
+  bool hash_checked = false;
+};
+
 struct OperandSource {
-  std::string file;
+  std::string file;    // the one file all operands came from; empty when they came from several
   std::string probe;   // the probe group, empty when the operands are plain datasets
-  std::string x, w, b; // dataset paths, or for SynthInit tensors their names; b empty = no bias
+  // Dataset paths (file:path when the operands came from several files), or for SynthInit
+  // tensors their names; b empty = no bias.
+  std::string x, w, b;
   bool w_synthinit = false, b_synthinit = false;
+  bool w_transposed = false;  // W was stored [in, out] (--w-layout in,out)
   std::int64_t seed = 0;  // SynthInit global seed (probe mode)
+  std::vector<OperandRecord> read;  // dataset mode: every operand read, y included
 };
 
 struct LinearProblem {
@@ -41,8 +56,20 @@ struct LinearProblem {
   std::span<const Bf16> bias_span() const { return b ? std::span<const Bf16>(b->data) : std::span<const Bf16>(); }
 };
 
-// `b` may be empty (no bias). Dataset names may omit the leading '/'.
-LinearProblem load_datasets(const hdf5::File& f, const std::string& x, const std::string& w, const std::string& b);
+enum class WLayout { out_in, in_out };
+
+struct OperandRefs {
+  TensorRef x, w, b, y;  // b.file or y.file empty: none
+  WLayout w_layout = WLayout::out_in;
+};
+
+struct LoadedOperands {
+  LinearProblem problem;
+  std::optional<Bf16Tensor> y;  // [rows, N], when y was named
+};
+
+// Each file is opened once (hdf5::open_tensor_file); W stored [in, out] is transposed.
+LoadedOperands load_operands(const OperandRefs& in);
 
 LinearProblem load_probe(const hdf5::File& f, const std::string& probe);
 

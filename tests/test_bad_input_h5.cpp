@@ -229,7 +229,8 @@ TEST(BadHdf5, OracleRefusesBadOperands) {
     const auto hashed = [](const psi::Bf16Tensor& t) { return hdf5::Attrs{{"sha256_full", psi::sha256_hex(t)}}; };
     return plain_file(dir / name, [&](hdf5::File& f) {
       if (x_as_f32) {
-        const psi::F32Tensor x = f32_tensor(xs);
+        psi::F32Tensor x = f32_tensor(xs);
+        for (float& v : x.data) v += 0x1p-10f;  // [0, 0] is a BF16 value, [0, 1] is not
         f.write_f32("/x", x, {{"sha256_full", psi::sha256_hex(x.ptr(), x.bytes())}});
       } else {
         f.write_bf16("/x", bf16_tensor(xs, 1.0f), hashed(bf16_tensor(xs, 1.0f)));
@@ -250,9 +251,9 @@ TEST(BadHdf5, OracleRefusesBadOperands) {
   const std::string y_n = operands("y_n.h5", {2, 8}, {3, 8}, {3}, {2, 4}).string();
   const std::string x_k0 = operands("x_k0.h5", {2, 0}, {3, 0}, {3}, {2, 3}).string();
   const std::vector<Bad> bad = {
-      {{"oracle", "certify", "--file", good, "--x", "nope", "--w", "w", "--y", "y"}, {good + ":/nope", "no such dataset"}},
+      {{"oracle", "certify", "--file", good, "--x", "nope", "--w", "w", "--y", "y"}, {good + ":/nope", "no such tensor for x (the file's tensors: /b, /w, /x, /y)"}},
       {{"oracle", "certify", "--file", good, "--x", "x", "--w", "w", "--y", "missing_y"}, {good + ":/missing_y"}},
-      {{"oracle", "certify", "--file", x_f32, "--x", "x", "--w", "w", "--y", "y"}, {x_f32 + ":/x", "expected bfloat16, found float32"}},
+      {{"oracle", "certify", "--file", x_f32, "--x", "x", "--w", "w", "--y", "y"}, {x_f32 + ":/x", "x element [0, 1] is 0.500976562 (float32 0x3f004000), not a BF16 value"}},
       {{"oracle", "certify", "--file", w_k, "--x", "x", "--w", "w", "--y", "y"}, {w_k, "W [3, 7] does not fit x [2, 8]"}},
       {{"oracle", "certify", "--file", b_n, "--x", "x", "--w", "w", "--b", "b", "--y", "y"}, {b_n, "bias [4]"}},
       {{"oracle", "certify", "--file", y_n, "--x", "x", "--w", "w", "--y", "y"}, {y_n + ":/y", "does not fit x"}},
