@@ -32,6 +32,8 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
              "--allow-unverified such a tensor is a note marked UNVERIFIED and the exit status 4 where it would be 0.");
   return [files] {
     int status = int(psi::Exit::ok);
+    std::string refused;  // the first file with a tensor it cannot check: exit 2 says so on stderr too
+    std::size_t refused_files = 0;
     for (const std::string& name : *files) {
       const psi::hdf5::VerifyReport r = psi::hdf5::verify_file(name);
       for (const auto& n : r.notes) std::printf("  note: %s\n", psi::one_line(n).c_str());
@@ -45,7 +47,14 @@ psi::cli::Registrar verify_reg("verify", "check HDF5 files on their own: storage
       else
         std::printf("psi verify %s: %zu problem%s\n", psi::one_line(name).c_str(), r.problems.size(), r.problems.size() == 1 ? "" : "s");
       if (!r.ok()) status = std::max(status, int(r.unverifiable ? psi::Exit::bad_input : psi::Exit::differs));
+      if (r.unverifiable && refused_files++ == 0)
+        refused = name + ": " + std::to_string(r.unverifiable) + " tensor" + (r.unverifiable == 1 ? "" : "s") +
+                  " with nothing to check " + (r.unverifiable == 1 ? "it" : "them") + " against (no sha256_full)";
     }
+    if (refused_files > 0)
+      throw psi::Error("verify: " + refused +
+                       (refused_files > 1 ? " and " + std::to_string(refused_files - 1) + " more file(s)" : "") +
+                       "; each is named above");
     return status;
   };
 });

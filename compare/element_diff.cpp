@@ -102,32 +102,17 @@ DiffKind kind_of(double x, double y) {
 
 // ---- loading -------------------------------------------------------------------------------
 
-// Integer datasets hdf5::File has no typed reader for (uint16 without dtype='bfloat16', int64).
-template <class T>
-std::vector<T> read_native(const hdf5::File& f, const std::string& path, hid_t mem_type, std::int64_t n) {
-  std::vector<T> out(static_cast<std::size_t>(n));
-  if (n == 0) return out;
-  hdf5::Handle d(H5Dopen2(f.id(), path.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!d || H5Dread(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-    throw Error(f.path().string() + ":" + path + ": read failed (truncated or corrupt file?)");
-  return out;
-}
-
 template <class T>
 std::vector<T> load(const hdf5::File& f, const Side& s) {
   const hdf5::DatasetInfo& di = s.info;
-  if constexpr (std::is_same_v<T, Bf16>) {
-    if (!s.bf16_from_u16) return f.read_bf16(di.path).data;
-    const std::vector<std::uint16_t> bits = read_native<std::uint16_t>(f, di.path, H5T_NATIVE_UINT16, numel(di.shape));
-    std::vector<Bf16> out(bits.size());
-    std::transform(bits.begin(), bits.end(), out.begin(), Bf16::from_bits);
-    return out;
-  }
+  // Every kind through hdf5::File's checked readers: their bounds on what a dataset may claim
+  // (storage, compression ratio, this machine's memory) hold for integers too.
+  if constexpr (std::is_same_v<T, Bf16>) return s.bf16_from_u16 ? f.read_bf16_bits(di.path).data : f.read_bf16(di.path).data;
   else if constexpr (std::is_same_v<T, float>) return f.read_f32(di.path).data;
   else if constexpr (std::is_same_v<T, double>) return f.read_f64(di.path).data;
   else if constexpr (std::is_same_v<T, std::uint8_t>) return f.read_u8(di.path);
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return read_native<T>(f, di.path, H5T_NATIVE_UINT16, numel(di.shape));
-  else return read_native<T>(f, di.path, H5T_NATIVE_INT64, numel(di.shape));
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return f.read_u16(di.path);
+  else return f.read_i64(di.path);
 }
 
 // Loads one side and checks it whole against its sha256_full; a mismatch is added to `corrupt`.

@@ -91,6 +91,8 @@ class File {
   F32Tensor read_f32(const std::string& dataset) const;
   F64Tensor read_f64(const std::string& dataset) const;
   std::vector<std::uint8_t> read_u8(const std::string& dataset) const;
+  std::vector<std::uint16_t> read_u16(const std::string& dataset) const;  // uint16 without dtype=bfloat16
+  std::vector<std::int64_t> read_i64(const std::string& dataset) const;
   std::string read_text(const std::string& dataset) const;  // a uint8 dataset holding UTF-8
 
   // A scalar string, integer or float attribute; absent (or of another type or shape): nullopt.

@@ -189,6 +189,16 @@ std::vector<std::uint8_t> File::read_u8(const std::string& dataset) const {
   return read_as<std::uint8_t>(dataset, H5T_NATIVE_UINT8, shape, ElemKind::u8);
 }
 
+std::vector<std::uint16_t> File::read_u16(const std::string& dataset) const {
+  Shape shape;
+  return read_as<std::uint16_t>(dataset, H5T_NATIVE_UINT16, shape, ElemKind::u16);
+}
+
+std::vector<std::int64_t> File::read_i64(const std::string& dataset) const {
+  Shape shape;
+  return read_as<std::int64_t>(dataset, H5T_NATIVE_INT64, shape, ElemKind::i64);
+}
+
 std::string File::read_text(const std::string& dataset) const {
   auto b = read_u8(dataset);
   return std::string(b.begin(), b.end());

@@ -83,7 +83,7 @@ void write_i32(hdf5::File& f, const std::string& path, hsize_t n) {
 struct NotH5 {
   fs::path path;
   std::string mention;
-  bool compare_reads = false;  // a file of another format psi compare reads (safetensors)
+  bool compare_reads = false;  // a file of another format psi compare and the oracle's operands read (safetensors)
 };
 
 std::vector<NotH5> not_hdf5_files(const fs::path& dir) {
@@ -128,8 +128,10 @@ TEST(BadHdf5, NotHdf5IsRefusedEverywhere) {
              {"compare", good.string(), p},
              {"oracle", "certify", "--file", p, "--x", "x", "--w", "w", "--y", "y"},
              {"oracle", "explain", "--file", p, "--probe", "probe_q", "--row", "0", "--col", "0"}})
-      if (!(f.compare_reads && args[0] == "compare"))
+      if (!f.compare_reads || args[0] == "report" || std::find(args.begin(), args.end(), "--probe") != args.end())
         expect_rejected(run_psi(args), args, Exit::bad_input, {p + ": ", f.mention});
+      else if (args[0] == "oracle")  // read as the safetensors file it is, which holds no tensor x
+        expect_rejected(run_psi(args), args, Exit::bad_input, {p + ":/x: no such tensor for x (the file's tensors: none)"});
   }
 }
 
@@ -332,13 +334,12 @@ TEST(BadHdf5, ClaimedSizesBeyondTheFileAreRefused) {
 // psi would allocate for). Each refused by name before a byte is read.
 TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
   const fs::path dir = fresh_dir("h5_unwritten");
-  auto chunked = [](hdf5::File& f, hsize_t n, hsize_t chunk, bool deflate) {
+  auto chunked = [](hdf5::File& f, hsize_t n, hsize_t chunk, bool deflate, hid_t type = H5T_STD_U8LE) {
     hdf5::Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
     hdf5::Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_chunk(dcpl.get(), 1, &chunk);
     if (deflate) H5Pset_deflate(dcpl.get(), 6);
-    return hdf5::Handle(H5Dcreate2(f.id(), "/x", H5T_STD_U8LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                      H5Dclose);
+    return hdf5::Handle(H5Dcreate2(f.id(), "/x", type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
   };
   const fs::path never = plain_file(dir / "never.h5", [&](hdf5::File& f) { ASSERT_TRUE(chunked(f, 16, 8, false)); });
   const fs::path part = plain_file(dir / "part.h5", [&](hdf5::File& f) {
@@ -351,20 +352,24 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
     const std::vector<std::uint8_t> bytes(8, 7);
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), file_space.get(), H5P_DEFAULT, bytes.data()), 0);
   });
-  const fs::path bomb = plain_file(dir / "bomb.h5", [&](hdf5::File& f) {
-    const hsize_t chunk = hsize_t(1) << 30;
-    hdf5::Handle d = chunked(f, hsize_t(64) * chunk, chunk, true);
-    ASSERT_TRUE(d);
-    const char payload[16] = {};
-    for (hsize_t c = 0; c < 64; ++c) {
-      const hsize_t offset = c * chunk;
-      ASSERT_GE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, &offset, sizeof payload, payload), 0);
-    }
-  });
+  // The same bomb of uint16 (BF16 bits as h5py keeps them, no dtype attribute) and of int64:
+  // psi compare once read these kinds past the checks, and allocated what they claimed.
+  auto bomb_of = [&](const std::string& name, hid_t type) {
+    return plain_file(dir / name, [&](hdf5::File& f) {
+      const hsize_t chunk = (hsize_t(1) << 30) / H5Tget_size(type);  // 1 GiB, 64 GiB in all
+      hdf5::Handle d = chunked(f, hsize_t(64) * chunk, chunk, true, type);
+      ASSERT_TRUE(d);
+      const char payload[16] = {};
+      for (hsize_t c = 0; c < 64; ++c) {
+        const hsize_t offset = c * chunk;
+        ASSERT_GE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, &offset, sizeof payload, payload), 0);
+      }
+    });
+  };
   const std::vector<std::pair<fs::path, std::vector<std::string>>> cases{
       {never, {":/x is a dataset whose elements were never written", "fill values"}},
       {part, {":/x is a dataset whose elements were only partly written"}},
-      {bomb, {":/x: claims 68719476736 elements", "1,100-fold"}},
+      {bomb_of("bomb.h5", H5T_STD_U8LE), {":/x: claims 68719476736 elements", "1,100-fold"}},
   };
   for (const auto& c : cases) {
     const fs::path& file = c.first;
@@ -375,6 +380,18 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
     expect_error([&] { hdf5::File::open_read(file).read_u8("/x"); }, Exit::bad_input, mentions,
                  "read_u8 of " + file.string());
   }
+  // psi verify reads neither kind (it has no hash to check them against, and says so).
+  const fs::path bomb_u16 = bomb_of("bomb_u16.h5", H5T_STD_U16LE), bomb_i64 = bomb_of("bomb_i64.h5", H5T_STD_I64LE);
+  const std::vector<std::string> u16_mentions{":/x: claims 34359738368 elements of 2 bytes", "1,100-fold"},
+      i64_mentions{":/x: claims 8589934592 elements of 8 bytes", "1,100-fold"};
+  for (const auto& [file, mentions] : {std::pair{bomb_u16, u16_mentions}, std::pair{bomb_i64, i64_mentions}}) {
+    const std::vector<std::string> args{"compare", file.string(), file.string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input, mentions);
+  }
+  expect_error([&] { (void)hdf5::File::open_read(bomb_u16).read_u16("/x"); }, Exit::bad_input, u16_mentions, "read_u16");
+  expect_error([&] { (void)hdf5::File::open_read(bomb_u16).read_bf16_bits("/x"); }, Exit::bad_input, u16_mentions,
+               "read_bf16_bits");
+  expect_error([&] { (void)hdf5::File::open_read(bomb_i64).read_i64("/x"); }, Exit::bad_input, i64_mentions, "read_i64");
 }
 
 // A dataset of one byte whose one chunk is 384 MiB (an extendible dataset may have chunks larger
@@ -931,6 +948,9 @@ TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
   for (const auto& [name, why] : tensors)
     EXPECT_NE(v.out.find("problem: " + rec.string() + ":/g/" + name + ": " + why), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("psi verify " + rec.string() + ": 3 problems"), std::string::npos) << v.out;
+  // Exit 2, so one psi: error: line on stderr says why (the problems themselves are on stdout).
+  EXPECT_EQ(v.err, "psi: error: verify: " + rec.string() + ": 3 tensors with nothing to check them against (no "
+                   "sha256_full); each is named above\n");
   const std::vector<std::string> cmp{"compare", rec.string(), rec.string(), "--only", "^/g/whole$"};
   expect_rejected(run_psi(cmp), cmp, Exit::bad_input, {rec.string() + ":/g/whole: no sha256_full"});
   // Under --allow-unverified each is read and marked, and the status is 4, never 0.
@@ -959,8 +979,11 @@ TEST(BadHdf5, TensorsWithNothingToCheckThemAgainstAreRefused) {
   for (const std::vector<std::string>& args : {std::vector<std::string>{"compare", edited.string(), report.string()},
                                                {"compare", report.string(), edited.string(), "--json"}})
     expect_rejected(run_psi(args), args, Exit::bad_input, {edited.string() + ":/states/x: no sha256_full"});
-  const PsiRun ve = run_psi({"verify", edited.string()});
+  const PsiRun ve = run_psi({"verify", edited.string(), report.string()});
   EXPECT_EQ(ve.status, 2) << ve.out << ve.err;
+  EXPECT_EQ(ve.err, "psi: error: verify: " + edited.string() + ": 1 tensor with nothing to check it against (no "
+                    "sha256_full); each is named above\n");
+  EXPECT_NE(ve.out.find("psi verify " + report.string() + ": OK"), std::string::npos) << ve.out;
   EXPECT_NE(ve.out.find("problem: " + edited.string() + ":/states/x: no sha256_full"), std::string::npos) << ve.out;
 
   // A plain HDF5 file records no hashes: compared as it is, as before.
