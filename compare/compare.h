@@ -149,6 +149,10 @@ struct DatasetComparison {
   std::string note;  // which rows were compared, why nothing was, or the bad-input reason
   // Whether each side's data was checked against its sha256_full (only whole datasets can be).
   bool sha256_checked_a = false, sha256_checked_b = false;
+  // The SHA-256 of each side's elements as compared (little-endian; a partial tensor's stored
+  // rows): the file's sha256_full where it matched, else computed, so that a verdict on a user's
+  // file, which records no hash, still names the bytes it rests on. Empty: not read.
+  std::string sha256_a, sha256_b;
   // A tensor of a psi file or a recording (which always hash their tensors) with no sha256_full,
   // compared under --allow-unverified (refused otherwise, hdf5/unverified.h): why, per side.
   std::string unverified;

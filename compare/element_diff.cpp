@@ -13,6 +13,7 @@
 #include "engine/bf16.h"
 #include "engine/distance.h"
 #include "engine/error.h"
+#include "engine/sha256.h"
 
 namespace psi::compare {
 
@@ -117,11 +118,15 @@ std::vector<T> load(const hdf5::File& f, const Side& s) {
 
 // Loads one side and checks it whole against its sha256_full; a mismatch is added to `corrupt`.
 template <class T>
-std::vector<T> load_checked(const hdf5::File& f, const Side& s, bool& checked, std::string& corrupt) {
+std::vector<T> load_checked(const hdf5::File& f, const Side& s, bool& checked, std::string& sha256, std::string& corrupt) {
   std::vector<T> v = load<T>(f, s);
   const hdf5::Sha256Check c = hdf5::check_sha256_full(f, s.info.path, v.data(), v.size() * sizeof(T));
   checked = c == hdf5::Sha256Check::match || c == hdf5::Sha256Check::mismatch;
   if (c == hdf5::Sha256Check::mismatch) corrupt += (corrupt.empty() ? "" : "; ") + hdf5::sha256_mismatch_message(f, s.info.path);
+  // The hash of what was compared: the file's own where it matched, else computed here (a user's
+  // file records none; a partial tensor's is of its stored rows).
+  if (c == hdf5::Sha256Check::match) sha256 = hdf5::read_integrity(f, s.info.path).sha256_full;
+  else if (c != hdf5::Sha256Check::mismatch) sha256 = sha256_hex(v.data(), v.size() * sizeof(T));
   return v;
 }
 
@@ -156,15 +161,15 @@ Exact exact_of(const std::vector<T>& v, hdf5::ElemKind kind, const std::string& 
   return e;
 }
 
-Exact load_exact(const hdf5::File& f, const Side& s, bool& checked, std::string& corrupt) {
+Exact load_exact(const hdf5::File& f, const Side& s, bool& checked, std::string& sha256, std::string& corrupt) {
   const std::string where = f.path().string() + ":" + s.info.path;
   switch (s.info.kind) {
-    case hdf5::ElemKind::bf16: return exact_of(load_checked<Bf16>(f, s, checked, corrupt), s.info.kind, where);
-    case hdf5::ElemKind::f32: return exact_of(load_checked<float>(f, s, checked, corrupt), s.info.kind, where);
-    case hdf5::ElemKind::f64: return exact_of(load_checked<double>(f, s, checked, corrupt), s.info.kind, where);
-    case hdf5::ElemKind::u8: return exact_of(load_checked<std::uint8_t>(f, s, checked, corrupt), s.info.kind, where);
-    case hdf5::ElemKind::u16: return exact_of(load_checked<std::uint16_t>(f, s, checked, corrupt), s.info.kind, where);
-    case hdf5::ElemKind::i64: return exact_of(load_checked<std::int64_t>(f, s, checked, corrupt), s.info.kind, where);
+    case hdf5::ElemKind::bf16: return exact_of(load_checked<Bf16>(f, s, checked, sha256, corrupt), s.info.kind, where);
+    case hdf5::ElemKind::f32: return exact_of(load_checked<float>(f, s, checked, sha256, corrupt), s.info.kind, where);
+    case hdf5::ElemKind::f64: return exact_of(load_checked<double>(f, s, checked, sha256, corrupt), s.info.kind, where);
+    case hdf5::ElemKind::u8: return exact_of(load_checked<std::uint8_t>(f, s, checked, sha256, corrupt), s.info.kind, where);
+    case hdf5::ElemKind::u16: return exact_of(load_checked<std::uint16_t>(f, s, checked, sha256, corrupt), s.info.kind, where);
+    case hdf5::ElemKind::i64: return exact_of(load_checked<std::int64_t>(f, s, checked, sha256, corrupt), s.info.kind, where);
     case hdf5::ElemKind::other: break;
   }
   return {};
@@ -335,8 +340,8 @@ template <class T>
 void load_and_compare(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb,
                       const Shape& lo, const Shape& hi, std::int64_t list, DatasetComparison& out) {
   std::string corrupt;
-  const std::vector<T> a = load_checked<T>(fa, sa, out.sha256_checked_a, corrupt);
-  const std::vector<T> b = load_checked<T>(fb, sb, out.sha256_checked_b, corrupt);
+  const std::vector<T> a = load_checked<T>(fa, sa, out.sha256_checked_a, out.sha256_a, corrupt);
+  const std::vector<T> b = load_checked<T>(fb, sb, out.sha256_checked_b, out.sha256_b, corrupt);
   if (refused_as_corrupt(corrupt, out)) return;
   compare_box(a, sa, b, sb, lo, hi, list, out);
   out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
@@ -345,8 +350,8 @@ void load_and_compare(const hdf5::File& fa, const Side& sa, const hdf5::File& fb
 void load_and_compare_by_value(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb,
                                const Shape& lo, const Shape& hi, std::int64_t list, DatasetComparison& out) {
   std::string corrupt;
-  const Exact a = load_exact(fa, sa, out.sha256_checked_a, corrupt);
-  const Exact b = load_exact(fb, sb, out.sha256_checked_b, corrupt);
+  const Exact a = load_exact(fa, sa, out.sha256_checked_a, out.sha256_a, corrupt);
+  const Exact b = load_exact(fb, sb, out.sha256_checked_b, out.sha256_b, corrupt);
   if (refused_as_corrupt(corrupt, out)) return;
   for (const Exact* e : {&a, &b})
     if (!e->inexact.empty()) {

@@ -121,6 +121,11 @@ std::string compare_table(const CompareReport& r) {
     }
     if (shown > 0 && shown < d.differing)
       out += "    ... " + std::to_string(d.differing - shown) + " more differing (--differences all lists every one)\n";
+    // A side with no hash of its own (a user's file): the hash of what was compared, so the
+    // verdict names the bytes it rests on.
+    if ((!d.sha256_a.empty() && !d.sha256_checked_a) || (!d.sha256_b.empty() && !d.sha256_checked_b))
+      out += "    sha256: A " + (d.sha256_a.empty() ? std::string("-") : d.sha256_a) + ", B " +
+             (d.sha256_b.empty() ? std::string("-") : d.sha256_b) + "\n";
   }
   const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
   const auto n_shape = r.count(CompareStatus::shape_mismatch);
@@ -201,6 +206,8 @@ std::string compare_json(const CompareReport& r) {
     }
     e["note"] = d.note;
     e["sha256_checked"] = {{"a", d.sha256_checked_a}, {"b", d.sha256_checked_b}};
+    e["sha256"] = {{"a", d.sha256_a.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.sha256_a)},
+                   {"b", d.sha256_b.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.sha256_b)}};
     e["unverified"] = d.unverified.empty() ? json(nullptr) : json(d.unverified);
     j["datasets"].push_back(e);
   }

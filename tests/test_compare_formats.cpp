@@ -436,3 +436,28 @@ TEST(CompareDifferences, ListWritesEveryDifferenceToCsv) {
   EXPECT_EQ(run_psi_in("compare " + fa.string() + " '" + fb.string() + "' --list " + mine.string() + " --force", dir.path()).status, 1);
   EXPECT_TRUE(psi::testing::slurp(mine).starts_with("dataset_a,")) << psi::testing::slurp(mine);
 }
+
+// A user's file records no hash: the SHA-256 of what was compared is printed beside the verdict
+// (and in the JSON), so the verdict names its bytes; a file with sha256_full gives its own,
+// checked, and the text adds nothing. y_bits.npy holds fixture.h5's y as uint16 bits: one hash.
+TEST(CompareSha256, EveryTensorComparedNamesItsBytes) {
+  const TempDir dir;
+  const fs::path oracle = fs::path(PSI_TEST_DATA) / "oracle";
+  const std::string y_sha = psi::hdf5::File::open_read(oracle / "fixture.h5").attr_string("/y", "sha256_full");
+  const Outcome text = compare(oracle / "y_bits.npy", oracle / "y_bits.npy", dir);
+  EXPECT_EQ(text.status, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("\n    sha256: A " + y_sha + ", B " + y_sha + "\n"), std::string::npos) << text.out;
+  const Outcome js = compare(oracle / "y_bits.npy", oracle / "y_bits.npy", dir, " --json");
+  ASSERT_EQ(js.status, 0) << js.err;
+  const auto d = nlohmann::json::parse(js.out)["datasets"][0];
+  EXPECT_EQ(d["sha256"]["a"], y_sha);
+  EXPECT_EQ(d["sha256_checked"]["a"], false);
+
+  const Outcome hashed = compare(oracle / "fixture.h5", oracle / "fixture.h5", dir, " --json --only ^/y$");
+  ASSERT_EQ(hashed.status, 0) << hashed.err;
+  const auto h = nlohmann::json::parse(hashed.out)["datasets"][0];
+  EXPECT_EQ(h["sha256"]["b"], y_sha);
+  EXPECT_EQ(h["sha256_checked"]["b"], true);
+  const Outcome hashed_text = compare(oracle / "fixture.h5", oracle / "fixture.h5", dir, " --only ^/y$");
+  EXPECT_EQ(hashed_text.out.find("sha256:"), std::string::npos) << hashed_text.out;
+}
