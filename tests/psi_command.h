@@ -2,11 +2,13 @@
 // Running the real psi binary from a test with its stdout and stderr kept apart: what the
 // command-line tests that check exit codes, help texts and messages share.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <system_error>
 
 namespace psi::testing {
 
@@ -40,5 +42,27 @@ inline Outcome run_psi_in(const std::string& args, const std::filesystem::path& 
   std::filesystem::remove(err);
   return r;
 }
+
+// A fresh folder for one test's files, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "psi_test")
+      : dir_(std::filesystem::temp_directory_path() /
+             (prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(n_++))) {
+    std::filesystem::create_directories(dir_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path operator/(const std::string& s) const { return dir_ / s; }
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  static inline int n_ = 0;
+  std::filesystem::path dir_;
+};
 
 }  // namespace psi::testing

@@ -33,25 +33,12 @@
 namespace fs = std::filesystem;
 using psi::testing::Outcome;
 using psi::testing::run_psi_in;
+using psi::testing::TempDir;
 
 namespace {
 
 const fs::path kNpy = fs::path(PSI_TEST_DATA) / "npy";
 const fs::path kSt = fs::path(PSI_TEST_DATA) / "safetensors";
-
-class TempDir {
- public:
-  TempDir() : dir_(fs::temp_directory_path() / ("psi_npy_" + std::to_string(::getpid()) + "_" + std::to_string(n_++))) {
-    fs::create_directories(dir_);
-  }
-  ~TempDir() { fs::remove_all(dir_); }
-  fs::path operator/(const std::string& s) const { return dir_ / s; }
-  const fs::path& path() const { return dir_; }
-
- private:
-  static inline int n_ = 0;
-  fs::path dir_;
-};
 
 void spit(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 

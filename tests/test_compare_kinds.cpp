@@ -27,24 +27,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using psi::testing::Outcome;
 using psi::testing::run_psi_in;
+using psi::testing::TempDir;
 
 namespace {
 
 const fs::path kData = fs::path(PSI_TEST_DATA) / "compare_kinds";
-
-class TempDir {
- public:
-  TempDir() : dir_(fs::temp_directory_path() / ("psi_kinds_" + std::to_string(::getpid()) + "_" + std::to_string(n_++))) {
-    fs::create_directories(dir_);
-  }
-  ~TempDir() { fs::remove_all(dir_); }
-  fs::path operator/(const std::string& s) const { return dir_ / s; }
-  const fs::path& path() const { return dir_; }
-
- private:
-  static inline int n_ = 0;
-  fs::path dir_;
-};
 
 Outcome compare(const fs::path& a, const fs::path& b, const std::string& extra = "") {
   TempDir dir;

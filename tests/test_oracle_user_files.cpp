@@ -4,17 +4,13 @@
 // writers, from the eq. (5) operands of fixture.h5). The verdicts must be fixture.h5's, the exit
 // status 0, and the SHA-256 printed of each operand the one of its bytes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "hdf5/h5.h"
+#include "tests/psi_command.h"
 
 namespace fs = std::filesystem;
 
@@ -22,27 +18,11 @@ namespace {
 
 const fs::path kData = fs::path(PSI_TEST_DATA) / "oracle";
 
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
+using psi::testing::Outcome;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CliRun psi_run(const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("psi_test_oracle_user_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(PSI_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  fs::remove_all(dir);
-  return r;
+Outcome psi_run(const std::string& args) {
+  const psi::testing::TempDir dir("psi_oracle_user");
+  return psi::testing::run_psi_in(args, dir.path());
 }
 
 std::string in(const std::string& file) { return (kData / file).string(); }
@@ -61,8 +41,8 @@ std::string fixture_sha(const std::string& name) {
 }
 
 TEST(OracleUserFiles, ExplainFromSafetensorsAndNpyGivesEquation5) {
-  const CliRun run = psi_run("oracle explain --json --row 0 --col 0 --candidate gpu=0x3f81" + safetensors_ops());
-  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  const Outcome run = psi_run("oracle explain --json --row 0 --col 0 --candidate gpu=0x3f81" + safetensors_ops());
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["exact"]["fraction"], "129/2^7");
   EXPECT_EQ(j["correctly_rounded"]["bits"], "0x3f81");
@@ -83,8 +63,8 @@ TEST(OracleUserFiles, ExplainFromSafetensorsAndNpyGivesEquation5) {
   EXPECT_EQ(read[0]["stored"], "bf16");
   EXPECT_EQ(read[3]["stored"], "uint16, taken as BF16 bits");
 
-  const CliRun text = psi_run("oracle explain --row 0 --col 0" + safetensors_ops());
-  ASSERT_EQ(text.rc, 0) << text.err;
+  const Outcome text = psi_run("oracle explain --row 0 --col 0" + safetensors_ops());
+  ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("operands   tensors of several files"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("  read W  " + in("eq5.safetensors") + ":/blocks.0.to_q.weight, bf16, SHA-256 " +
                           fixture_sha("w")),
@@ -94,8 +74,8 @@ TEST(OracleUserFiles, ExplainFromSafetensorsAndNpyGivesEquation5) {
 }
 
 TEST(OracleUserFiles, CertifyFromSafetensorsAndNpyFindsTheOneElement) {
-  const CliRun run = psi_run("oracle certify --json" + safetensors_ops());
-  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  const Outcome run = psi_run("oracle certify --json" + safetensors_ops());
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["elements"], 6) << run.out;
   EXPECT_EQ(j["not_correctly_rounded"], 1) << run.out;
@@ -108,29 +88,29 @@ TEST(OracleUserFiles, WStoredInOutIsTransposed) {
   const std::string st = in("eq5.safetensors");
   const std::string ops = " --x " + st + ":attn.x --w " + in("w_in_out.npy") + " --b " + st +
                           ":blocks.0.to_q.bias --y " + in("y_bits.npy") + " --row 0 --col 0";
-  const CliRun as_stored = psi_run("oracle explain" + ops);
-  EXPECT_EQ(as_stored.rc, 2) << as_stored.out;
+  const Outcome as_stored = psi_run("oracle explain" + ops);
+  EXPECT_EQ(as_stored.status, 2) << as_stored.out;
   EXPECT_NE(as_stored.err.find("W must be stored [out, in]"), std::string::npos) << as_stored.err;
 
-  const CliRun run = psi_run("oracle explain --json --w-layout in,out" + ops);
-  ASSERT_EQ(run.rc, 0) << run.err;
+  const Outcome run = psi_run("oracle explain --json --w-layout in,out" + ops);
+  ASSERT_EQ(run.status, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["exact"]["fraction"], "129/2^7");
   EXPECT_EQ(j["source"]["w_layout"], "in,out");
   EXPECT_EQ(j["source"]["read"][1]["stored"], "float32 holding BF16 values");
 
   // Every element, not only (0, 0): certify agrees with the [out, in] reading.
-  const CliRun cert = psi_run("oracle certify --json --w-layout in,out --x " + st + ":attn.x --w " + in("w_in_out.npy") +
+  const Outcome cert = psi_run("oracle certify --json --w-layout in,out --x " + st + ":attn.x --w " + in("w_in_out.npy") +
                               " --b " + st + ":blocks.0.to_q.bias --y " + in("y_bits.npy"));
-  ASSERT_EQ(cert.rc, 0) << cert.err;
+  ASSERT_EQ(cert.status, 0) << cert.err;
   EXPECT_EQ(nlohmann::json::parse(cert.out)["not_correctly_rounded"], 1) << cert.out;
 }
 
 TEST(OracleUserFiles, Float32OutputIsRoundedToBf16AndSaysSo) {
   const std::string st = in("eq5.safetensors");
-  const CliRun run = psi_run("oracle explain --json --row 0 --col 0 --x " + st + ":attn.x --w " + st +
+  const Outcome run = psi_run("oracle explain --json --row 0 --col 0 --x " + st + ":attn.x --w " + st +
                              ":blocks.0.to_q.weight --b " + st + ":blocks.0.to_q.bias --y " + in("y_f32.npy"));
-  ASSERT_EQ(run.rc, 0) << run.err;
+  ASSERT_EQ(run.status, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   // 1 + 2^-10 rounds to 1.0 (0x3f80), one BF16 ULP below the correctly rounded 129/128.
   EXPECT_EQ(j["candidates"][0]["bits"], "0x3f80");
@@ -144,8 +124,8 @@ TEST(OracleUserFiles, Float32OutputIsRoundedToBf16AndSaysSo) {
 
 TEST(OracleUserFiles, PlainH5pyFileWithoutHashesOrDtypeIsReadAsItIs) {
   // h5py keeps BF16 as plain uint16: no dtype attribute, no sha256_full. One file, names in it.
-  const CliRun run = psi_run("oracle explain --json --file " + in("eq5_h5py.h5") + " --x x --w w --b b --y y --row 0 --col 0");
-  ASSERT_EQ(run.rc, 0) << run.out << run.err;
+  const Outcome run = psi_run("oracle explain --json --file " + in("eq5_h5py.h5") + " --x x --w w --b b --y y --row 0 --col 0");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["exact"]["fraction"], "129/2^7");
   EXPECT_EQ(j["candidates"][0]["bits"], "0x3f80");
@@ -157,8 +137,8 @@ TEST(OracleUserFiles, PlainH5pyFileWithoutHashesOrDtypeIsReadAsItIs) {
 
 TEST(OracleUserFiles, BadOperandsAreRefusedNamingTheCause) {
   const std::string st = in("eq5.safetensors");
-  auto refused = [](const CliRun& r, const std::string& cause) {
-    EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  auto refused = [](const Outcome& r, const std::string& cause) {
+    EXPECT_EQ(r.status, 2) << r.out << r.err;
     EXPECT_TRUE(r.err.starts_with("psi: error: ")) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
     EXPECT_NE(r.err.find(cause), std::string::npos) << r.err;
