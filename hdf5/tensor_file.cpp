@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -13,7 +15,9 @@
 
 #include "engine/checkpoint/safetensors.h"
 #include "engine/error.h"
+#include "engine/file_bytes.h"
 #include "engine/npy.h"
+#include "engine/zip.h"
 
 namespace psi::hdf5 {
 
@@ -66,6 +70,17 @@ void check_name(const std::filesystem::path& p, const std::string& name) {
   }
 }
 
+// Every name checked, and none both a tensor and a group of another's path (`a` and `a/b`).
+void check_names(const std::filesystem::path& p, const std::set<std::string>& names) {
+  for (const std::string& name : names) {
+    check_name(p, name);
+    for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
+      if (names.count(name.substr(0, slash)))
+        throw Error(p.string() + ": tensors \"" + name.substr(0, slash) + "\" and \"" + name + "\": psi reads '/' in a "
+                    "name as a group, and \"" + name.substr(0, slash) + "\" cannot be both a tensor and a group");
+  }
+}
+
 // Every tensor of a safetensors file as a dataset of its name, the dtype as the root's format
 // and each dataset's safetensors_dtype: BF16, F32, F64, U8, U16 and I64 as stored; F16 as the
 // float32 of the same values; BOOL as U8; I8, I16, I32 and U32 widened to int64 (all exact).
@@ -73,12 +88,10 @@ File read_safetensors(const std::filesystem::path& p) {
   const ckpt::SafetensorsFile st(p, {}, ckpt::SafetensorsDtypes::any);
   File f = File::in_memory(p);
   const auto& entries = st.entries();
+  std::set<std::string> names;
+  for (const auto& entry : entries) names.insert(entry.first);
+  check_names(p, names);
   for (const auto& [name, e] : entries) {
-    check_name(p, name);
-    for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
-      if (entries.count(name.substr(0, slash)))
-        throw Error(p.string() + ": tensors \"" + name.substr(0, slash) + "\" and \"" + name + "\": psi reads '/' in a "
-                    "name as a group, and \"" + name.substr(0, slash) + "\" cannot be both a tensor and a group");
     const std::vector<std::byte> b = st.bytes(name);
     const Attrs attrs{{"safetensors_dtype", e.dtype}};
     const std::string path = "/" + name;
@@ -112,6 +125,35 @@ File read_safetensors(const std::filesystem::path& p) {
   return f;
 }
 
+// A NumPy .npz archive: each member NAME.npy the dataset /NAME, read by the .npy parser. A
+// torch.save file is a zip too, holding a pickle (data.pkl) and no .npy member: refused with the
+// conversion to use.
+File read_npz(const std::filesystem::path& p) {
+  const std::string bytes = read_file_bytes(p);
+  const std::vector<ZipMember> members = zip_members(bytes, p.string());
+  const auto npy = [](const ZipMember& m) { return m.name.ends_with(".npy"); };
+  const auto pickle = [](const ZipMember& m) { return m.name == "data.pkl" || m.name.ends_with("/data.pkl"); };
+  if (std::none_of(members.begin(), members.end(), npy) && std::any_of(members.begin(), members.end(), pickle))
+    throw Error(p.string() + ": a PyTorch torch.save file (a zip holding a pickle, which psi never runs), not a file psi "
+                "reads tensors from; save a dict of tensors with safetensors.torch.save_file(d, \"t.safetensors\")");
+  std::set<std::string> names;
+  for (const ZipMember& m : members) {
+    if (!npy(m))
+      throw Error(p.string() + ": member \"" + m.name.substr(0, 200) + "\" is not an .npy array: an .npz archive "
+                  "holds NAME.npy members only");
+    names.insert(m.name.substr(0, m.name.size() - 4));
+  }
+  check_names(p, names);
+  File f = File::in_memory(p);
+  for (const ZipMember& m : members) {
+    const NpyArray a = parse_npy(zip_extract(bytes, m, p.string()), p.string() + ": member \"" + m.name + "\"");
+    const std::string tensor = m.name.substr(0, m.name.size() - 4);
+    f.write_elements("/" + tensor, kind_of(a.type), a.shape, a.data.data(), {{"npy_descr", a.descr}});
+  }
+  f.set_attr("/", "format", std::string(kNpzFormat));
+  return f;
+}
+
 }  // namespace
 
 File open_tensor_file(const std::filesystem::path& p) {
@@ -122,16 +164,15 @@ File open_tensor_file(const std::filesystem::path& p) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error(p.string() + ": cannot open: " + std::strerror(errno));
     char head[4] = {};
-    const bool zip = ::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head) && std::string_view(head, 4) == "PK\x03\x04";
+    // A local header first, or the end record alone (an archive with no members).
+    const bool zip = ::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head) &&
+                     (std::string_view(head, 4) == "PK\x03\x04" || std::string_view(head, 4) == "PK\x05\x06");
     struct stat info {};
     const bool safetensors = ::fstat(fd, &info) == 0 && is_safetensors_file(fd, std::uint64_t(info.st_size));
     ::close(fd);
     const bool hdf5 = H5Fis_hdf5(p.c_str()) > 0;
     if (safetensors && !hdf5) return read_safetensors(p);
-    if (zip && !hdf5)
-      throw Error(p.string() + ": a zip archive (NumPy's .npz, or PyTorch's torch.save file, which holds a pickle psi "
-                  "never runs), not a file psi reads tensors from; save a dict of tensors with "
-                  "safetensors.torch.save_file(d, \"t.safetensors\"), or each array with numpy.save(\"t.npy\", a)");
+    if (zip && !hdf5) return read_npz(p);
     if (!hdf5 && !is_npy_file(p)) throw Error(p.string() + ": not an HDF5, NumPy .npy or safetensors file");
   }
   if (!is_npy_file(p)) return File::open_read(p);

@@ -4,8 +4,10 @@
 // file (engine/npy.h) is read into an HDF5 image in memory holding its array as the dataset
 // /<file name less .npy>, with the root attribute format='numpy-npy'; a safetensors file
 // (engine/checkpoint/safetensors.h, any numeric dtype) likewise, each tensor as the dataset of its
-// name ('/' in a name separating groups), with format='safetensors'. The kind of file is told by
-// its first bytes, never by its name.
+// name ('/' in a name separating groups), with format='safetensors'; a NumPy .npz archive
+// (engine/zip.h) likewise, each member NAME.npy as the dataset /NAME, with format='numpy-npz'
+// (a torch.save file, also a zip, is refused). The kind of file is told by its first bytes,
+// never by its name.
 #include <filesystem>
 
 #include "hdf5/h5.h"
@@ -13,10 +15,11 @@
 namespace psi::hdf5 {
 
 inline constexpr const char* kNpyFormat = "numpy-npy";
+inline constexpr const char* kNpzFormat = "numpy-npz";
 inline constexpr const char* kSafetensorsFormat = "safetensors";
 
 // The file, or a psi::Error (exit 2) naming it and why it cannot be read: no such file, not a
-// regular file, the system's reason, or none of HDF5, .npy and safetensors.
+// regular file, the system's reason, or none of HDF5, .npy, .npz and safetensors.
 File open_tensor_file(const std::filesystem::path& p);
 
 // Whether `f` came from a file holding one unnamed array (an .npy file): its one dataset pairs
