@@ -49,7 +49,8 @@ psi::cli::Registrar compare_reg("compare", "compare the tensors two files share 
   sub.add_option("--map", o->maps,
                  "FROM=TO: pair A's datasets whose path starts with FROM, as whole path components "
                  "(/a/b names /a/b/c, never /a/bc), with B's at TO + the rest (repeatable; the first "
-                 "matching FROM wins)")
+                 "matching FROM wins); a '*' in FROM matches within one component, and TO's '*'s take "
+                 "what FROM's matched, in order: --map 'run/step_*/video=states/*/video_latent'")
       ->allow_extra_args(false);
   sub.add_flag("--strict", o->strict,
                "datasets present in only one file count as differences (exit 1) even with --only or --map "
@@ -121,12 +122,7 @@ psi::cli::Registrar compare_reg("compare", "compare the tensors two files share 
       std::error_code ec;
       if (!fs::is_directory(dir, ec)) throw psi::Error("compare: --list " + o->list + ": no directory " + dir.string());
     }
-    for (const auto& m : o->maps) {
-      auto eq = m.find('=');
-      if (eq == std::string::npos || eq == 0)
-        throw psi::Error("--map '" + m + "' is not FROM=TO (e.g. --map /block_small/flash/=/block_small/math/)");
-      opt.map.push_back({m.substr(0, eq), m.substr(eq + 1)});
-    }
+    for (const auto& m : o->maps) opt.map.push_back(psi::compare::parse_path_map(m));
     auto report = psi::compare::compare_files(o->a, o->b, opt);
     report.differences = shown;
     if (!o->list.empty()) psi::outputs::write_file_atomically(o->list, psi::report::differences_csv(report));

@@ -18,12 +18,6 @@
 
 namespace psi::compare {
 
-bool maps_path(const PathMap& m, std::string_view path) {
-  if (!path.starts_with(m.from)) return false;
-  // Whole components: /official-h200 names /official-h200/x, never /official-h200-flash/x.
-  return path.size() == m.from.size() || m.from.empty() || m.from.back() == '/' || path[m.from.size()] == '/';
-}
-
 namespace {
 
 // psi files and the recordings hash every tensor they hold: one without sha256_full was edited
@@ -236,7 +230,7 @@ CompareReport compare_files(const std::filesystem::path& a, const std::filesyste
     maps.push_back({list_a[0].path, list_b[0].path});
   auto mapped = [&](const std::string& p) {
     for (const auto& m : maps)
-      if (maps_path(m, p)) return m.to + p.substr(m.from.size());
+      if (auto b = map_path(m, p)) return *b;
     return p;
   };
   std::set<std::string> in_b, targets;

@@ -24,21 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "compare/path_map.h"
 #include "engine/distance.h"
 #include "engine/tensor.h"
 #include "hdf5/h5.h"
 
 namespace psi::compare {
-
-// A dataset of A whose path starts with `from` as whole components is paired with B's
-// dataset at `to` + the rest.
-struct PathMap {
-  std::string from;
-  std::string to;
-};
-// Whether `m` applies to `path`: `from` is the path itself or a run of its whole components
-// (`/a/b` and `/a/b/` name `/a/b/c`, not `/a/bc`).
-bool maps_path(const PathMap& m, std::string_view path);
 
 inline constexpr std::size_t kMaxOnlyPattern = 4096;
 

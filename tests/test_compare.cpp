@@ -432,6 +432,28 @@ TEST(Compare, OnlyFilterAndDatasetsInOneFile) {
   EXPECT_THROW(compare_files(dir / "a.h5", dir / "b.h5", broken), Error);
 }
 
+// --map with '*' (issue 56): a '*' matches within one component, TO's '*'s take what FROM's
+// matched in order, the rest of the path follows, and FROM still ends at a component boundary.
+TEST(Compare, PathMapGlobs) {
+  const PathMap m = parse_path_map("run/step_*/video=states/*/video_latent");
+  EXPECT_EQ(m.from, "/run/step_*/video");
+  EXPECT_EQ(m.to, "/states/*/video_latent");
+  EXPECT_EQ(map_path(m, "/run/step_3/video"), "/states/3/video_latent");
+  EXPECT_EQ(map_path(m, "/run/step_12/video/rows"), "/states/12/video_latent/rows");
+  EXPECT_EQ(map_path(m, "/run/step_/video"), "/states//video_latent");  // '*' may match nothing
+  EXPECT_EQ(map_path(m, "/run/step_3/videos"), std::nullopt);
+  EXPECT_EQ(map_path(m, "/run/step_3/x/video"), std::nullopt);  // '*' never takes a '/'
+  EXPECT_EQ(map_path(m, "/run/step_3"), std::nullopt);
+  EXPECT_EQ(map_path({"/r*x*/s*", "/t/*/*/*"}, "/r1x2x3/s4"), "/t/1/2x3/4");  // the first '*' as short as it can
+  EXPECT_EQ(map_path({"/a/*", "/b/*"}, "/a/x/y"), "/b/x/y");
+  EXPECT_EQ(map_path({"/*/", "/*-"}, "/x/y"), "/x-y");
+  EXPECT_THROW(parse_path_map("run/*/video=states/video"), Error);
+  EXPECT_THROW(parse_path_map("=states"), Error);
+  EXPECT_THROW(parse_path_map("/a" + std::string(kMaxMapText, '*') + "=/b"), Error);
+  // A hostile file's long name costs nothing past the components the pattern has.
+  EXPECT_EQ(map_path(m, "/run/step_1/video/" + std::string(1 << 20, 'x')), "/states/1/video_latent/" + std::string(1 << 20, 'x'));
+}
+
 // --map matches whole path components (issue 43.2): /official-h200 names /official-h200/x and
 // not /official-h200-flash/x, which a prefix of the name used to capture.
 TEST(Compare, PathMapMatchesWholeComponents) {

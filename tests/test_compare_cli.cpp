@@ -11,6 +11,7 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include "hdf5/h5.h"
 #include "tests/recordings.h"
 
 namespace fs = std::filesystem;
@@ -215,4 +216,24 @@ TEST(CompareCli, OneRecordingReachedByTwoPathsGivesEqualReports) {
     EXPECT_NE(r.out.find("linked_reference"), std::string::npos) << "the provenance is shown: " << r.out;
   }
   fs::remove_all(dir);
+}
+
+// --map with '*' pairs two layouts of the same states: user_a.h5's /stage1/latent with
+// /steps/1/latent_video of a file laid out by step; a map whose '*'s do not pair is refused.
+TEST(CompareCli, GlobMapPairsTwoLayouts) {
+  const std::string b = (std::filesystem::temp_directory_path() / ("psi_glob_map_" + std::to_string(::getpid()) + ".h5")).string();
+  {
+    const psi::hdf5::File a = psi::hdf5::File::open_read(kA);
+    psi::hdf5::File out = psi::hdf5::File::create(b);
+    out.write_bf16("/steps/1/latent_video", a.read_bf16("/stage1/latent"));
+    out.commit();
+  }
+  Outcome r = run_psi("compare " + kA + " " + b + " --only latent --map 'stage*/latent=steps/*/latent_video'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("summary: 1 compared (1 bitwise equal, 0 differ)"), std::string::npos) << r.out;
+  r = run_psi("compare " + kA + " " + b + " --map 'stage*/latent=steps/latent_video'");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("psi: error: --map 'stage*/latent=steps/latent_video': FROM has 1 '*' and TO 0"), std::string::npos)
+      << r.out;
+  std::filesystem::remove(b);
 }

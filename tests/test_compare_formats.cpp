@@ -3,8 +3,8 @@
 // with the safetensors package): NumPy .npy files in any byte order, memory order and format
 // version, and safetensors files of every numeric dtype. The same values are equal, a difference
 // is found and named, files pair with HDF5 files and with each other, and what psi does not
-// read (object arrays, other dtypes, lying headers, truncated data, zip archives, names that
-// are no path) is one `psi: error:` line, exit 2. The .npy header parser's refusals are driven
+// read (object arrays, other dtypes, lying headers, truncated data, zip archives that are no
+// .npz, names that are no path) is one `psi: error:` line, exit 2. The .npy header parser's refusals are driven
 // directly too (engine/npy.h); the safetensors reader's through test_bad_input_safetensors. Then
 // what users of these files need beside: BF16 kept as uint16 read as BF16 (--as bf16), and every
 // differing element listed (--differences).
@@ -135,9 +135,12 @@ TEST(NpyCompare, WhatPsiDoesNotReadIsOneLine) {
   spit(preamble, good.substr(0, 8));
   expect_refused(compare(preamble, kNpy / "a.npy", dir), preamble, "truncated: 8 bytes, within the .npy preamble");
 
-  const fs::path zip = dir / "model.pt";
+  // A zip is read as an .npz (test_npz.cpp): one cut short, and a torch.save file, which holds a pickle.
+  const fs::path zip = dir / "cut.npz";
   spit(zip, std::string("PK\x03\x04", 4) + std::string(60, '\0'));
-  expect_refused(compare(zip, kNpy / "a.npy", dir), zip, "a zip archive (NumPy's .npz, or PyTorch's torch.save file");
+  expect_refused(compare(zip, kNpy / "a.npy", dir), zip, "truncated or corrupt zip archive");
+  const fs::path torch = fs::path(PSI_TEST_DATA) / "npz" / "torch_like.pt";
+  expect_refused(compare(torch, kNpy / "a.npy", dir), torch, "a PyTorch torch.save file (a zip holding a pickle, which psi never runs)");
 
   const fs::path folder = dir / "folder.npy";
   fs::create_directories(folder);
