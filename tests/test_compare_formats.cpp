@@ -28,31 +28,21 @@
 #include "engine/error.h"
 #include "engine/npy.h"
 #include "hdf5/h5.h"
+#include "tests/compare_cli.h"
 #include "tests/psi_command.h"
 
 namespace fs = std::filesystem;
 using psi::testing::Outcome;
+using psi::testing::compare;
+using psi::testing::expect_refused;
 using psi::testing::run_psi_in;
+using psi::testing::spit;
 using psi::testing::TempDir;
 
 namespace {
 
 const fs::path kNpy = fs::path(PSI_TEST_DATA) / "npy";
 const fs::path kSt = fs::path(PSI_TEST_DATA) / "safetensors";
-
-void spit(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-
-Outcome compare(const fs::path& a, const fs::path& b, const TempDir& dir, const std::string& extra = "") {
-  return run_psi_in("compare " + a.string() + " " + b.string() + extra, dir.path());
-}
-
-// One `psi: error:` line naming the file, with `why` in it; exit 2.
-void expect_refused(const Outcome& r, const fs::path& file, const std::string& why) {
-  EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_TRUE(r.err.starts_with("psi: error: " + file.string() + ": ")) << r.err;
-  EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
-}
 
 // An .npy file of format 1.0 from a header's dict text and the data bytes.
 std::string npy(const std::string& dict, const std::string& data) {

@@ -21,44 +21,21 @@
 
 #include "engine/npy.h"
 #include "hdf5/tensor_file.h"
+#include "tests/compare_cli.h"
 #include "tests/psi_command.h"
 
 namespace fs = std::filesystem;
 using psi::testing::Outcome;
+using psi::testing::compare;
+using psi::testing::expect_refused;
 using psi::testing::run_psi_in;
+using psi::testing::TempDir;
+using psi::testing::spit;
 using psi::testing::slurp;
 
 namespace {
 
 const fs::path kNpz = fs::path(PSI_TEST_DATA) / "npz";
-
-class TempDir {
- public:
-  TempDir() : dir_(fs::temp_directory_path() / ("psi_npz_" + std::to_string(::getpid()) + "_" + std::to_string(n_++))) {
-    fs::create_directories(dir_);
-  }
-  ~TempDir() { fs::remove_all(dir_); }
-  fs::path operator/(const std::string& s) const { return dir_ / s; }
-  const fs::path& path() const { return dir_; }
-
- private:
-  static inline int n_ = 0;
-  fs::path dir_;
-};
-
-void spit(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
-
-Outcome compare(const fs::path& a, const fs::path& b, const TempDir& dir, const std::string& extra = "") {
-  return run_psi_in("compare " + a.string() + " " + b.string() + extra, dir.path());
-}
-
-// One `psi: error:` line naming the file, with `why` in it; exit 2.
-void expect_refused(const Outcome& r, const fs::path& file, const std::string& why) {
-  EXPECT_EQ(r.status, 2) << r.out << r.err;
-  EXPECT_TRUE(r.err.starts_with("psi: error: " + file.string() + ": ")) << r.err;
-  EXPECT_NE(r.err.find(why), std::string::npos) << "expected: " << why << "\n" << r.err;
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
-}
 
 // Little-endian fields of an archive, to read and patch.
 std::uint64_t get(const std::string& s, std::size_t at, int n) {
