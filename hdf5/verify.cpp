@@ -62,11 +62,17 @@ VerifyReport verify_file(const std::filesystem::path& file) {
       const auto* p = reinterpret_cast<const std::uint8_t*>(t.ptr());
       bytes.assign(p, p + t.bytes());
     };
+    const auto take_bytes = [&](const auto& v) {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(v.data());
+      bytes.assign(p, p + v.size() * sizeof(v[0]));
+    };
     switch (di.kind) {
       case hdf5::ElemKind::bf16: take_float(f.read_bf16(di.path)); break;
       case hdf5::ElemKind::f32: take_float(f.read_f32(di.path)); break;
       case hdf5::ElemKind::f64: take_float(f.read_f64(di.path)); break;
       case hdf5::ElemKind::u8: bytes = f.read_u8(di.path); break;
+      case hdf5::ElemKind::u16: take_bytes(f.read_u16(di.path)); break;
+      case hdf5::ElemKind::i64: take_bytes(f.read_i64(di.path)); break;
       default:
         ++r.unchecked;
         r.notes.push_back(where + ": " + std::string(hdf5::kind_name(di.kind)) + " data, not read (psi reads no such data)");

@@ -353,7 +353,8 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
     ASSERT_GE(H5Dwrite(d.get(), H5T_NATIVE_UINT8, mem.get(), file_space.get(), H5P_DEFAULT, bytes.data()), 0);
   });
   // The same bomb of uint16 (BF16 bits as h5py keeps them, no dtype attribute) and of int64:
-  // psi compare once read these kinds past the checks, and allocated what they claimed.
+  // psi compare once read these kinds past the checks, and allocated what they claimed; psi
+  // verify did not read them at all.
   auto bomb_of = [&](const std::string& name, hid_t type) {
     return plain_file(dir / name, [&](hdf5::File& f) {
       const hsize_t chunk = (hsize_t(1) << 30) / H5Tget_size(type);  // 1 GiB, 64 GiB in all
@@ -380,13 +381,13 @@ TEST(BadHdf5, UnwrittenOrOverExpandedDataIsRefused) {
     expect_error([&] { hdf5::File::open_read(file).read_u8("/x"); }, Exit::bad_input, mentions,
                  "read_u8 of " + file.string());
   }
-  // psi verify reads neither kind (it has no hash to check them against, and says so).
   const fs::path bomb_u16 = bomb_of("bomb_u16.h5", H5T_STD_U16LE), bomb_i64 = bomb_of("bomb_i64.h5", H5T_STD_I64LE);
   const std::vector<std::string> u16_mentions{":/x: claims 34359738368 elements of 2 bytes", "1,100-fold"},
       i64_mentions{":/x: claims 8589934592 elements of 8 bytes", "1,100-fold"};
   for (const auto& [file, mentions] : {std::pair{bomb_u16, u16_mentions}, std::pair{bomb_i64, i64_mentions}}) {
-    const std::vector<std::string> args{"compare", file.string(), file.string()};
-    expect_rejected(run_psi(args), args, Exit::bad_input, mentions);
+    for (const auto& args : std::vector<std::vector<std::string>>{{"compare", file.string(), file.string()},
+                                                                 {"verify", file.string()}})
+      expect_rejected(run_psi(args), args, Exit::bad_input, mentions);
   }
   expect_error([&] { (void)hdf5::File::open_read(bomb_u16).read_u16("/x"); }, Exit::bad_input, u16_mentions, "read_u16");
   expect_error([&] { (void)hdf5::File::open_read(bomb_u16).read_bf16_bits("/x"); }, Exit::bad_input, u16_mentions,

@@ -560,7 +560,7 @@ TEST(Readme, UsageTableNamesEveryOption) {
     }
   }
   for (const char* c : {"list", "run", "report", "merge", "compare", "probe", "oracle certify", "oracle explain",
-                        "synthinit", "device ceilings", "device summary", "verify", "kernels shapes", "kernels where",
+                        "synthinit", "device ceilings", "device summary", "verify", "seal", "kernels shapes", "kernels where",
                         "kernels fragile", "kernels search", "kernels confirm"})
     EXPECT_TRUE(seen.count(c)) << "the usage table has no row for psi " << c;
 }
