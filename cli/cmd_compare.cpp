@@ -61,7 +61,8 @@ psi::cli::Registrar compare_reg("compare", "compare the tensors two files share 
   sub.add_flag("--json", o->json, "machine-readable output");
   sub.add_option("--as", o->as,
                  "bf16: read uint16 datasets that carry no dtype='bfloat16' attribute (BF16 bits kept by NumPy "
-                 "or h5py, which have no BF16) as BF16, compared in BF16 ULPs; without it they compare as integers")
+                 "or h5py, which have no BF16) as BF16, compared in BF16 ULPs; without it they compare as integers. "
+                 "Two float32 tensors whose every value is a BF16 value (a .float() copy) compare as BF16 too")
       ->check(CLI::IsMember({"bf16"}));
   sub.add_flag("--by-value", o->by_value,
                "compare tensors of different element types (e.g. float32 against BF16) by value instead of "

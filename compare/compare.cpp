@@ -133,6 +133,7 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
   }
   sa.bf16_from_u16 = u16_as_bf16[0];
   sb.bf16_from_u16 = u16_as_bf16[1];
+  sa.f32_as_bf16 = sb.f32_as_bf16 = opt.as_bf16 && ia.kind == hdf5::ElemKind::f32 && ib.kind == hdf5::ElemKind::f32;
   if (u16_as_bf16[0] || u16_as_bf16[1])
     out.note = std::string(u16_as_bf16[0] && u16_as_bf16[1] ? "A's and B's" : u16_as_bf16[0] ? "A's" : "B's") +
                " uint16 read as BF16 (--as bf16)";

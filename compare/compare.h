@@ -58,6 +58,7 @@ struct CompareOptions {
   bool timing = false;
   // uint16 datasets without psi's dtype='bfloat16' attribute (NumPy and h5py have no BF16, so a
   // user keeps its bits so) are read as BF16 (`--as bf16`); otherwise they compare as integers.
+  // With it, two float32 tensors whose every value is a BF16 value compare as BF16 as well.
   bool as_bf16 = false;
   // How many differing elements of each dataset to list (`--differences N`; kEveryDifference:
   // all of them); 0 lists none, only the first difference of the one-line view.

@@ -347,6 +347,44 @@ void load_and_compare(const hdf5::File& fa, const Side& sa, const hdf5::File& fb
   out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
 }
 
+// --as bf16 on two float32 tensors: when every value of both is a BF16 value (its 16 low bits
+// zero: a .float() copy of BF16 states), they compare as BF16, so one BF16 step is 1 ULP, not
+// 65536; otherwise as float32, and the note names the first value that is not one.
+void load_and_compare_f32_as_bf16(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb,
+                                  const Shape& lo, const Shape& hi, std::int64_t list, DatasetComparison& out) {
+  std::string corrupt;
+  const std::vector<float> a = load_checked<float>(fa, sa, out.sha256_checked_a, out.sha256_a, corrupt);
+  const std::vector<float> b = load_checked<float>(fb, sb, out.sha256_checked_b, out.sha256_b, corrupt);
+  if (refused_as_corrupt(corrupt, out)) return;
+  std::string not_bf16;
+  auto narrowed = [&](const std::vector<float>& v, const hdf5::File& f, const Side& s) {
+    std::vector<Bf16> r(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::uint32_t u = std::bit_cast<std::uint32_t>(v[i]);
+      if ((u & 0xffffu) != 0) {
+        char bits[16];
+        std::snprintf(bits, sizeof bits, "0x%08x", u);
+        not_bf16 = f.path().string() + ":" + s.info.path + " element " + std::to_string(i) + " (" + bits + ")";
+        return std::vector<Bf16>();
+      }
+      r[i] = Bf16::from_bits(std::uint16_t(u >> 16));
+    }
+    return r;
+  };
+  const std::vector<Bf16> a16 = narrowed(a, fa, sa);
+  const std::vector<Bf16> b16 = not_bf16.empty() ? narrowed(b, fb, sb) : std::vector<Bf16>();
+  std::string note;
+  if (not_bf16.empty()) {
+    compare_box(a16, sa, b16, sb, lo, hi, list, out);
+    note = "float32 holding BF16 values, compared as BF16 (--as bf16)";
+  } else {
+    compare_box(a, sa, b, sb, lo, hi, list, out);
+    note = "--as bf16: " + not_bf16 + " is not a BF16 value, so compared as float32";
+  }
+  out.note = out.note.empty() ? note : out.note + "; " + note;
+  out.status = out.differing == 0 ? CompareStatus::equal : CompareStatus::differs;
+}
+
 void load_and_compare_by_value(const hdf5::File& fa, const Side& sa, const hdf5::File& fb, const Side& sb,
                                const Shape& lo, const Shape& hi, std::int64_t list, DatasetComparison& out) {
   std::string corrupt;
@@ -409,7 +447,10 @@ void compare_elements(const hdf5::File& fa, const Side& sa, const hdf5::File& fb
   if (sa.info.kind != sb.info.kind) return load_and_compare_by_value(fa, sa, fb, sb, lo, hi, list, out);
   switch (sa.info.kind) {
     case hdf5::ElemKind::bf16: load_and_compare<Bf16>(fa, sa, fb, sb, lo, hi, list, out); break;
-    case hdf5::ElemKind::f32: load_and_compare<float>(fa, sa, fb, sb, lo, hi, list, out); break;
+    case hdf5::ElemKind::f32:
+      if (sa.f32_as_bf16) load_and_compare_f32_as_bf16(fa, sa, fb, sb, lo, hi, list, out);
+      else load_and_compare<float>(fa, sa, fb, sb, lo, hi, list, out);
+      break;
     case hdf5::ElemKind::f64: load_and_compare<double>(fa, sa, fb, sb, lo, hi, list, out); break;
     case hdf5::ElemKind::u8: load_and_compare<std::uint8_t>(fa, sa, fb, sb, lo, hi, list, out); break;
     case hdf5::ElemKind::u16: load_and_compare<std::uint16_t>(fa, sa, fb, sb, lo, hi, list, out); break;

@@ -14,6 +14,8 @@ namespace psi::compare {
 struct Side {
   hdf5::DatasetInfo info;
   bool bf16_from_u16 = false;  // info.kind is bf16 for a uint16 dataset read as BF16 (--as bf16)
+  // --as bf16 on float32: compared as BF16, in BF16 ULPs, when every value of both sides is one
+  bool f32_as_bf16 = false;
   Shape full;
   hdf5::StoredRegion region;
   Shape lo, hi;  // the stored box [lo, hi) in full-tensor coordinates

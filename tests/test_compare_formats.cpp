@@ -441,3 +441,30 @@ TEST(CompareSha256, EveryTensorComparedNamesItsBytes) {
   const Outcome hashed_text = compare(oracle / "fixture.h5", oracle / "fixture.h5", dir, " --only ^/y$");
   EXPECT_EQ(hashed_text.out.find("sha256:"), std::string::npos) << hashed_text.out;
 }
+
+// BF16 states saved as float32 (a .float() copy): --as bf16 compares them as BF16, so the one
+// BF16 step at [1, 2] is 1 ULP, not 65536; a float32 that is no BF16 value keeps the float32
+// comparison, and the note says which value made it so.
+TEST(NpyCompare, Float32HoldingBf16IsMeasuredInBf16UlpsWithAsBf16) {
+  const TempDir dir;
+  const fs::path a = kNpy / "bf16_as_f32_a.npy", b = kNpy / "bf16_as_f32_b.npy";
+  const Outcome plain = compare(a, b, dir, " --json");
+  ASSERT_EQ(plain.status, 1) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["datasets"][0]["max_ulp"], 65536) << plain.out;
+  const Outcome as = compare(a, b, dir, " --json --as bf16");
+  ASSERT_EQ(as.status, 1) << as.err;
+  const auto d = nlohmann::json::parse(as.out)["datasets"][0];
+  EXPECT_EQ(d["max_ulp"], 1) << as.out;
+  EXPECT_EQ(d["differing"], 1) << as.out;
+  EXPECT_NE(d["note"].get<std::string>().find("float32 holding BF16 values, compared as BF16 (--as bf16)"),
+            std::string::npos) << as.out;
+  const Outcome equal = compare(a, a, dir, " --as bf16");
+  EXPECT_EQ(equal.status, 0) << equal.out;
+  // a.npy's values are no BF16 values: float32 ULPs, and why.
+  const Outcome f32 = compare(kNpy / "a.npy", kNpy / "a_b.npy", dir, " --json --as bf16");
+  ASSERT_EQ(f32.status, 1) << f32.err;
+  const auto e = nlohmann::json::parse(f32.out)["datasets"][0];
+  EXPECT_EQ(e["max_ulp"], 1) << f32.out;
+  EXPECT_NE(e["note"].get<std::string>().find("a.npy:/a element "), std::string::npos) << f32.out;
+  EXPECT_NE(e["note"].get<std::string>().find("is not a BF16 value, so compared as float32"), std::string::npos) << f32.out;
+}

@@ -10,6 +10,7 @@ scalar.npy   a 0-d float64
 empty.npy    float32 [0, 3]
 objects.npy  an object array (pickled Python objects): refused
 int32.npy    int32 [2, 2]: a dtype psi does not read
+bf16_as_f32_a.npy, bf16_as_f32_b.npy  float32 [3, 4] holding BF16 values; b one BF16 step up at [1, 2]
 v2.npy       a, written with format version 2.0
 Run from this folder:  python3 make_fixtures.py   (numpy 2.x)
 """
@@ -34,3 +35,12 @@ np.save("objects.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=Tr
 np.save("int32.npy", np.arange(4, dtype=np.int32).reshape(2, 2))
 with open("v2.npy", "wb") as f:
     npformat.write_array(f, a, version=(2, 0))
+
+# BF16 states saved as float32 (state.float().numpy()): every value a BF16 value; the second copy
+# one BF16 step up at [1, 2] (its 16 low bits stay zero), as psi compare --as bf16 reads them.
+bf = (np.arange(12, dtype=np.float32).reshape(3, 4) * np.float32(0.375) - np.float32(1.5))
+assert np.all(bf.view(np.uint32) & 0xFFFF == 0)
+np.save("bf16_as_f32_a.npy", bf)
+bf_b = bf.copy()
+bf_b.view(np.uint32)[1, 2] += 0x10000
+np.save("bf16_as_f32_b.npy", bf_b)
