@@ -288,6 +288,14 @@ int run_explain(const ExplainOpts& o) {
   const auto& p = l.problem;
   if (l.y && o.row >= 0 && o.row < p.rows && o.col >= 0 && o.col < p.N)
     cands.insert(cands.begin(), {p.source.probe.empty() ? "recorded" : "official", l.y->data[std::size_t(o.row * p.N + o.col)]});
+  // The candidates are told apart by name only (in the table and in --json).
+  for (std::size_t i = 0; i < cands.size(); ++i)
+    for (std::size_t j = i + 1; j < cands.size(); ++j)
+      if (cands[i].name == cands[j].name)
+        throw Error("oracle explain: --candidate " + cands[j].name +
+                    (cands.size() > o.candidates.size() && i == 0 ? ": psi names the recorded output's value so"
+                                                                  : " is given twice") +
+                    "; each candidate needs its own name");
   po::Explanation e = po::explain(p, o.row, o.col, cands);
   std::optional<po::TcTrace> trace;
   if (!o.trace.empty()) trace = po::trace_tensor_core(p, e);

@@ -307,3 +307,56 @@ TEST(Sha256Full, UnverifiedDataIsRefusedOrItsVerdictMarked) {
   const Outcome rendered = run_psi_in("report " + (dir / "r.h5").string(), dir / "");
   EXPECT_NE(rendered.out.find("UNVERIFIED: "), std::string::npos) << rendered.out;
 }
+
+namespace {
+
+// Sets `dataset`'s stored attribute to `value` (a fixed-length string, as h5py writes one),
+// replacing the one there: an edit that says the data is not there, or only in part.
+void set_stored(const fs::path& file, const std::string& dataset, const std::string& value) {
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << file;
+  const hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  ASSERT_GE(d, 0) << dataset;
+  if (H5Aexists(d, "stored") > 0) ASSERT_GE(H5Adelete(d, "stored"), 0);
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, value.size());
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(d, "stored", t, space, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(a, 0);
+  EXPECT_GE(H5Awrite(a, t, value.c_str()), 0);
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Tclose(t);
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
+}  // namespace
+
+// Integrity by omission through `stored` (round four): only a tensor stored whole is hashed, so
+// a dataset that holds data while its stored attribute says 'none' (or fewer rows than it holds)
+// would be read unchecked. The data here is also changed: probe, certify and verify must refuse
+// the file for what its attribute claims, not compute with it or pass it.
+TEST(Sha256Full, StoredAttributeThatHidesDataIsRefused) {
+  TempDir dir;
+  for (const std::string stored : {"none", "rows_0_to_0_of_axis_0"}) {
+    const fs::path copy = dir / "probes_linear.h5";
+    fs::remove(copy);
+    fs::copy_file(kRef / "probes_linear.h5", copy);
+    for (const char* x : {"/probe_audio_ff_up/x", "/probe_video_q_proj/x"}) {
+      flip_first_bit(copy, x);
+      set_stored(copy, x, stored);
+    }
+    const std::string claim = ": its stored attribute says '" + stored + "' but it holds ";
+    for (const std::string& args :
+         {"probe audio-ff-up --variant dense --reference " + copy.string(),
+          "oracle certify --file " + copy.string() + " --probe probe_video_q_proj --rows 0:1", "verify " + copy.string()}) {
+      const Outcome r = run_psi_in(args, dir / "");
+      EXPECT_EQ(r.status, 2) << args << "\n" << r.out << r.err;
+      EXPECT_TRUE(r.err.starts_with("psi: error: " + copy.string() + ":/probe_")) << args << "\n" << r.err;
+      EXPECT_NE(r.err.find(claim), std::string::npos) << args << "\n" << r.err;
+      EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << "\n" << r.err;
+    }
+  }
+}

@@ -155,6 +155,12 @@ TEST(OracleUserFiles, BadOperandsAreRefusedNamingTheCause) {
   refused(psi_run("oracle explain --probe probe_video_q_proj --row 0 --col 0"), "give either --probe NAME (with --file RECORDING)");
   refused(psi_run("oracle explain --file " + in("fixture.h5") + " --probe p --w-layout in,out --row 0 --col 0"),
           "--w-layout is for --w");
+  // Candidates are told apart by name: two of one name, or one named as psi names the recorded
+  // output, would make two rows no reader can tell apart.
+  refused(psi_run("oracle explain --candidate gpu=0x3f81 --candidate gpu=0x3f80" + safetensors_ops() + " --row 0 --col 0"),
+          "oracle explain: --candidate gpu is given twice; each candidate needs its own name");
+  refused(psi_run("oracle explain --candidate recorded=0x3f81" + safetensors_ops() + " --row 0 --col 0"),
+          "oracle explain: --candidate recorded: psi names the recorded output's value so; each candidate needs its own name");
 }
 
 }  // namespace
