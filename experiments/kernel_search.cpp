@@ -16,19 +16,20 @@ namespace psi::exp {
 
 namespace {
 
-// SynthInit weights drawn once: a search runs the same forward hundreds of times.
+// The recording's weights drawn (and checked against its manifest) once: a search runs the same
+// forward hundreds of times.
 class CachedSource : public model::TensorSource {
  public:
-  explicit CachedSource(std::uint64_t seed) : inner_(seed) {}
+  explicit CachedSource(std::unique_ptr<model::TensorSource> inner) : inner_(std::move(inner)) {}
   Bf16Tensor load(const std::string& name, const Shape& shape) override {
     auto it = cache_.find(name);
-    if (it == cache_.end() || it->second.shape != shape) it = cache_.insert_or_assign(name, inner_.load(name, shape)).first;
+    if (it == cache_.end() || it->second.shape != shape) it = cache_.insert_or_assign(name, inner_->load(name, shape)).first;
     return it->second;
   }
-  std::string describe() const override { return inner_.describe(); }
+  std::string describe() const override { return inner_->describe(); }
 
  private:
-  model::SynthInitSource inner_;
+  std::unique_ptr<model::TensorSource> inner_;
   std::map<std::string, Bf16Tensor> cache_;
 };
 
@@ -63,7 +64,7 @@ TinyTrajectory::TinyTrajectory(const std::filesystem::path& reference_dir, std::
   if (r_->recording.states.size() != 13)
     throw Error(r_->recording.file.string() + ": " + group + " holds " + std::to_string(r_->recording.states.size()) +
                 " states, not 13");
-  r_->weights = std::make_unique<CachedSource>(r_->recording.seed);
+  r_->weights = std::make_unique<CachedSource>(recorded_weights(r_->recording));
   r_->tc = {group, group, context_rows, r_->recording.seed, r_->recording.seed};
   r_->variant = model::numerics_variant("official-h200");
   r_->label = recorded.label;

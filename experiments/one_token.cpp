@@ -161,7 +161,7 @@ void run_one_token(const Options& o, Report& report) {
     if (o.quick && cc.context_rows != 1) continue;  // --quick: the one-token context only
     const auto recording = matching_recording(o, c, cc);
     const std::uint64_t seed = recording ? recording->seed : o.seed;
-    auto weights = make_weights(o, seed);
+    auto weights = recording ? recorded_weights(*recording) : make_weights(o, seed);
     pipeline::TrajectoryCase tc{cc.group, cc.group, cc.context_rows, seed, seed};
     auto teacher = [&](int k) { return &recording->states.at(std::size_t(k - 1)); };
     const std::string f64_label = std::string("one-token ") + cc.label + " float64 ";

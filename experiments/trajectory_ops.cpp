@@ -1,6 +1,7 @@
 #include "experiments/trajectory_ops.h"
 
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "engine/error.h"
@@ -10,6 +11,7 @@
 #include "hdf5/schema.h"
 #include "hdf5/state_file.h"
 #include "probes/probe_cases.h"
+#include "probes/provenance.h"
 
 namespace psi::exp {
 
@@ -171,6 +173,34 @@ std::string shape_words(const CapturedOp& op) {
          " heads of " + std::to_string(op.shape[3]);
 }
 
+// What a capture declares of how it was made (the seed, the model configuration, the state of
+// its step), for check_manifest against the recording it is replayed on: a step of another seed
+// would otherwise be reported as departing operators.
+probes::Manifest capture_manifest(const hdf5::StateReader& r, const std::string& group) {
+  const hdf5::File& f = r.file();
+  probes::Manifest m{r.path().string(), {}, {}};
+  const bool psi_file = r.kind() == hdf5::FileKind::psi;
+  const char* seed_attr = psi_file ? "seed" : "synthinit_global_seed";
+  const auto seed = f.attr("/", seed_attr);
+  if (!seed || !std::holds_alternative<std::int64_t>(*seed) || std::get<std::int64_t>(*seed) < 0)
+    throw Error(r.path().string() + ": root attribute " + seed_attr +
+                " is missing or not a seed (a capture declares the SynthInit seed of its step)");
+  m.values.push_back({"SynthInit seed", std::to_string(std::get<std::int64_t>(*seed)), std::string("root attribute ") + seed_attr});
+  const auto text = [&](const std::string& object, const char* name) -> std::optional<std::string> {
+    const auto v = f.attr(object, name);
+    if (!v) return std::nullopt;
+    if (const auto* s = std::get_if<std::string>(&*v)) return *s;
+    throw Error(r.path().string() + ":" + object + ": attribute " + name + " is not a string");
+  };
+  if (psi_file) {
+    const auto config = text("/", "model_config");
+    if (!config) throw Error(r.path().string() + ": root attribute model_config is missing (a capture declares its model)");
+    m.values.push_back({"model configuration", *config, "root attribute model_config"});
+  }
+  if (const auto state = text(group, "state")) m.values.push_back({"state", *state, "attribute state of " + group});
+  return m;
+}
+
 OpReplay replay_op(const hdf5::StateReader& r, const std::string& group, const CapturedOp& own,
                    const model::NumericsVariant& variant) {
   const std::string s = group + "/" + own.site;
@@ -252,6 +282,12 @@ StepReplay replay_step(const std::filesystem::path& file, int step, const std::f
 
   const TinyTrajectory t(reference_dir, rec->context_rows);
   out.state_name = t.state_name(step);
+  probes::check_manifest(capture_manifest(r, out.group),
+                         {"the recording it replays on, " + (reference_dir / rec->file).string(),
+                          {{"SynthInit seed", std::to_string(t.seed()), "synthinit_global_seed"},
+                           {"model configuration", "tiny", "psi's replay"},
+                           {"state", out.state_name, rec->group}},
+                          {}});
   OpCapture own;
   observed_step(t, step, {}, own);
 

@@ -20,14 +20,18 @@
 namespace psi::exp {
 
 RecordedTrajectory read_recorded_trajectory(const std::filesystem::path& file, const std::string& group) {
-  auto f = hdf5::File::open_read(file);
+  // The seed as every reader of a recording reads it (a missing or malformed one refused), and
+  // the provenance the group declares checked against psi's regeneration: the contexts and noise
+  // psi draws itself must be the recorded ones, and the weights are checked as they load.
+  probes::Recording rec(file, group);
+  const hdf5::File& f = rec.file();
   const std::string g = "/" + group;
-  if (!f.exists(g)) throw Error(file.string() + ": no trajectory group '" + group + "'");
   RecordedTrajectory r;
   r.file = file;
   r.group = group;
-  if (auto s = f.attr("/", "synthinit_global_seed"); s && std::holds_alternative<std::int64_t>(*s))
-    r.seed = std::uint64_t(std::get<std::int64_t>(*s));
+  r.seed = rec.seed();
+  r.manifest = probes::recording_manifest(rec, true);
+  probes::check_recorded_inputs(rec, r.manifest);
   if (auto l = f.attr(g, "text_context_len"); l && std::holds_alternative<std::string>(*l)) {
     const std::string& text = std::get<std::string>(*l);
     const auto len = parse_whole(text, 1, std::uint64_t(1) << 31);
@@ -230,6 +234,10 @@ std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& 
   std::vector<double> walls;
   for (auto& i : inv) walls.push_back(i.wall_seconds);
   return {mean(walls), sample_sd(walls)};
+}
+
+std::unique_ptr<model::TensorSource> recorded_weights(const RecordedTrajectory& r) {
+  return std::make_unique<probes::ManifestSource>(r.manifest, r.seed);
 }
 
 std::unique_ptr<model::TensorSource> make_weights(const Options& o, std::uint64_t seed) {

@@ -14,15 +14,18 @@
 #include "engine/pipeline/trajectory.h"
 #include "experiments/records.h"
 #include "experiments/report.h"
+#include "probes/provenance.h"
 
 namespace psi::exp {
 
 // The recorded states of group `group` of `file` (13 states, video_latent / audio_latent),
-// and the file's SynthInit seed.
+// the file's SynthInit seed and what the group declares of its provenance (its weights and
+// SynthInit inputs; the inputs are checked against psi's regeneration when it is read).
 struct RecordedTrajectory {
   std::filesystem::path file;
   std::string group;
   std::uint64_t seed = 0;
+  probes::Manifest manifest;
   std::int64_t context_len = 1;
   std::vector<pipeline::SavedState> states;
 };
@@ -82,6 +85,9 @@ PathRun run_path(const Options& o, const model::ModelConfig& c, model::TensorSou
 // Mean and sample standard deviation of invocation wall times, in seconds.
 std::pair<double, double> wall_mean_sd(const std::vector<pipeline::Invocation>& inv);
 
+// The weights a recorded trajectory was made with: SynthInit with its seed, each checked against
+// its manifest as it loads.
+std::unique_ptr<model::TensorSource> recorded_weights(const RecordedTrajectory& r);
 // The weights of a run: SynthInit with the options' seed, or the checkpoint file.
 std::unique_ptr<model::TensorSource> make_weights(const Options& o, std::uint64_t seed);
 

@@ -23,11 +23,12 @@ void run_attention_case(CaseContext& ctx) {
   const std::int64_t heads = pe.heads(), head_dim = 2 * pe.half();
 
   // The module's weights: every name in weights_json is "<module>.<param>".
-  const auto specs = recorded_weights(rec);
+  const Manifest declared = recording_manifest(rec);
+  const auto specs = recorded_weights(declared);
   if (specs.empty()) throw Error(rec.path().string() + ": empty weights_json");
   const std::string first = specs.front().name;
   const std::string module = first.substr(0, first.rfind(".q_norm.weight"));
-  model::SynthInitSource src(rec.seed());
+  ManifestSource src(declared, rec.seed());
   model::AttentionWeights w;
   w.heads = heads;
   w.head_dim = head_dim;
@@ -48,7 +49,8 @@ void run_attention_case(CaseContext& ctx) {
     else if (param == "to_gate_logits.bias") w.to_gate_logits.b = std::move(t);
     else throw Error(rec.path().string() + ": unexpected attention parameter " + s.name);
   }
-  ctx.report.notes.push_back("weights: " + std::to_string(specs.size()) + " tensors of " + module + ", " + src.describe());
+  ctx.report.notes.push_back("weights: " + std::to_string(specs.size()) + " tensors of " + module + ", " + src.describe() +
+                             ", names/shapes/SHA-256 equal to weights_json");
 
   // Our own tables from the recorded positions, against the recorded ones.
   if (rec.has("inputs/positions")) {

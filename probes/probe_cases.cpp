@@ -5,7 +5,6 @@
 
 #include "engine/environment.h"
 #include "engine/error.h"
-#include "engine/json_read.h"
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 #include "engine/sha256.h"
@@ -153,16 +152,10 @@ void write_probe_outputs(const ProbeReport& r, const std::filesystem::path& out,
 
 namespace detail {
 
-std::vector<model::WeightSpec> recorded_weights(Recording& rec) {
-  const std::string where = rec.path().string() + ":" + rec.abs("weights_json");
-  const nlohmann::json j = read_json(rec.file().read_text(rec.abs("weights_json")), where);
+std::vector<model::WeightSpec> recorded_weights(const Manifest& m) {
   std::vector<model::WeightSpec> out;
-  for (const auto& e : j) {
-    model::WeightSpec s;
-    s.name = e.at("name").get<std::string>();
-    for (const auto& d : e.at("shape")) s.shape.push_back(d.get<std::int64_t>());
-    out.push_back(std::move(s));
-  }
+  for (const ManifestTensor& t : m.tensors)
+    if (!t.input) out.push_back({t.name, t.shape});
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
 #include "probes/probe_cases.h"
+#include "probes/provenance.h"
 #include "probes/recording.h"
 
 namespace psi::probes::detail {
@@ -28,8 +29,8 @@ struct CaseContext {
   Progress* progress = nullptr;            // one step per variant compared
 };
 
-// The recording's weights_json: every parameter's name and shape.
-std::vector<model::WeightSpec> recorded_weights(Recording& rec);
+// The weights a recording's manifest declares (recording_manifest): every parameter's name and shape.
+std::vector<model::WeightSpec> recorded_weights(const Manifest& m);
 
 // Compares one variant's outputs with every recorded backend. An output named
 // "<dataset>.<how>" is compared with the recorded <dataset> (`backends`: subgroups such as

@@ -1,6 +1,6 @@
 // Projection probes: audio-ff-up (Linear with bias, then tanh-GELU) and video-q-proj (Linear
 // with bias). Weight names and shapes come from the group's weights_json; values are SynthInit
-// with the file's seed.
+// with the file's seed, checked against weights_json (probes/provenance.h).
 #include "engine/error.h"
 #include "engine/interrupt.h"
 #include "engine/ops/activation.h"
@@ -17,8 +17,9 @@ struct LinearParams {
 };
 
 LinearParams load_linear(CaseContext& ctx) {
-  const auto specs = recorded_weights(ctx.rec);
-  model::SynthInitSource src(ctx.rec.seed());
+  const Manifest declared = recording_manifest(ctx.rec);
+  const auto specs = recorded_weights(declared);
+  ManifestSource src(declared, ctx.rec.seed());
   LinearParams p;
   for (const auto& s : specs) {
     const bool is_w = s.name.ends_with(".weight"), is_b = s.name.ends_with(".bias");
@@ -29,7 +30,8 @@ LinearParams load_linear(CaseContext& ctx) {
                   " should hold one weight and one bias, found also " + s.name);
   }
   if (p.w.numel() == 0) throw Error(ctx.rec.path().string() + ": weights_json of " + ctx.rec.group() + " has no weight");
-  ctx.report.notes.push_back("weights: " + std::to_string(specs.size()) + " tensors from weights_json, " + src.describe());
+  ctx.report.notes.push_back("weights: " + std::to_string(specs.size()) + " tensors from weights_json, " + src.describe() +
+                             ", names/shapes/SHA-256 equal to weights_json");
   return p;
 }
 

@@ -40,6 +40,7 @@ class Recording {
   const std::filesystem::path& path() const { return path_; }
   const std::string& group() const { return group_; }
   hdf5::File& file() { return file_; }
+  const hdf5::File& file() const { return file_; }
   std::uint64_t seed() const { return seed_; }
 
   // Paths are relative to the group ("inputs/video.x", "math/attn1").
