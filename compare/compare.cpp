@@ -194,9 +194,13 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
 CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
                             const CompareOptions& opt) {
   const hdf5::File fa = hdf5::open_tensor_file(a), fb = hdf5::open_tensor_file(b);
+  return compare_opened(fa, fb, opt);
+}
+
+CompareReport compare_opened(const hdf5::File& fa, const hdf5::File& fb, const CompareOptions& opt) {
   CompareReport r;
-  r.file_a = a.string();
-  r.file_b = b.string();
+  r.file_a = fa.path().string();
+  r.file_b = fb.path().string();
   r.format_a = file_format(fa);
   r.format_b = file_format(fb);
   r.partial_a = hdf5::partial_marker(fa);

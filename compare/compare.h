@@ -172,6 +172,9 @@ struct CompareReport {
 // psi::Error naming it) and compares every dataset they share.
 CompareReport compare_files(const std::filesystem::path& a, const std::filesystem::path& b,
                             const CompareOptions& opt = {});
+// The same on two files already open (an image in memory holding a caller's arrays, File::in_memory,
+// as well); each is named as its path() says.
+CompareReport compare_opened(const hdf5::File& a, const hdf5::File& b, const CompareOptions& opt = {});
 
 // Compares one dataset of `a` with one of `b` (possibly the same file, other paths).
 DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_a, const hdf5::File& b,

@@ -1,11 +1,11 @@
-#include "probes/diff_map.h"
+#include "engine/diff_map.h"
 
 #include <algorithm>
 
 #include "engine/error.h"
 #include "engine/distance.h"
 
-namespace psi::probes {
+namespace psi {
 
 namespace {
 
@@ -64,4 +64,4 @@ DiffMap diff_map(std::span<const Bf16> ours, std::span<const Bf16> ref, std::int
   return m;
 }
 
-}  // namespace psi::probes
+}  // namespace psi

@@ -13,7 +13,7 @@
 
 #include "engine/bf16.h"
 
-namespace psi::probes {
+namespace psi {
 
 inline constexpr int kUlpClasses = 13;  // classes 1..12: ULP ranges; 13: sign flip
 inline constexpr int kSignFlipClass = kUlpClasses;
@@ -38,4 +38,4 @@ struct DiffMap {
 DiffMap diff_map(std::span<const Bf16> ours, std::span<const Bf16> ref, std::int64_t first_row, std::int64_t rows,
                  std::int64_t cols);
 
-}  // namespace psi::probes
+}  // namespace psi

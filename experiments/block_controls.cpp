@@ -30,9 +30,9 @@ namespace psi::exp {
 
 // A difference map's numbers, flat in the figure record that draws it (probes/ keeps no JSON).
 template <>
-struct FieldsOf<probes::DiffMap> {
+struct FieldsOf<psi::DiffMap> {
   static auto list() {
-    using R = probes::DiffMap;
+    using R = psi::DiffMap;
     return std::tuple{field("first_row", &R::first_row), field("rows", &R::rows),
                       field("cols", &R::cols),           field("row_step", &R::row_step),
                       field("col_step", &R::col_step),   field("cells", &R::cells),
@@ -75,16 +75,16 @@ struct BlockControlsCase {
   struct UlpFigure {
     std::string path, tensor;  // the table's row and column ("psi dense", "video_out")
     std::string figure;        // the figures' name stem: "dense.video_out.math"
-    probes::DiffMap map;       // flat in the record
+    psi::DiffMap map;       // flat in the record
     static auto fields() {
       using R = UlpFigure;
       return std::tuple{field("path", &R::path), field("tensor", &R::tensor), field("figure", &R::figure),
                         fields_flat(&R::map)};
     }
     void check() const {
-      if (map.histogram.size() != std::size_t(probes::kUlpClasses))
+      if (map.histogram.size() != std::size_t(psi::kUlpClasses))
         throw Error("block-controls: ulp_figures " + figure + ": " + std::to_string(map.histogram.size()) +
-                    " histogram classes, not " + std::to_string(probes::kUlpClasses));
+                    " histogram classes, not " + std::to_string(psi::kUlpClasses));
     }
   };
   std::string case_name;
@@ -220,7 +220,7 @@ std::vector<BlockControlsCase::UlpFigure> ulp_figures(const probes::ProbeReport&
     const probes::StoredTensor &m = p->math, &f = *p->flash;
     // Tokens x channels: every axis after the token axis (axis 1) is a channel.
     const std::int64_t channels = m.data.numel() / (m.data.dim(0) * m.data.dim(1));
-    probes::DiffMap d = probes::diff_map(f.data.span(), m.data.span(), m.first_row, m.data.dim(1), channels);
+    psi::DiffMap d = psi::diff_map(f.data.span(), m.data.span(), m.first_row, m.data.dim(1), channels);
     if (d.differing() > 0)
       figs.push_back({"official FLASH (recorded)", tensor, "flash-recording." + tensor + ".math", std::move(d)});
   }

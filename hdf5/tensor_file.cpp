@@ -192,4 +192,15 @@ bool single_array_file(const File& f) {
   return s && *s == kNpyFormat;
 }
 
+File arrays_file(const std::string& shown_as, const std::vector<ArrayView>& arrays) {
+  std::set<std::string> names;
+  for (const ArrayView& a : arrays)
+    if (!names.insert(a.name).second) throw Error(shown_as + ": tensor name \"" + a.name + "\" given twice");
+  check_names(shown_as, names);
+  File f = File::in_memory(shown_as);
+  for (const ArrayView& a : arrays) f.write_elements("/" + a.name, a.kind, a.shape, a.data);
+  f.set_attr("/", "format", std::string(kArraysFormat));
+  return f;
+}
+
 }  // namespace psi::hdf5

@@ -92,6 +92,34 @@ Bf16Tensor transposed(const Bf16Tensor& t) {
 
 }  // namespace
 
+LoadedOperands operands_from(NamedOperand x, NamedOperand w, std::optional<NamedOperand> b,
+                             std::optional<NamedOperand> y) {
+  LoadedOperands out;
+  LinearProblem& p = out.problem;
+  if (x.t.shape.empty() || x.t.shape.back() <= 0)
+    throw Error(x.name + ": x must be [..., K] with K >= 1, found " + shape_str(x.t.shape));
+  p.x_shape = x.t.shape;
+  p.K = x.t.shape.back();
+  p.rows = x.t.numel() / p.K;
+  p.x = std::move(x.t);
+  p.x.shape = {p.rows, p.K};
+  check_w(w.name, w.t.shape, p);
+  p.N = w.t.shape[0];
+  p.w = std::move(w.t);
+  if (b) {
+    check_b(b->name, b->t.shape, p);
+    p.b = std::move(b->t);
+  }
+  if (y) {
+    if (y->t.shape.empty() || y->t.shape.back() != p.N || y->t.numel() != p.rows * p.N)
+      throw Error(y->name + ": output " + shape_str(y->t.shape) + " does not fit x " + shape_str(p.x_shape) +
+                  " and W's out dimension " + std::to_string(p.N));
+    y->t.shape = {p.rows, p.N};
+    out.y = std::move(y->t);
+  }
+  return out;
+}
+
 LoadedOperands load_operands(const OperandRefs& in) {
   std::map<std::string, hdf5::File> files;
   auto file = [&](const TensorRef& ref) -> const hdf5::File& {
@@ -99,48 +127,31 @@ LoadedOperands load_operands(const OperandRefs& in) {
     if (it == files.end()) it = files.emplace(ref.file, hdf5::open_tensor_file(ref.file)).first;
     return it->second;
   };
-  LoadedOperands out;
-  LinearProblem& p = out.problem;
+  std::vector<OperandRecord> records;
   auto read = [&](const std::string& role, const TensorRef& ref) {
     const hdf5::File& f = file(ref);
     ReadOperand r = read_operand(f, ref.name, role);
-    p.source.read.push_back(record(role, f, r));
-    return r;
+    records.push_back(record(role, f, r));
+    return NamedOperand{where(f, r.dataset), std::move(r.t)};
   };
-  ReadOperand x = read("x", in.x);
-  if (x.t.shape.empty() || x.t.shape.back() <= 0)
-    throw Error(where(file(in.x), x.dataset) + ": x must be [..., K] with K >= 1, found " + shape_str(x.t.shape));
-  p.x_shape = x.t.shape;
-  p.K = x.t.shape.back();
-  p.rows = x.t.numel() / p.K;
-  p.x = std::move(x.t);
-  p.x.shape = {p.rows, p.K};
-
-  ReadOperand w = read("W", in.w);
+  NamedOperand x = read("x", in.x);
+  NamedOperand w = read("W", in.w);
+  bool transposed_w = false;
   if (in.w_layout == WLayout::in_out) {
-    if (w.t.shape.size() != 2 || w.t.shape[0] != p.K)
-      throw Error(where(file(in.w), w.dataset) + ": W " + shape_str(w.t.shape) + " does not fit x " +
-                  shape_str(p.x_shape) + ": with --w-layout in,out W must be stored [in, out] with in = K = " +
-                  std::to_string(p.K));
+    const std::int64_t K = x.t.shape.empty() ? 0 : x.t.shape.back();
+    if (w.t.shape.size() != 2 || w.t.shape[0] != K)
+      throw Error(w.name + ": W " + shape_str(w.t.shape) + " does not fit x " + shape_str(x.t.shape) +
+                  ": with --w-layout in,out W must be stored [in, out] with in = K = " + std::to_string(K));
     w.t = transposed(w.t);
-    p.source.w_transposed = true;
+    transposed_w = true;
   }
-  check_w(where(file(in.w), w.dataset), w.t.shape, p);
-  p.N = w.t.shape[0];
-  p.w = std::move(w.t);
-  if (!in.b.file.empty()) {
-    ReadOperand b = read("b", in.b);
-    check_b(where(file(in.b), b.dataset), b.t.shape, p);
-    p.b = std::move(b.t);
-  }
-  if (!in.y.file.empty()) {
-    ReadOperand y = read("y", in.y);
-    if (y.t.shape.empty() || y.t.shape.back() != p.N || y.t.numel() != p.rows * p.N)
-      throw Error(where(file(in.y), y.dataset) + ": output " + shape_str(y.t.shape) + " does not fit x " +
-                  shape_str(p.x_shape) + " and W's out dimension " + std::to_string(p.N));
-    y.t.shape = {p.rows, p.N};
-    out.y = std::move(y.t);
-  }
+  std::optional<NamedOperand> b, y;
+  if (!in.b.file.empty()) b = read("b", in.b);
+  if (!in.y.file.empty()) y = read("y", in.y);
+  LoadedOperands out = operands_from(std::move(x), std::move(w), std::move(b), std::move(y));
+  LinearProblem& p = out.problem;
+  p.source.read = std::move(records);
+  p.source.w_transposed = transposed_w;
 
   // One file for all: names as dataset paths beside it; several: each as file:path.
   const bool one = files.size() == 1;

@@ -70,6 +70,15 @@ struct LoadedOperands {
 
 // Each file is opened once (hdf5::open_tensor_file); W stored [in, out] is transposed.
 LoadedOperands load_operands(const OperandRefs& in);
+// The same from tensors already in memory (W stored [out, in]), with their shapes checked as
+// load_operands checks them; each operand is named in messages as `name` says. The source is
+// left for the caller to fill.
+struct NamedOperand {
+  std::string name;
+  Bf16Tensor t;
+};
+LoadedOperands operands_from(NamedOperand x, NamedOperand w, std::optional<NamedOperand> b,
+                             std::optional<NamedOperand> y);
 
 LinearProblem load_probe(const hdf5::File& f, const std::string& probe);
 

@@ -23,7 +23,7 @@
 #include "engine/distance.h"
 #include "engine/official/kernel_config.h"
 #include "engine/tensor.h"
-#include "probes/diff_map.h"
+#include "engine/diff_map.h"
 #include "probes/element_differences.h"
 
 namespace psi::probes {

@@ -8,14 +8,13 @@
 #include <string>
 
 #include "engine/bf16.h"
-#include "probes/diff_map.h"
+#include "engine/diff_map.h"
 #include "engine/distance.h"
 #include "psi_command.h"
 #include "report/diff_figures.h"
 #include "report/figures.h"
 
 namespace fs = std::filesystem;
-namespace probes = psi::probes;
 
 namespace {
 
@@ -24,7 +23,7 @@ psi::Bf16 plus_ulps(psi::Bf16 v, int n) { return psi::Bf16{std::uint16_t(v.bits 
 }  // namespace
 
 // Each differing element lands in the class of its ULP distance (a sign flip apart, as
-// probes::distance counts it), the histogram sums to the differing count, and each cell holds
+// engine/distance.h counts it), the histogram sums to the differing count, and each cell holds
 // the largest class among its elements.
 TEST(DiffMap, ClassesHistogramAndCells) {
   const std::int64_t rows = 300, cols = 170;  // above the cell grid's limits: binned
@@ -33,14 +32,14 @@ TEST(DiffMap, ClassesHistogramAndCells) {
   ours[1] = plus_ulps(ref[1], 3);                 // cell (0, 0) too: 3 ULP, class "3-4"
   ours[std::size_t(299 * cols + 169)] = psi::bf16_rne(-1.0f);  // the last cell: a sign flip
   ours[std::size_t(150 * cols)] = plus_ulps(ref[0], 2000);     // ">1024"
-  const probes::DiffMap m = probes::diff_map(ours, ref, 7, rows, cols);
+  const psi::DiffMap m = psi::diff_map(ours, ref, 7, rows, cols);
   EXPECT_EQ(m.differing(), psi::distance(ours, ref).differing);
   EXPECT_EQ(m.histogram[0], 1);
   EXPECT_EQ(m.histogram[2], 1);
   EXPECT_EQ(m.histogram[11], 1);
-  EXPECT_EQ(m.histogram[std::size_t(probes::kSignFlipClass - 1)], 1);
-  EXPECT_EQ(probes::ulp_class_label(3), "3-4");
-  EXPECT_EQ(probes::ulp_class_label(12), ">1024");
+  EXPECT_EQ(m.histogram[std::size_t(psi::kSignFlipClass - 1)], 1);
+  EXPECT_EQ(psi::ulp_class_label(3), "3-4");
+  EXPECT_EQ(psi::ulp_class_label(12), ">1024");
   EXPECT_EQ(m.row_step, 3);  // 300 rows in at most 128 cells
   EXPECT_EQ(m.col_step, 2);  // 170 channels in at most 160
   ASSERT_EQ(m.cell_rows(), 100);
@@ -191,7 +190,7 @@ TEST(Figures, ReadableAxesTitlesAndLegends) {
 TEST(Figures, DiffMapTitleSaysOneToken) {
   std::vector<psi::Bf16> ref(8 * 4, psi::Bf16::from_bits(0x3f80)), ours = ref;
   ours[5] = plus_ulps(ours[5], 1);
-  const probes::DiffMap m = probes::diff_map(ours, ref, 0, 8, 4);
+  const psi::DiffMap m = psi::diff_map(ours, ref, 0, 8, 4);
   ASSERT_EQ(m.row_step, 1);
   const auto figs = psi::report::diff_figures("x", "dense q vs the recording", m);
   EXPECT_NE(figs[0].svg.find("per cell of 1 token x 1 channel"), std::string::npos) << figs[0].svg;

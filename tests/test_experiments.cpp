@@ -366,7 +366,7 @@ TEST_F(Experiments, BlockControlsDrawsEachDifferingCell) {
       }
       ASSERT_NE(fig, figures.end()) << path << " " << tensor << ": " << differing << " differ, not drawn";
       ++drawn;
-      probes::DiffMap map;
+      psi::DiffMap map;
       (*fig)["histogram"].get_to(map.histogram);
       (*fig)["cells"].get_to(map.cells);
       long long sum = 0;
