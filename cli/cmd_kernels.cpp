@@ -49,6 +49,14 @@ fs::path reference_dir(const KernelsOpts& o) {
   return psi::exp::reference_dir(eo);
 }
 
+// What a subcommand reads: the recordings `recorded` names in the reference folder, and --config.
+std::vector<fs::path> inputs(const KernelsOpts& o, const fs::path& ref, std::initializer_list<std::int64_t> recorded) {
+  std::vector<fs::path> in;
+  for (const std::int64_t rows : recorded) in.push_back(ref / psi::probes::trajectory_recording(rows).file);
+  if (!o.config.empty()) in.push_back(o.config);
+  return in;
+}
+
 psi::official::KernelConfig start_config(const KernelsOpts& o) {
   return o.config.empty() ? psi::official::KernelConfig{} : psi::exp::read_kernel_config(o.config);
 }
@@ -121,8 +129,7 @@ nlohmann::json confirm_both(const fs::path& ref, const psi::official::KernelConf
 int search(const KernelsOpts& o) {
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
-    psi::outputs::check_output(o.out, {ref / psi::probes::trajectory_recording(1).file, ref / psi::probes::trajectory_recording(1024).file},
-                               "kernels search: --out",
+    psi::outputs::check_output(o.out, inputs(o, ref, {1, 1024}), "kernels search: --out",
                                psi::exp::is_kernel_config_file());
   const psi::official::KernelConfig start = start_config(o);
   const psi::exp::TinyTrajectory t(ref, 1);
@@ -171,10 +178,10 @@ std::string spread(std::vector<std::int64_t> v) {
 }
 
 int where(const KernelsOpts& o) {
-  const psi::official::KernelConfig start = start_config(o);
   const fs::path ref = reference_dir(o);
   const psi::probes::TrajectoryRecording& recorded = psi::probes::trajectory_recording(o.context);
-  if (!o.capture.empty()) psi::outputs::check_output(o.capture, {ref / recorded.file}, "kernels where: --capture", psi::hdf5::is_psi_h5);
+  if (!o.capture.empty()) psi::outputs::check_output(o.capture, inputs(o, ref, {o.context}), "kernels where: --capture", psi::hdf5::is_psi_h5);
+  const psi::official::KernelConfig start = start_config(o);
   const psi::exp::TinyTrajectory t(ref, o.context);
   psi::exp::OpCapture capture;
   const auto [ours, rec] = psi::exp::observed_step(t, o.step, start, capture);
@@ -218,11 +225,11 @@ int where(const KernelsOpts& o) {
 constexpr const char* kFragilityFirstLine = "{\"schema\": \"psi-fragility/1\",";
 
 int fragile(const KernelsOpts& o) {
-  const psi::official::KernelConfig start = start_config(o);
   const fs::path ref = reference_dir(o);
   if (!o.out.empty())
-    psi::outputs::check_output(o.out, {ref / psi::probes::trajectory_recording(o.context).file}, "kernels fragile: --out",
+    psi::outputs::check_output(o.out, inputs(o, ref, {o.context}), "kernels fragile: --out",
                             psi::outputs::first_line_is(kFragilityFirstLine));
+  const psi::official::KernelConfig start = start_config(o);
   const psi::exp::TinyTrajectory t(ref, o.context);
   std::vector<psi::exp::OpFragility> ops = psi::exp::audit_step(t, o.step, o.influence, start);
   std::printf("fragility of step %d (%s, %s context), official-h200 on psi's own inputs of the step: output elements "

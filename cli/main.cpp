@@ -1,5 +1,8 @@
 // psi: the command-line front end. Exit codes are psi::Exit's (0 ok or bitwise equal,
 // 1 differs, 2 bad input, 3 run failed, 4 unverified, 128 + n interrupted by signal n).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -114,9 +117,28 @@ std::string unknown_option(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
+// Set when psi started with descriptor 1 closed: what it prints is lost.
+bool g_stdout_closed = false;
+
+// Descriptors 0-2 closed at the start get /dev/null: otherwise the next file psi opens takes the
+// number, and what is printed, or a child given that descriptor (rsvg-convert), writes into it.
+bool open_closed_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    g_stdout_closed = g_stdout_closed || fd == STDOUT_FILENO;
+    if (::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd) return false;  // the lowest free number: fd
+  }
+  return true;
+}
+
 // What a command printed must have reached its destination: a full disk or a closed pipe on
 // stdout (`psi report F > /dev/full`) otherwise ends with exit 0 and the output lost.
 int stdout_delivered(int status) {
+  if (g_stdout_closed) {
+    std::cerr << "psi: error: the output could not be written to standard output (it was closed when psi "
+                 "started); what was printed is lost\n";
+    return int(psi::Exit::run_failed);
+  }
   std::cout.flush();
   if (std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout)) {
     std::cerr << "psi: error: the output could not be written to standard output (" << std::strerror(errno)
@@ -154,6 +176,7 @@ int main(int argc, char** argv) {
   // Before anything else: a signal while the command line is read is seen at the first check
   // point (engine/interrupt.h), not taken by the default action.
   install_interrupt_handlers();
+  if (!open_closed_standard_descriptors()) return int(Exit::run_failed);
   CLI::App app{"psi: numerical-fidelity and transport-verification harness for PSI (LTX-2.x AV transformer)"};
   app.set_version_flag("--version", version_text);
   app.require_subcommand(1);

@@ -238,7 +238,8 @@ File File::create(const fs::path& final_path) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (!fapl || H5Pset_fapl_stdio(fapl.get()) < 0) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
   f.file_ = Handle(H5Fcreate(f.pending_->write_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-  if (!f.file_) throw Error(final_path.string() + ": cannot create HDF5 file", Exit::run_failed);
+  if (!f.file_)
+    throw Error(final_path.string() + ": cannot create HDF5 file" + f.pending_->failure_cause(errno), Exit::run_failed);
   // What libhdf5 opened must be the pending file, not one put at its name meanwhile (the stdio
   // driver's handle is its FILE*'s address).
   void* handle = nullptr;
@@ -292,7 +293,7 @@ File::~File() {
 void File::commit() {
   if (!writable_ || !pending_) throw Error(final_path_.string() + ": commit on a read-only or in-memory file", Exit::run_failed);
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
-    throw Error(final_path_.string() + ": flush failed", Exit::run_failed);
+    throw Error(final_path_.string() + ": flush failed" + pending_->failure_cause(errno), Exit::run_failed);
   file_ = Handle();
   pending_->commit();
   pending_.reset();

@@ -64,7 +64,7 @@ void File::write_raw(const std::string& dataset, hid_t mem_type, hid_t file_type
            H5Dclose);
   if (!d) throw Error(where(dataset) + ": cannot create dataset (exists already?)", Exit::run_failed);
   if (psi::numel(shape) > 0 && H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    throw Error(where(dataset) + ": write failed", Exit::run_failed);
+    throw Error(where(dataset) + ": write failed" + (pending_ ? pending_->failure_cause(errno) : ""), Exit::run_failed);
   for (auto& [k, v] : a) write_attr(d.get(), k, v);
 }
 

@@ -1,10 +1,13 @@
 #include "outputs/output_path.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -35,9 +38,29 @@ fs::path resolved(const fs::path& p) {
 
 std::atomic<bool> g_force{false};
 
-// check_output's decisions by output path (absolute, lexically normal).
+// check_output's decisions by output path (absolute, lexically normal), the outputs declared with
+// a `what` (which must be distinct files), and the folders held, shared while still in place.
 std::mutex g_decisions_mutex;
 std::map<std::string, OutputDecision> g_decisions;
+struct Declared {
+  std::string what;
+  fs::path path, resolved;
+};
+std::vector<Declared> g_declared;
+std::map<std::string, std::weak_ptr<HeldFolder>> g_folders;
+
+bool same_node(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// What a lookup's errno means for a path, in a message.
+std::string lookup_failure(int e) {
+  switch (e) {
+    case ENOENT: return "it is gone (ENOENT)";
+    case ENOTDIR: return "a part of its path is not a folder (ENOTDIR)";
+    case ELOOP: return "a symbolic link loop (ELOOP)";
+    case EACCES: return "permission denied (EACCES)";
+    default: return std::strerror(e);
+  }
+}
 
 std::string decision_key(const fs::path& out) {
   std::error_code ec;
@@ -79,6 +102,8 @@ fs::path write_target(const fs::path& out) {
   std::error_code ec;
   if (!fs::is_symlink(fs::symlink_status(out, ec))) return out;
   const fs::path target = fs::canonical(out, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels)
+    throw Error(out.string() + " is a symbolic link loop (ELOOP); not written through");
   if (ec) throw Error(out.string() + " is a symbolic link to a missing file (" + fs::read_symlink(out, ec).string() +
                       "); not written through");
   return target;
@@ -97,14 +122,29 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
   if (out.native().size() >= PATH_MAX)
     throw Error(name.substr(0, 200) + "...: a path of " + std::to_string(out.native().size()) + " bytes, " +
                 std::to_string(PATH_MAX) + " or longer (ENAMETOOLONG)");
+  if (const fs::path leaf = out.filename(); leaf.empty() || leaf == "." || leaf == "..")
+    throw Error(name + ": names a folder (it ends in '" + (leaf.empty() ? "/" : leaf.string()) + "'), not a file");
+  // Checked again (a writer checks the path it is given): the folder held since the first check
+  // is what counts, and says first what became of it.
+  {
+    std::shared_ptr<HeldFolder> held;
+    {
+      std::lock_guard<std::mutex> lock(g_decisions_mutex);
+      if (const auto it = g_decisions.find(decision_key(out)); it != g_decisions.end()) held = it->second.folder;
+    }
+    if (held) held->check(out.string());
+  }
   {
     std::error_code ec;
     for (fs::path up = fs::absolute(out, ec).parent_path(); !up.empty(); up = up.parent_path()) {
-      const fs::file_status st = fs::status(up, ec);
-      if (fs::exists(st)) {
-        if (!fs::is_directory(st)) throw Error(name + ": " + up.string() + " is not a directory (ENOTDIR)");
+      struct stat st;
+      if (::stat(up.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) throw Error(name + ": " + up.string() + " is not a directory (ENOTDIR)");
         break;
       }
+      // Missing (or under a file, found further up): made when the file is written. Anything else
+      // (a loop, no permission) no folder can be made under.
+      if (errno != ENOENT && errno != ENOTDIR) throw Error(name + ": " + up.string() + ": " + lookup_failure(errno));
       if (up == up.parent_path()) break;
     }
   }
@@ -114,23 +154,30 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
   if (so && !S_ISREG(so->st_mode))
     throw Error(name + via + " is " + file_kind(so->st_mode) + ", not a regular file; not replaced");
   const fs::path out_resolved = resolved(out);
+  auto same = [&](const fs::path& other, std::string& how) {
+    const auto si = stat_of(other);
+    const bool same_inode = so && si && same_node(*si, *so);
+    const bool same_path = resolved(other) == out_resolved;
+    how = out == other ? "" : same_path ? " (the same file by another path)" : " (a hard link to it)";
+    return same_inode || same_path;
+  };
   // Files external links were allowed to lead to are read as much as the named inputs are.
   std::vector<fs::path> read = inputs;
   for (fs::path& linked : allowed_link_targets()) read.push_back(std::move(linked));
-  for (const fs::path& in : read) {
-    if (in.empty()) continue;
-    const auto si = stat_of(in);
-    const bool same_inode = so && si && si->st_dev == so->st_dev && si->st_ino == so->st_ino;
-    const bool same_path = resolved(in) == out_resolved;
-    if (!same_inode && !same_path) continue;
-    const std::string how = out == in   ? ""
-                            : same_path ? " (the same file by another path)"
-                                        : " (a hard link to it)";
-    throw Error(name + " is the input file " + in.string() + how + "; not overwritten");
-  }
+  std::string how;
+  for (const fs::path& in : read)
+    if (!in.empty() && same(in, how)) throw Error(name + " is the input file " + in.string() + how + "; not overwritten");
+  std::lock_guard<std::mutex> lock(g_decisions_mutex);
+  // Two outputs of one command at one file: one of them would be lost.
+  if (!what.empty())
+    for (const Declared& d : g_declared)
+      if (d.what != what && same(d.path, how))
+        throw Error(name + " is also " + d.what + " " + d.path.string() + how + "; one file cannot be two outputs");
   if (so && !g_force && !(mine && mine(target)))
     throw Error(name + via + " exists and is not a file psi wrote of this kind (a recording, or someone else's "
                 "file); not replaced (--force replaces it)");
+  if (!what.empty()) g_declared.push_back({what, out, out_resolved});
+  if (g_decisions.contains(decision_key(out))) return;  // the first decision stands
   OutputDecision d;
   std::error_code ec;
   d.target = fs::absolute(target, ec).lexically_normal();
@@ -140,8 +187,73 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
     d.dev = so->st_dev;
     d.ino = so->st_ino;
   }
-  std::lock_guard<std::mutex> lock(g_decisions_mutex);
-  g_decisions.try_emplace(decision_key(out), std::move(d));  // the first decision stands
+  const std::string dir = d.target.parent_path().string();
+  if (auto held = g_folders[dir].lock(); held && held->still_there()) d.folder = std::move(held);
+  else g_folders[dir] = d.folder = std::make_shared<HeldFolder>(d.target.parent_path(), name);
+  g_decisions.emplace(decision_key(out), std::move(d));
+}
+
+HeldFolder::HeldFolder(fs::path dir, const std::string& name) : dir_(std::move(dir)), held_(dir_) {
+  for (;;) {
+    fd_ = ::open(held_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ >= 0) break;
+    const int e = errno;
+    if ((e != ENOENT && e != ENOTDIR) || held_ == held_.parent_path())
+      throw Error(name + ": its folder " + held_.string() + " cannot be opened: " + lookup_failure(e));
+    held_ = held_.parent_path();
+  }
+}
+
+HeldFolder::~HeldFolder() { ::close(fd_); }
+
+bool HeldFolder::still_there() const {
+  struct stat held {}, now {};
+  return ::fstat(fd_, &held) == 0 && ::stat(held_.c_str(), &now) == 0 && same_node(held, now);
+}
+
+void HeldFolder::check_at_path(int fd, const fs::path& dir, const std::string& writing) {
+  struct stat held {}, now {};
+  if (::fstat(fd, &held) != 0) throw Error(dir.string() + ": " + std::strerror(errno), Exit::run_failed);
+  if (::stat(dir.c_str(), &now) == 0 && same_node(held, now)) return;
+  const int e = errno;
+  const std::string is_now = ::stat(dir.c_str(), &now) != 0 ? lookup_failure(e)
+                             : S_ISDIR(now.st_mode)         ? "another folder is there now"
+                                                            : "it is " + file_kind(now.st_mode) + " now";
+  throw Error(dir.string() + ": the folder was moved or replaced while psi was writing " + writing + " (" + is_now +
+              "); nothing written");
+}
+
+void HeldFolder::check(const std::string& writing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_at_path(fd_, held_, writing);
+}
+
+int HeldFolder::open_folder(const std::string& writing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_at_path(fd_, held_, writing);
+  // The missing parts, each made and opened inside the one before: none may be a link.
+  for (const fs::path& part : dir_.lexically_relative(held_)) {
+    if (part == ".") continue;
+    if (::mkdirat(fd_, part.c_str(), 0777) != 0 && errno != EEXIST)
+      throw Error(writing + ": cannot make the folder " + (held_ / part).string() + ": " + std::strerror(errno),
+                  Exit::run_failed);
+    const int next = ::openat(fd_, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      const int e = errno;
+      struct stat st {};
+      const std::string is_now = ::fstatat(fd_, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0
+                                     ? "it is " + file_kind(st.st_mode) + " now"
+                                     : lookup_failure(e);
+      throw Error((held_ / part).string() + ": the folder was replaced while psi was writing " + writing + " (" +
+                  is_now + "); nothing written");
+    }
+    ::close(fd_);
+    fd_ = next;
+    held_ /= part;
+  }
+  const int fd = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) throw Error(writing + ": " + std::strerror(errno), Exit::run_failed);
+  return fd;
 }
 
 OutputDecision output_decision(const fs::path& out) {
@@ -168,7 +280,7 @@ void write_file_atomically(const fs::path& path, const std::string& bytes) {
   {
     std::ofstream out(file.write_path(), std::ios::binary | std::ios::trunc);
     out << bytes;
-    if (!out.flush()) throw Error(path.string() + ": cannot be written", Exit::run_failed);
+    if (!out.flush()) throw Error(path.string() + ": cannot be written" + file.failure_cause(errno), Exit::run_failed);
   }
   file.commit();
 }

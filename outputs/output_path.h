@@ -9,15 +9,21 @@
 //     --force (set_force_replace): psi never replaces a recording or anyone else's file;
 //   - it is a symbolic link whose target is missing; a link to an existing file is written
 //     through (the file it names is replaced, the link stays), under the same rules;
-//   - it is one of the command's inputs under any name: the same file (st_dev/st_ino, which
-//     covers symbolic and hard links) or the same path once `..` and symbolic links are
-//     resolved. The files --allow-link-to names are inputs too (outputs/link_allowance.h).
-// What the rule decided is kept (output_decision): files are written as a PendingOutput
-// (outputs/pending_output.h), which puts them in place only if that is still what is there.
+//   - it is one of the command's inputs, or another of its outputs (another `what`), under any
+//     name: the same file (st_dev/st_ino, which covers symbolic and hard links) or the same path
+//     once `..` and symbolic links are resolved (canonical folder + name, for a file not there
+//     yet). The files --allow-link-to names are inputs too (outputs/link_allowance.h);
+//   - it names a folder (a trailing '/', '.' or '..'), or a part of its path cannot be looked up
+//     (a symbolic link loop, no permission), or is a file.
+// What the rule decided is kept (output_decision), with the output's folder held open from this
+// first check to the rename (HeldFolder): files are written as a PendingOutput
+// (outputs/pending_output.h) in that folder, put in place only if that is still what is there.
 #include <sys/types.h>
 
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,15 +51,46 @@ std::string file_kind(mode_t mode);
 // The file an output path writes: the path itself, or what a symbolic link at it names.
 std::filesystem::path write_target(const std::filesystem::path& out);
 
+// The folder an output goes in, held open (O_PATH) from the output rule's check: the file is
+// made, linked and renamed relative to this handle, never through the path again, so a folder
+// (or any folder above it) swapped for a link, removed or replaced later cannot send the file
+// elsewhere. A folder that does not exist yet is held through its nearest existing ancestor and
+// made inside it when the file is started.
+class HeldFolder {
+ public:
+  // `dir` absolute and lexically normal; `name` names the output in messages.
+  HeldFolder(std::filesystem::path dir, const std::string& name);
+  ~HeldFolder();
+  HeldFolder(const HeldFolder&) = delete;
+  HeldFolder& operator=(const HeldFolder&) = delete;
+  const std::filesystem::path& path() const { return dir_; }
+  // Whether what is at the held path now is still the folder held (a later check may share it).
+  bool still_there() const;
+  // psi::Error (exit 2) if the folder held (or the ancestor held for it) is no longer at its path.
+  void check(const std::string& writing);
+  // A new descriptor (O_PATH, the caller closes it) of the folder, its missing parts made now;
+  // psi::Error (exit 2) if the folder held is no longer at its path.
+  int open_folder(const std::string& writing);
+  // psi::Error (exit 2) unless `fd` is the folder at `dir`: checked again at the rename.
+  static void check_at_path(int fd, const std::filesystem::path& dir, const std::string& writing);
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path held_;  // dir_, or its nearest ancestor that existed
+  int fd_ = -1;
+  std::mutex mutex_;
+};
+
 // What check_output decided an output may replace, kept from the first check of a path until
 // psi's file is in place (outputs/pending_output.h): the replacement is of that file and nothing
-// else. `target` is write_target(out), absolute.
+// else, in the folder held then. `target` is write_target(out), absolute.
 struct OutputDecision {
   std::filesystem::path target;
   bool via_link = false;  // out was a symbolic link to target
   bool existed = false;   // a regular file was at target: dev/ino
   dev_t dev = 0;
   ino_t ino = 0;
+  std::shared_ptr<HeldFolder> folder;  // target's folder
 };
 // The decision recorded for `out`; check_output(out, {}, "", {}) first when there is none.
 OutputDecision output_decision(const std::filesystem::path& out);

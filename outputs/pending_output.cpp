@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,10 +50,8 @@ std::string temporary_leaf(const std::string& leaf) {
 PendingOutput::PendingOutput(const fs::path& out) : out_(out) {
   const OutputDecision d = output_decision(out);
   dir_ = d.target.parent_path();
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  dir_fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ < 0) throw Error(out.string() + ": cannot open its folder " + dir_.string() + ": " + errno_text(errno), Exit::run_failed);
+  // The folder the output rule held when it first checked `out`: not what the path names now.
+  dir_fd_ = d.folder->open_folder(d.target.string());
   fd_ = ::openat(dir_fd_, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
   if (fd_ < 0) {
     // No unnamed files here (an old kernel, NFS, FAT): a named temporary, made exclusively so
@@ -119,6 +118,14 @@ void PendingOutput::close_all() noexcept {
   fd_ = dir_fd_ = -1;
 }
 
+std::string PendingOutput::failure_cause(int e) const {
+  if (e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO) return " (" + errno_text(e) + ")";
+  struct statvfs fs {};
+  if (fd_ >= 0 && ::fstatvfs(fd_, &fs) == 0 && (fs.f_bfree == 0 || (::geteuid() != 0 && fs.f_bavail == 0)))
+    return " (" + errno_text(ENOSPC) + ")";
+  return "";
+}
+
 void PendingOutput::commit() {
   // Once a signal has arrived nothing new appears under a final name.
   check_interrupt("writing " + out_.string());
@@ -135,10 +142,7 @@ void PendingOutput::place(const fs::path& out) {
     return Error(target + " " + what + " while psi was writing it; left as it is, nothing written");
   };
   // The folder held open must still be the one at its path, and be where the target is.
-  struct stat held {}, now {};
-  if (::fstat(dir_fd_, &held) != 0 || ::stat(d.target.parent_path().c_str(), &now) != 0 || !same_file(held, now))
-    throw Error(d.target.parent_path().string() + ": the folder was moved or replaced while psi was writing " +
-                target + "; nothing written");
+  HeldFolder::check_at_path(dir_fd_, d.target.parent_path(), target);
   // The output path itself: still the link it was, or still no link.
   {
     struct stat l {};

@@ -15,8 +15,10 @@
 //     undone and the commit refused. Where the file system cannot exchange, the identity is
 //     checked just before a plain rename;
 //   - the folder, or a symbolic link the output path was, must still be what it was.
-// The folder is held open from the start, so a folder swapped for a link meanwhile cannot
-// redirect the file elsewhere.
+// The folder is the one the output rule held open at its first check of the path (HeldFolder,
+// outputs/output_path.h), so a folder swapped for a link, removed or replaced meanwhile cannot
+// redirect the file elsewhere: the file is made and renamed relative to it, and it must still be
+// the folder at the path at the rename.
 #include <sys/types.h>
 
 #include <filesystem>
@@ -44,6 +46,10 @@ class PendingOutput {
   int fd() const { return fd_; }
   const std::filesystem::path& out() const { return out_; }
 
+  // Why a write to the file failed, as " (cause)": the errno `e` it left where that is an I/O
+  // error, else the file system's free space; empty when neither tells. A library that writes
+  // (libhdf5) reports only that its write failed.
+  std::string failure_cause(int e) const;
   // Puts the file at `out` as described above; refuses once a signal has arrived
   // (engine/interrupt.h). psi::Error (exit 2) when what is there changed, exit 3 on an I/O
   // failure.

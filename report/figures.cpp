@@ -1,6 +1,8 @@
 #include "report/figures.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -300,11 +303,24 @@ std::string render_svg(const CellMap& m) {
 
 namespace {
 
+// Whether the file at `fd` is a whole PNG: the signature, the IHDR chunk first, IEND last.
+bool is_whole_png(int fd) {
+  static const char kHead[] = "\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR";
+  static const char kTail[] = "\0\0\0\0IEND\xae\x42\x60\x82";
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size < 16 + 12) return false;
+  char head[16], tail[12];
+  return ::pread(fd, head, 16, 0) == 16 && ::pread(fd, tail, 12, st.st_size - 12) == 12 &&
+         std::memcmp(head, kHead, 16) == 0 && std::memcmp(tail, kTail, 12) == 0;
+}
+
 // rsvg-convert reads the SVG on its standard input and writes the PNG on its standard output,
-// the pending file itself: no file name reaches it, so none can be read as an option.
-bool svg_to_png(const std::string& svg, int png_fd) {
+// the pending file itself: no file name reaches it, so none can be read as an option. What it
+// wrote is put in place only if it exited 0 and wrote a whole PNG; otherwise why not is returned.
+std::string svg_to_png(const std::string& svg, int png_fd) {
+  const std::string unavailable = "rsvg-convert (Debian package librsvg2-bin) is not available";
   const int in = ::memfd_create("psi-figure-svg", MFD_CLOEXEC);
-  if (in < 0) return false;
+  if (in < 0) return unavailable;
   bool written = true;
   for (std::size_t done = 0; written && done < svg.size();) {
     const ssize_t n = ::write(in, svg.data() + done, svg.size() - done);
@@ -313,23 +329,34 @@ bool svg_to_png(const std::string& svg, int png_fd) {
   }
   if (!written || ::lseek(in, 0, SEEK_SET) != 0) {
     ::close(in);
-    return false;
+    return "the SVG could not be handed to rsvg-convert: " + std::string(std::strerror(errno));
   }
   const pid_t pid = fork();
   if (pid < 0) {
     ::close(in);
-    return false;
+    return "rsvg-convert could not be started: " + std::string(std::strerror(errno));
   }
   if (pid == 0) {
-    if (::dup2(in, STDIN_FILENO) < 0 || ::dup2(png_fd, STDOUT_FILENO) < 0) _exit(127);
+    // Both moved above 2 first, so that neither is lost when one already is 0 or 1 (a psi
+    // started with a standard descriptor closed); the copies dup2 makes lose FD_CLOEXEC.
+    const int svg_in = ::fcntl(in, F_DUPFD, 3), png_out = ::fcntl(png_fd, F_DUPFD, 3);
+    if (svg_in < 0 || png_out < 0 || ::dup2(svg_in, STDIN_FILENO) < 0 || ::dup2(png_out, STDOUT_FILENO) < 0) _exit(127);
+    ::close(svg_in);
+    ::close(png_out);
+    // Its messages go nowhere rather than into a file that took descriptor 2.
+    if (::fcntl(STDERR_FILENO, F_GETFD) < 0 && ::open("/dev/null", O_WRONLY) != STDERR_FILENO) _exit(127);
     execlp("rsvg-convert", "rsvg-convert", "--format=png", static_cast<char*>(nullptr));
     _exit(127);
   }
   ::close(in);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return false;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (errno != EINTR) return "rsvg-convert could not be waited for: " + std::string(std::strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return unavailable;
+  if (WIFSIGNALED(status)) return "rsvg-convert was killed by signal " + std::to_string(WTERMSIG(status));
+  if (WEXITSTATUS(status) != 0) return "rsvg-convert exited with status " + std::to_string(WEXITSTATUS(status));
+  if (!is_whole_png(png_fd)) return "rsvg-convert exited 0 but did not write a whole PNG";
+  return "";
 }
 
 }  // namespace
@@ -360,11 +387,11 @@ std::vector<std::filesystem::path> write_figures(const std::filesystem::path& re
     written.push_back(svg);
     const std::filesystem::path png = figure_file(report, fig, ".png");
     outputs::PendingOutput file(png);
-    if (svg_to_png(fig.svg, file.fd())) {
+    if (const std::string why = svg_to_png(fig.svg, file.fd()); why.empty()) {
       file.commit();
       written.push_back(png);
     } else {
-      notes.push_back(png.string() + " not written: rsvg-convert (Debian package librsvg2-bin) is not available");
+      notes.push_back(png.string() + " not written: " + why);
     }
   }
   return written;

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <csignal>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <tuple>
 
@@ -21,6 +22,7 @@
 #include "hdf5/state_file.h"
 #include "hdf5/unverified.h"
 #include "outputs/output_path.h"
+#include "outputs/pending_output.h"
 #include "tests/test_bad_input_support.h"
 
 using namespace psi::badinput;
@@ -610,6 +612,272 @@ TEST(BadOutputs, AFolderSwappedDuringTheRunIsNotWrittenThrough) {
   EXPECT_EQ(leftovers(dir / "sub.moved"), std::vector<std::string>{});
 }
 
+namespace {
+
+// What happens to an output's folder between the output rule's check (at the command's start)
+// and the write: each is refused, the file going nowhere.
+struct FolderChange {
+  std::string name;
+  std::function<void(const fs::path& dir)> make;  // dir holds "sub", the output's folder
+  std::string mention;
+};
+
+std::vector<FolderChange> folder_changes() {
+  return {
+      {"swapped for a link", [](const fs::path& d) {
+         fs::rename(d / "sub", d / "sub.moved");
+         fs::create_directory_symlink(d / "elsewhere", d / "sub");
+       }, "another folder is there now"},
+      {"removed", [](const fs::path& d) { fs::remove_all(d / "sub"); }, "it is gone (ENOENT)"},
+      {"replaced by a file", [](const fs::path& d) {
+         fs::remove_all(d / "sub");
+         write_bytes(d / "sub", "a file");
+       }, "it is a regular file now"},
+      {"the folder above swapped for a link", [](const fs::path& d) {
+         fs::rename(d, d.string() + ".moved");
+         fs::create_directories(d.string() + ".other/sub");
+         fs::create_directory_symlink(d.string() + ".other", d);
+       }, "another folder is there now"},
+  };
+}
+
+// A fresh folder with "sub" (the output's folder) and "elsewhere" (where a link leads), and no
+// leftovers of an earlier round's "the folder above" change.
+fs::path folder_change_dir(const std::string& name) {
+  const fs::path dir = scratch() / name;
+  for (const char* suffix : {".moved", ".other"}) fs::remove_all(dir.string() + suffix);
+  fresh_dir(name);
+  fs::create_directories(dir / "sub");
+  fs::create_directories(dir / "elsewhere");
+  return dir;
+}
+
+// Every file under `dir` (and what its ".moved" and ".other" twins hold), relative names; not
+// the file a change put at the output's folder.
+std::vector<std::string> files_under(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const std::string root : {dir.string(), dir.string() + ".moved", dir.string() + ".other"}) {
+    std::error_code ec;
+    if (fs::is_symlink(root) || !fs::is_directory(root)) continue;
+    for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); ++it)
+      if (!it->is_directory() && !it->is_symlink() && it->path() != dir / "sub")
+        files.push_back(fs::relative(it->path(), scratch()).string());
+  }
+  return files;
+}
+
+// Waits until psi `pid` holds the folder `dir` open (a descriptor of /proc/<pid>/fd that names
+// it): the output rule has checked the output and holds its folder. False if psi ended first.
+bool wait_for_held_folder(pid_t pid, const fs::path& dir) {
+  const fs::path want = fs::canonical(dir);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec))
+      if (fs::read_symlink(e.path(), ec) == want) return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+}  // namespace
+
+// The folder an output goes in is held from the output rule's check, which every command makes
+// at its start, to the rename (round five, class 1): the folder swapped for a link, removed,
+// replaced by a file, or a folder above it swapped, after the check, and the write is refused
+// (exit 2) with nothing written anywhere. Each writer: text files (lists, configurations,
+// summaries), psi's HDF5 files, and the files a child writes (figures' PNGs).
+TEST(BadOutputs, AnOutputGoesOnlyToTheFolderHeldAtItsCheck) {
+  const std::vector<std::pair<std::string, std::function<void(const fs::path&)>>> writers = {
+      {"text", [](const fs::path& out) { psi::outputs::write_file_atomically(out, "text"); }},
+      {"hdf5", [](const fs::path& out) { psi_file(out, "a report"); }},
+      {"pending", [](const fs::path& out) {
+         psi::outputs::PendingOutput file(out);
+         ASSERT_EQ(::write(file.fd(), "png", 3), 3);
+         file.commit();
+       }},
+  };
+  // A fresh folder each time: the output rule's decisions last as long as the process (one
+  // command's), and these share one.
+  int round = 0;
+  for (const auto& [writer, write] : writers)
+    for (const FolderChange& c : folder_changes()) {
+      const fs::path dir = folder_change_dir("held_" + writer + std::to_string(++round));
+      const fs::path out = dir / "sub" / "o";
+      psi::outputs::check_output(out, {}, "test: --out", {});
+      c.make(dir);
+      expect_error([&] { write(out); }, Exit::bad_input, {(dir / "sub").string(), "moved or replaced", c.mention},
+                   writer + ", folder " + c.name);
+      EXPECT_EQ(files_under(dir), std::vector<std::string>{}) << writer << ", folder " << c.name;
+    }
+  // A folder that does not exist at the check is made in the folder above, held: a link put
+  // there meanwhile is not followed.
+  const fs::path dir = folder_change_dir("held_new");
+  const fs::path out = dir / "new" / "deeper" / "o";
+  psi::outputs::check_output(out, {}, "test: --out", {});
+  fs::create_directory_symlink(dir / "elsewhere", dir / "new");
+  expect_error([&] { psi::outputs::write_file_atomically(out, "text"); }, Exit::bad_input,
+               {(dir / "new").string(), "a symbolic link now"}, "a link where the folder is to be made");
+  EXPECT_EQ(files_under(dir), std::vector<std::string>{});
+  // The control: made and written when nothing changes.
+  const fs::path fine = dir / "made" / "deeper" / "o";
+  psi::outputs::check_output(fine, {}, "test: --out", {});
+  psi::outputs::write_file_atomically(fine, "text");
+  EXPECT_EQ(slurp(fine), "text");
+}
+
+// The same for every command that writes, end to end: once psi holds the output's folder (its
+// check is done), psi is stopped, the folder changed, and psi continued: the command ends with
+// exit 2 and one line, nothing written in either folder.
+TEST(BadOutputs, EveryCommandWritesOnlyToTheFolderItHeld) {
+  struct Command {
+    std::string name;
+    std::vector<std::string> args;  // "OUT" stands for the output
+  };
+  const std::vector<Command> commands = {
+      {"probe", {"probe", "audio-ff-up", "--variant", "official-h200", "--out", "OUT"}},
+      {"kernels_fragile", {"kernels", "fragile", "--out", "OUT"}},
+      {"kernels_where", {"kernels", "where", "--capture", "OUT"}},
+      {"oracle_certify",
+       {"oracle", "certify", "--probe", "audio-ff-up", "--file", std::string(PSI_SHARED_DIR) + "/reference/probes_linear.h5",
+        "--list", "OUT"}},
+      {"run", {"run", "one-token", "--quick", "--out", "OUT"}},
+  };
+  const std::vector<FolderChange> changes = folder_changes();
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    const Command& c = commands[i];
+    const FolderChange& change = changes[i % changes.size()];
+    const fs::path dir = folder_change_dir("held_cmd_" + c.name), io = fresh_dir("held_cmd_io");
+    std::vector<std::string> args = c.args;
+    for (auto& a : args)
+      if (a == "OUT") a = (dir / "sub" / "o").string();
+    const pid_t pid = spawn_psi(args, io);
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(wait_for_held_folder(pid, dir / "sub")) << join(args) << ": psi ended before holding the folder";
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, WUNTRACED), pid);
+    change.make(dir);
+    ASSERT_EQ(::kill(pid, SIGCONT), 0);
+    expect_rejected(wait_psi(pid, io, std::chrono::seconds(600)), args, Exit::bad_input,
+                    {(dir / "sub").string(), "moved or replaced", change.mention});
+    EXPECT_EQ(files_under(dir), std::vector<std::string>{}) << c.name << ", folder " << change.name;
+  }
+}
+
+// An output is never one of the command's inputs, nor another of its outputs (round five,
+// class 2), however the path is spelled: --config is an input of every kernels subcommand, and
+// two outputs of one command at one file (the same path, `..`, a hard link) are refused before
+// the work, exit 2.
+TEST(BadOutputs, AnOutputIsNeverAnInputOrAnotherOutput) {
+  for (const auto& [sub, option] : {std::pair<std::string, std::string>{"search", "--out"}, {"fragile", "--out"},
+                                    {"where", "--capture"}}) {
+    const fs::path dir = fresh_dir("kernels_config_" + sub);
+    const Input config = make_input(dir / "best.json", 512);
+    expect_every_alias_refused({"kernels", sub, "--config", config.path.string(), option, "OUT"}, config, dir,
+                               {"best.json"});
+  }
+  const fs::path dir = fresh_dir("two_outputs");
+  fs::create_directories(dir / "d");
+  const std::string dotdot = (dir / "d" / ".." / "r.h5").string();
+  psi_file(dir / "old.h5", "psi's earlier report");
+  fs::create_hard_link(dir / "old.h5", dir / "old_link.h5");
+  const std::vector<std::string> present{"d", "old.h5", "old_link.h5"};
+  for (const auto& [out, capture] : {std::pair<std::string, std::string>{(dir / "r.h5").string(), (dir / "r.h5").string()},
+                                     {(dir / "r.h5").string(), dotdot},
+                                     {(dir / "old.h5").string(), (dir / "old_link.h5").string()}}) {
+    const std::vector<std::string> args{"run", "one-token", "--quick", "--out", out, "--capture", capture};
+    expect_rejected(run_psi(args), args, Exit::bad_input,
+                    {"one-token: --capture " + capture + " is also report " + out, "one file cannot be two outputs"});
+    EXPECT_EQ(leftovers(dir, present), std::vector<std::string>{}) << join(args);
+  }
+  EXPECT_EQ(psi::hdf5::File::open_read(dir / "old.h5").read_text("/t"), "psi's earlier report");
+  const fs::path check = fresh_dir("two_outputs_check");
+  write_bytes(check / "steps.tsv", "tests\t0\t1.5\n");
+  for (const std::string& json : {(dir / "s.md").string(), (dir / "d" / ".." / "s.md").string()}) {
+    const std::vector<std::string> args{"device", "summary", check.string(), "--json", json, "--out", (dir / "s.md").string()};
+    expect_rejected(run_psi(args), args, Exit::bad_input,
+                    {"device summary: --out " + (dir / "s.md").string() + " is also device summary: --json " + json});
+    EXPECT_EQ(leftovers(dir, present), std::vector<std::string>{}) << join(args);
+  }
+}
+
+// An output path that names a folder (a trailing '/'), or whose folder cannot be looked up (a
+// symbolic link loop above it, or the output a looping link itself): one line naming the cause,
+// exit 2, before the work (round four: these ended in exit 3).
+TEST(BadOutputs, AFolderNameOrALoopingPathIsRefusedByName) {
+  const fs::path dir = fresh_dir("out_loops");
+  fs::create_symlink(dir / "loop", dir / "loop");
+  const std::vector<std::pair<std::string, std::string>> outs = {
+      {(dir / "r.h5").string() + "/", "names a folder (it ends in '/')"},
+      {(dir / "r.h5" / ".").string(), "names a folder (it ends in '.')"},
+      {(dir / "loop" / "r.h5").string(), (dir / "loop").string() + ": a symbolic link loop (ELOOP)"},
+      {(dir / "loop").string(), "a symbolic link loop (ELOOP)"},
+  };
+  for (const auto& [out, why] : outs)
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"synthinit", "transformer_blocks.0.attn1.to_q.bias", "--shape", "8", "--out", out},
+          std::vector<std::string>{"run", "capacity", "--quick", "--out", out}}) {
+      expect_rejected(run_psi(args), args, Exit::bad_input, {out, why});
+      EXPECT_EQ(leftovers(dir, {"loop"}), std::vector<std::string>{}) << join(args);
+    }
+}
+
+namespace {
+
+bool is_whole_png(const std::string& b) {
+  return b.size() >= 28 && b.starts_with(std::string("\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR", 16)) &&
+         b.ends_with(std::string("\0\0\0\0IEND\xae\x42\x60\x82", 12));
+}
+
+std::vector<fs::path> pngs_in(const fs::path& dir) {
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".png") found.push_back(e.path());
+  return found;
+}
+
+}  // namespace
+
+// What a child writes is checked before it is put in place (round five, class 5). With standard
+// output closed, the pending PNG took descriptor 1, the converter lost it at exec and a 0-byte
+// PNG was committed: descriptors 0-2 are now valid from psi's start (the run ends with exit 3,
+// what it printed lost), and every PNG written is whole. A converter that exits 0 without a
+// whole PNG, or fails, leaves no PNG, and the figure's note says why.
+TEST(BadOutputs, AChildsOutputIsCheckedBeforeItIsPlaced) {
+  const fs::path dir = fresh_dir("child_stdout_closed"), io = fresh_dir("child_io");
+  const std::string cmd = "PSI_PROGRESS_SECONDS=86400 '" + std::string(PSI_BINARY) + "' run memory-scopes --out '" +
+                          (dir / "r.h5").string() + "' >&- 2>'" + (io / "stderr").string() + "'";
+  const int st = std::system(cmd.c_str());
+  const std::string err = slurp(io / "stderr");
+  ASSERT_TRUE(WIFEXITED(st)) << err;
+  EXPECT_EQ(WEXITSTATUS(st), int(Exit::run_failed)) << err;
+  EXPECT_EQ(err, "psi: error: the output could not be written to standard output (it was closed when psi started); "
+                 "what was printed is lost\n");
+  if (std::system("command -v rsvg-convert >/dev/null") == 0) {
+    EXPECT_FALSE(pngs_in(dir).empty());
+  }
+  for (const fs::path& png : pngs_in(dir)) EXPECT_TRUE(is_whole_png(slurp(png))) << png << ": not a whole PNG";
+
+  const fs::path bin = fresh_dir("child_fake_bin");
+  const std::vector<std::pair<std::string, std::string>> converters = {
+      {"cat >/dev/null; exit 0", "rsvg-convert exited 0 but did not write a whole PNG"},
+      {"cat >/dev/null; printf '\\211PNG\\r\\n\\032\\n'; exit 0", "rsvg-convert exited 0 but did not write a whole PNG"},
+      {"cat >/dev/null; exit 1", "rsvg-convert exited with status 1"},
+  };
+  for (const auto& [script, note] : converters) {
+    write_bytes(bin / "rsvg-convert", "#!/bin/sh\n" + script + "\n");
+    fs::permissions(bin / "rsvg-convert", fs::perms::owner_all);
+    const fs::path out = fresh_dir("child_fake_out");
+    const std::vector<std::string> args{"run", "memory-scopes", "--out", (out / "r.h5").string()};
+    const PsiRun r = run_psi(args, {"PATH=" + bin.string() + ":" + std::getenv("PATH")});
+    EXPECT_EQ(r.status, 0) << join(args) << "\n" << r.err;
+    EXPECT_EQ(pngs_in(out), std::vector<fs::path>{}) << script;
+    EXPECT_NE(r.out.find(".png not written: " + note), std::string::npos) << script << "\n" << r.out;
+  }
+}
+
 // A name as long as the file system allows is a legal output, also when an earlier file is
 // replaced (the replacement goes through a temporary name, which is cut to fit).
 TEST(BadOutputs, TheLongestLegalNameIsWritten) {
@@ -803,5 +1071,32 @@ TEST(BadOutputs, MergeEndsCleanlyOnAFileSizeLimit) {
     EXPECT_EQ(err.find('\n'), err.size() - 1) << "not one line: " << err;
     ++rejected_count();
     EXPECT_EQ(leftovers(dir, {"shard0.h5", "shard1.h5", "t0.h5", "t1.h5"}), std::vector<std::string>{}) << trap;
+  }
+}
+
+// The same on a full file system (ENOSPC): a merge, a run and a text output end with one line
+// naming the cause, exit 3, nothing left but what was there. A small tmpfs is the full disk:
+// mounting one needs root, so these are not in the bad-input count, which must not depend on it.
+TEST(BadOutputs, AFullDiskEndsCleanly) {
+  const fs::path dir = fresh_dir("full_disk"), disk = fresh_dir("full_disk_mount");
+  const fs::path t0 = shard_with_state(capacity_shard(dir, 0), dir / "t0.h5", "shard0");
+  const fs::path t1 = shard_with_state(capacity_shard(dir, 1), dir / "t1.h5", "shard1");
+  if (std::system(("mount -t tmpfs -o size=64k tmpfs '" + disk.string() + "' 2>/dev/null").c_str()) != 0)
+    GTEST_SKIP() << "a tmpfs cannot be mounted here (needs root)";
+  const std::shared_ptr<void> unmount(nullptr, [&](void*) { std::system(("umount '" + disk.string() + "'").c_str()); });
+  write_bytes(disk / "filler", std::string(64 * 1024, 'x'));  // as much as fits: all of it
+  const std::vector<std::vector<std::string>> commands = {
+      {"merge", t0.string(), t1.string(), "--out", (disk / "merged.h5").string()},
+      {"run", "capacity", "--quick", "--out", (disk / "r.h5").string()},
+      {"compare", t0.string(), t1.string(), "--list", (disk / "l.csv").string()},
+  };
+  for (const auto& args : commands) {
+    const PsiRun r = run_psi(args);
+    EXPECT_EQ(r.signal, 0) << join(args) << "\n" << r.err;
+    EXPECT_EQ(r.status, int(Exit::run_failed)) << join(args) << "\n" << r.err;
+    EXPECT_TRUE(r.err.starts_with("psi: error: " + args[args.size() - 1] + ":")) << r.err;
+    EXPECT_NE(r.err.find("(No space left on device)"), std::string::npos) << join(args) << "\n" << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_EQ(leftovers(disk, {"filler"}), std::vector<std::string>{}) << join(args);
   }
 }
