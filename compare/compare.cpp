@@ -104,12 +104,12 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
     out.note = "element type not supported (psi compares bfloat16, float32, float64, uint8, uint16, int64)";
     return out;
   }
-  if (ia.kind == hdf5::ElemKind::u8 && ib.kind == hdf5::ElemKind::u8 && ia.shape.size() == 1 && ib.shape.size() == 1) {
+  // Text is read as JSON only where both sides declare it: other bytes compare as bytes.
+  if (hdf5::is_json_text(a, ia) && hdf5::is_json_text(b, ib)) {
     try {
-      if (compare_json_text(a, path_a, b, path_b, opt, out)) {
-        out.full_shape = ia.shape;
-        return out;
-      }
+      compare_json_text(a, path_a, b, path_b, opt, out);
+      out.full_shape = ia.shape;
+      return out;
     } catch (const Error& e) {
       out.status = CompareStatus::unsupported;
       out.note = e.what();
@@ -188,6 +188,20 @@ DatasetComparison compare_datasets(const hdf5::File& a, const std::string& path_
     out.note += std::string(out.note.empty() ? "" : "; ") + "compared by value (--by-value): " + dtypes + ", ULPs of " +
                 std::string(unit_name(coarser_unit(ia.kind, ib.kind)));
   compare_elements(a, sa, b, sb, lo, hi, opt.differences, out);
+  // Equal stored elements say nothing of the rows a side leaves out: where both whole tensors'
+  // hashes are known (sha256_full, or the hash of a side stored whole) and differ, the tensors
+  // are not equal, whatever the stored rows say.
+  if (out.status == CompareStatus::equal && partial && ia.kind == ib.kind) {
+    const auto whole = [](const hdf5::File& f, const Side& s, const std::string& computed) {
+      return s.region.kind == hdf5::StoredRegion::Kind::full ? computed : hdf5::read_integrity(f, s.info.path).sha256_full;
+    };
+    const std::string ha = whole(a, sa, out.sha256_a), hb = whole(b, sb, out.sha256_b);
+    if (!ha.empty() && !hb.empty() && ha != hb) {
+      out.status = CompareStatus::differs;
+      out.note += std::string(out.note.empty() ? "" : "; ") + "the stored elements are equal but the whole tensors differ: sha256_full A " +
+                  ha + ", B " + hb;
+    }
+  }
   return out;
 }
 

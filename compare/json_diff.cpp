@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compare/file_attrs.h"
+#include "compare/json_exact.h"
 #include "engine/json_read.h"
 #include "hdf5/schema.h"
 
@@ -48,12 +49,13 @@ struct JsonDiff {
 
   void leaf(const std::string& path, const nlohmann::json* a, const nlohmann::json* b, bool timed) {
     ++leaves;
+    // Numbers are their exact values (compare/json_exact.h): == compares those.
     const bool same = a && b && *a == *b;
     if (in_provenance) {
       ++provenance_leaves;
       if (!same && first_provenance.empty())
-        first_provenance = path.substr(path.starts_with(".") ? 1 : 0) + ": A=" + (a ? a->dump() : std::string("(absent)")) +
-                           " B=" + (b ? b->dump() : std::string("(absent)"));
+        first_provenance = path.substr(path.starts_with(".") ? 1 : 0) + ": A=" + (a ? show_exact(*a) : std::string("(absent)")) +
+                           " B=" + (b ? show_exact(*b) : std::string("(absent)"));
       return;
     }
     if (timed) {
@@ -63,7 +65,7 @@ struct JsonDiff {
     }
     if (same) return;
     if (differing.empty())
-      first = path + ": A=" + (a ? a->dump() : std::string("(absent)")) + " B=" + (b ? b->dump() : std::string("(absent)"));
+      first = path + ": A=" + (a ? show_exact(*a) : std::string("(absent)")) + " B=" + (b ? show_exact(*b) : std::string("(absent)"));
     differing.push_back(path);
   }
 
@@ -122,14 +124,11 @@ struct JsonDiff {
 
 }  // namespace
 
-// Two uint8 datasets that both hold JSON: compared field by field into `out`; false when either
-// is not JSON (then they are compared as bytes).
-bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf5::File& b, const std::string& path_b,
+void compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf5::File& b, const std::string& path_b,
                        const CompareOptions& opt, DatasetComparison& out) {
   const std::string ta = a.read_text(path_a), tb = b.read_text(path_b);
-  const nlohmann::json ja = read_json_if_valid(ta, a.path().string() + ":" + path_a).value_or(nullptr);
-  const nlohmann::json jb = read_json_if_valid(tb, b.path().string() + ":" + path_b).value_or(nullptr);
-  if (!(ja.is_object() || ja.is_array()) || !(jb.is_object() || jb.is_array())) return false;
+  const nlohmann::json ja = read_json_exact(ta, a.path().string() + ":" + path_a);
+  const nlohmann::json jb = read_json_exact(tb, b.path().string() + ":" + path_b);
   JsonDiff d;
   d.timing = opt.timing;
   // The keys that measure time and those that name a path are what the writer declared beside
@@ -150,6 +149,9 @@ bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf
   out.differing = std::int64_t(d.differing.size());
   out.status = d.differing.empty() ? CompareStatus::equal : CompareStatus::differs;
   out.note = "JSON, compared field by field";
+  // Equal as JSON is not equal bytes (spacing, key order, 1.0 for 1): said, so that the verdict
+  // is not read as bitwise.
+  if (d.differing.empty() && ta != tb) out.note += " (equal as JSON; the texts differ in bytes)";
   if (!d.differing.empty()) out.note += "; first differing field " + d.first.substr(d.first.front() == '.' ? 1 : 0);
   if (!d.first_provenance.empty())
     out.note += "; paths of inputs differ, not counted (provenance: " + d.first_provenance + ")";
@@ -164,7 +166,6 @@ bool compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf
   if (pa != pb)
     out.note += "; the files declare different provenance fields (A " + pa.dump() + ", B " + pb.dump() +
                 "): only those both declare are counted apart";
-  return true;
 }
 
 }  // namespace psi::compare

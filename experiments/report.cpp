@@ -115,9 +115,9 @@ std::vector<Table> Report::commit() {
   for (const Table& t : tables) tj.push_back(t.to_json());
   write_cases();
   // A table's provenance lines name where its inputs lay (report/table.h).
-  writer_.write_text(kTables, tj.dump(),
+  writer_.write_json(kTables, tj.dump(),
                      {{hdf5::attr::provenance_fields, nlohmann::json::array({Table::kProvenanceKey}).dump()}});
-  writer_.write_text(kOptions, options_.to_json().dump());
+  writer_.write_json(kOptions, options_.to_json().dump());
   // The figures' names come from the cases: checked here, before the report is renamed into place.
   const std::vector<Figure> figs = experiment_.figures ? experiment_.figures(cases_) : std::vector<Figure>{};
   for (const Figure& f : figs)
@@ -133,7 +133,7 @@ std::vector<Table> Report::commit() {
 }
 
 void Report::write_cases() {
-  writer_.write_text(kCases, cases_.dump());
+  writer_.write_json(kCases, cases_.dump());
   // What the cases' record says of its keys (Experiment::time_fields, provenance_fields), as JSON
   // lists: psi compare counts them apart (compare/compare.h).
   const auto keys = [](const std::function<std::vector<std::string>()>& of) {
@@ -145,7 +145,7 @@ void Report::write_cases() {
 
 void Report::abandon(const std::filesystem::path& partial) {
   write_cases();
-  writer_.write_text(kOptions, options_.to_json().dump());
+  writer_.write_json(kOptions, options_.to_json().dump());
   writer_.abandon_to(partial);
 }
 
@@ -157,6 +157,9 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
   auto parsed = read_json_if_valid(r.read_text(kTables), file.string() + ":" + kTables, &why);
   if (!parsed) throw Error(file.string() + ":" + kTables + ": malformed JSON: " + why);
   const nlohmann::json j = std::move(*parsed);
+  // Iterating an object would take its values as the tables: psi writes a list.
+  if (!j.is_array())
+    throw Error(file.string() + ":" + kTables + ": a JSON " + std::string(j.type_name()) + ", not the list of tables psi writes");
   std::vector<Table> out;
   try {
     for (auto& t : j) out.push_back(Table::from_json(t));
@@ -167,6 +170,15 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
 }
 
 namespace {
+
+// An integer option of a shard: nlohmann would convert 1.0, "1" or true to one; psi writes integers.
+std::int64_t whole_option(const nlohmann::json& o, const char* key) {
+  if (!o.contains(key)) throw Error(std::string(key) + " is missing");
+  const nlohmann::json& v = o.at(key);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())))
+    throw Error(std::string(key) + " " + v.dump().substr(0, 40) + " is not what psi writes (an integer)");
+  return v.get<std::int64_t>();
+}
 
 // A value of a shard quoted in a message: at most 120 characters of it.
 std::string quoted(const std::string& v) { return "'" + (v.size() > 120 ? v.substr(0, 120) + "..." : v) + "'"; }
@@ -294,8 +306,8 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     try {
       nlohmann::json o = read_json(r.read_text(kOptions), path.string() + ":" + kOptions);
       if (!o.is_object()) throw Error("not a JSON object");
-      const std::int64_t index = o.value("shard_index", std::int64_t(0));
-      const std::int64_t count = o.at("shard_count").get<std::int64_t>();
+      const std::int64_t index = o.contains("shard_index") ? whole_option(o, "shard_index") : 0;
+      const std::int64_t count = whole_option(o, "shard_count");
       o.erase("shard_index");
       o.erase("shard_count");
       // psi run takes --shard i/n with n < 2^31 (Options::shard_count is an int).

@@ -148,7 +148,21 @@ bool hashes_every_tensor(const hdf5::File& f) {
 }
 
 bool is_text_dataset(const hdf5::File& f, const hdf5::DatasetInfo& di) {
-  return di.kind == hdf5::ElemKind::u8 && (di.dtype_attr == "utf8" || f.has_attr(di.path, "encoding"));
+  return di.kind == hdf5::ElemKind::u8 &&
+         (di.dtype_attr == "utf8" || f.has_attr(di.path, "encoding") || f.has_attr(di.path, attr::content));
+}
+
+bool is_json_text(const hdf5::File& f, const hdf5::DatasetInfo& di) {
+  if (!is_text_dataset(f, di) || di.shape.size() != 1) return false;
+  const auto text = [&](const std::string& object, const char* name) {
+    const auto v = f.attr(object, name);
+    const std::string* s = v ? std::get_if<std::string>(&*v) : nullptr;
+    return s ? *s : std::string();
+  };
+  if (f.has_attr(di.path, attr::content)) return text(di.path, attr::content) == kJsonContent;
+  if (text("/", "format") == kRecordingFormat) return text(di.path, "encoding").find("JSON") != std::string::npos;
+  return f.has_attr("/", "schema") && text("/", "schema") == kSchema &&
+         (di.path == "/report/cases" || di.path == "/report/tables" || di.path == "/report/options");
 }
 
 std::string dtype_label_problem(const hdf5::DatasetInfo& di) {

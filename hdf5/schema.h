@@ -39,7 +39,11 @@ inline constexpr const char* synthinit_name = "synthinit_name";
 // compare counts both apart when both files declare them (docs/file-formats.md).
 inline constexpr const char* time_fields = "time_fields";
 inline constexpr const char* provenance_fields = "provenance_fields";
+// On a text dataset: the media type of its text; kJsonContent marks JSON text (is_json_text).
+inline constexpr const char* content = "content";
 }  // namespace attr
+
+inline constexpr const char* kJsonContent = "application/json";
 
 // Check values of a whole tensor. Sums run in float64 in flat row-major order (one fixed
 // order, so every machine gets the same bits) over the finite elements only; absmax is over
@@ -80,9 +84,16 @@ std::string unverifiable_reason(const Integrity& in);
 // SHA-256 of what they read instead.
 bool hashes_every_tensor(const hdf5::File& f);
 
-// A UTF-8 text dataset (dtype='utf8' as psi writes it, or an `encoding` attribute as the
-// recordings' weights_json): JSON metadata, not a tensor; neither psi nor the recordings hash it.
+// A UTF-8 text dataset (dtype='utf8' as psi writes it, an `encoding` attribute as the
+// recordings' weights_json, or a `content` type): metadata, not a tensor; neither psi nor the
+// recordings hash it.
 bool is_text_dataset(const hdf5::File& f, const hdf5::DatasetInfo& di);
+
+// A text dataset that declares JSON text: attribute content='application/json' (psi writes it on
+// every JSON text); in a recording, an `encoding` that says JSON ('utf-8 JSON text stored as
+// uint8 bytes'); in a psi report written before the attribute, its /report/cases, /report/tables
+// and /report/options. Any other text or uint8 data is not JSON, whatever it holds.
+bool is_json_text(const hdf5::File& f, const hdf5::DatasetInfo& di);
 
 // Why a dataset's `dtype` attribute does not describe its stored HDF5 type (a 'bfloat16' label on
 // a float32 dataset, a 'float32' label on uint16, a label psi does not know), or empty when it

@@ -66,7 +66,10 @@ std::vector<SealedTensor> seal(const std::filesystem::path& in, const std::files
     if (const std::string p = dtype_label_problem(di); !p.empty())
       throw Error(src.path().string() + ":" + di.path + ": " + p);
     if (is_text_dataset(src, di)) {
-      dst.write_text(di.path, src.read_text(di.path), {{"sealed_from", where_from(src, di)}});
+      Attrs a{{"sealed_from", where_from(src, di)}};
+      // JSON text stays declared JSON: psi compare reads it field by field only then.
+      if (is_json_text(src, di)) a[attr::content] = std::string(kJsonContent);
+      dst.write_text(di.path, src.read_text(di.path), a);
       sealed.push_back({di.path, "utf8", ""});
       continue;
     }

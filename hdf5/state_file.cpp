@@ -117,6 +117,11 @@ void StateWriter::write_rows(const std::string& dataset, const Tensor<T>& full, 
   write_dataset(dataset, slice_rows(full, axis, first, last), full.shape, r, tensor_stats(full), meta);
 }
 
+void StateWriter::write_json(const std::string& dataset, const std::string& json, hdf5::Attrs a) {
+  a.insert_or_assign(attr::content, std::string(kJsonContent));
+  write_text(dataset, json, a);
+}
+
 void StateWriter::write_text(const std::string& dataset, const std::string& utf8, const hdf5::Attrs& a) {
   file_.write_text(dataset, utf8, a);
 }

@@ -56,6 +56,8 @@ class StateWriter {
 
   // UTF-8 text (e.g. JSON) as a uint8 dataset with dtype='utf8'.
   void write_text(const std::string& dataset, const std::string& utf8, const hdf5::Attrs& a = {});
+  // JSON text: write_text with content='application/json' (hdf5::is_json_text).
+  void write_json(const std::string& dataset, const std::string& json, hdf5::Attrs a = {});
   // Attributes on a group (created if needed) or on "/" (extras beside the schema's own).
   void set_attrs(const std::string& object, const hdf5::Attrs& a);
 

@@ -163,6 +163,9 @@ TEST(BadHdf5, ReportRefusesFilesThatAreNotItsReports) {
                  {"/report/tables", "not a dataset"}});
   bad.push_back({report_file(dir / "tables_not_json.h5", "[{\"title\": "), {"/report/tables: malformed JSON"}});
   bad.push_back({report_file(dir / "tables_binary.h5", std::string("\0\xff\xfe", 3)), {"/report/tables: malformed JSON"}});
+  // An object's values would pass for tables one by one.
+  bad.push_back({report_file(dir / "tables_object.h5", R"({"t": )" + kGoodTables.substr(1, kGoodTables.size() - 2) + "}"),
+                 {"/report/tables: a JSON object, not the list of tables psi writes"}});
   for (const Bad& b : bad) {
     std::vector<std::string> m = b.mentions;
     m.push_back(b.path.string() + ":");
@@ -482,6 +485,7 @@ TEST(BadHdf5, TrajectoryContextLengthMustBeARowCount) {
     {
       auto f = hdf5::File::create(p);
       f.write_bf16("/t/inputs/x", psi::Bf16Tensor({1, 2, 4}), {});
+      f.set_attr("/", "synthinit_global_seed", std::int64_t(0));  // a recording states its seed
       f.set_attr("/t", "text_context_len", bad);
       f.commit();
     }

@@ -1042,6 +1042,18 @@ TEST(BadOutputs, MergeMessagesStayBoundedForAbsurdShardCounts) {
     expect_rejected(run_psi(a), a, Exit::bad_input,
                     {bad.string() + ": shard_count " + std::to_string(count) + " is not what psi writes (1 to 2147483647)"});
   }
+  // An index or count that is not a JSON integer (nlohmann would read 1.0, "1" and true as 1).
+  const std::vector<std::tuple<std::string, const char*, nlohmann::json>> not_integers{
+      {"index_float.h5", "shard_index", 1.0}, {"index_text.h5", "shard_index", "1"}, {"count_float.h5", "shard_count", 2.0}};
+  for (const auto& [name, key, value] : not_integers) {
+    const fs::path bad = shard_with_state(s0, dir / name, "x", [&](auto&, nlohmann::json& o) {
+      o["shard_count"] = 2;
+      o[key] = value;
+    });
+    const std::vector<std::string> a{"merge", bad.string(), "--out", (dir / "m.h5").string()};
+    expect_rejected(run_psi(a), a, Exit::bad_input,
+                    {bad.string() + ": " + key + " " + value.dump() + " is not what psi writes (an integer)"});
+  }
   EXPECT_FALSE(fs::exists(dir / "m.h5"));
 }
 

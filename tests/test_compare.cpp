@@ -67,6 +67,7 @@ struct Contents {
   F32Tensor f = ramp_f32({4, 4});
   F64Tensor d = ramp_f64({9});
   std::string text = R"({"weights": [1, 2, 3]})";
+  bool json = true;  // the text is written as declared JSON (StateWriter::write_json)
   std::optional<std::string> time_fields;        // the text's attribute time_fields, when set
   std::optional<std::string> provenance_fields;  // and its provenance_fields
 };
@@ -76,7 +77,8 @@ void write_psi(const fs::path& p, const Contents& c) {
   w.write("g/bf", c.b, {"modified", "[2, 3, 5]", "", {}});
   w.write("g/f32", c.f, {"modified", "[4, 4]", "", {}});
   w.write("g/f64", c.d, {"dense", "[9]", "", {}});
-  w.write_text("g/weights_json", c.text);
+  if (c.json) w.write_json("g/weights_json", c.text);
+  else w.write_text("g/weights_json", c.text);
   if (c.time_fields) w.set_attrs("g/weights_json", {{"time_fields", *c.time_fields}});
   if (c.provenance_fields) w.set_attrs("g/weights_json", {{"provenance_fields", *c.provenance_fields}});
   w.commit();
@@ -126,6 +128,7 @@ TEST(Compare, OneFlippedBitPerDtype) {
   // float64: flat 4; mantissa bit 3 -> 8 float64 ULPs.
   b.d.data[4] = std::bit_cast<double>(std::bit_cast<std::uint64_t>(b.d.data[4]) ^ 8u);
   // Text that is not JSON is compared byte by byte.
+  a.json = b.json = false;
   a.text = b.text = "weights: 1, 2, 3";
   b.text[3] = 'G';
   write_psi(dir / "a.h5", a);
@@ -333,6 +336,7 @@ TEST(Compare, ShapeMismatchIsADifferenceNamingBothShapes) {
   TempDir dir;
   Contents a, b;
   b.f = ramp_f32({2, 8});
+  a.json = b.json = false;
   a.text = "weights: 1, 2, 3";
   b.text = "weights: 1, 2, 3, 4";
   write_psi(dir / "a.h5", a);
@@ -523,11 +527,17 @@ TEST(Compare, StoredRowsAreComparedOnTheCommonRows) {
   write(dir / "outside.h5", changed_outside, false);
   write(dir / "inside.h5", changed_inside, false);
 
+  // The stored rows agree, but the whole tensors do not (issue 57): their hashes say so.
   auto r = compare_files(dir / "outside.h5", dir / "rows.h5");
   const auto& d = row(r, "/t");
-  EXPECT_EQ(d.status, CompareStatus::equal);
+  EXPECT_EQ(d.status, CompareStatus::differs);
   EXPECT_EQ(d.compared, 2 * 4 * 4);
+  EXPECT_EQ(d.differing, 0);
   EXPECT_NE(d.note.find("rows 2..5 of axis 1"), std::string::npos) << d.note;
+  EXPECT_NE(d.note.find("the stored elements are equal but the whole tensors differ"), std::string::npos) << d.note;
+  write(dir / "same.h5", full, false);
+  const auto& same = row(compare_files(dir / "same.h5", dir / "rows.h5"), "/t");
+  EXPECT_EQ(same.status, CompareStatus::equal) << same.note;
 
   auto r2 = compare_files(dir / "inside.h5", dir / "rows.h5");
   const auto& d2 = row(r2, "/t");
@@ -641,7 +651,7 @@ TEST(Compare, FullTensorAgainstRecordedRows) {
   ASSERT_EQ(rows.shape, (Shape{1, 256, 4096}));
   Bf16Tensor full({1, 4928, 4096});
   std::copy(rows.data.begin(), rows.data.end(), full.data.begin());
-  full.data[300 * 4096 + 5] = bf16_rne(1.0f);  // beyond the recorded rows: not compared
+  full.data[300 * 4096 + 5] = bf16_rne(1.0f);  // beyond the recorded rows: not compared, but not the recorded tensor
   {
     StateWriter w(dir / "psi.h5", RunInfo{});
     w.write("block_full_first/math/audio_to_video_attn", full, {"modified", "", "", {}});
@@ -651,7 +661,10 @@ TEST(Compare, FullTensorAgainstRecordedRows) {
   o.only = "audio_to_video_attn";
   auto r = compare_files(dir / "psi.h5", kRef / "block_full_math.h5", o);
   ASSERT_EQ(r.datasets.size(), 1u);
-  EXPECT_EQ(r.datasets[0].status, CompareStatus::equal);
+  // Every stored row is equal; the whole tensors' hashes differ, and so do the tensors.
+  EXPECT_EQ(r.datasets[0].status, CompareStatus::differs);
   EXPECT_EQ(r.datasets[0].compared, 256 * 4096);
+  EXPECT_EQ(r.datasets[0].differing, 0);
   EXPECT_NE(r.datasets[0].note.find("rows 0..255 of axis 1"), std::string::npos) << r.datasets[0].note;
+  EXPECT_NE(r.datasets[0].note.find("the whole tensors differ: sha256_full A "), std::string::npos) << r.datasets[0].note;
 }
