@@ -13,6 +13,7 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "engine/model/variant.h"
 #include "engine/official/math_to_flash.h"
 #include "engine/parallel.h"
@@ -89,8 +90,8 @@ int run_step_replay(const ProbeOpts& o, const CLI::App& sub) {
                        "official-h200 on a per-operator capture and prints where it departs)");
   if (o.reference.empty())
     throw psi::Error(std::string("probe ") + kTrajectoryStep + ": --reference FILE (the per-operator capture) is required");
-  if (!std::filesystem::is_regular_file(o.reference))
-    throw psi::Error("--reference " + o.reference + ": no such capture file");
+  if (const std::string why = psi::input_file_problem(o.reference); !why.empty())
+    throw psi::Error("--reference " + o.reference + ": " + why + " (the per-operator capture)");
   if (o.step == 0) throw psi::Error(std::string("probe ") + kTrajectoryStep + ": --step N (1..8, 10..12) is required");
   if (o.step == 9) throw psi::Error("--step 9: the inter-stage state is not a model step (1..8, 10..12)");
   if (o.threads > 0) psi::set_thread_count(o.threads);
@@ -340,15 +341,17 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     if (o->threads > 0) psi::set_thread_count(o->threads);
     // A folder of recordings (psi run's --reference) stands for the case's files in it.
     const psi::probes::ProbeCase& pc = psi::probes::probe_case(o->name);
-    if (!o->reference.empty() && std::filesystem::is_directory(o->reference)) {
+    std::error_code ec;  // a path that cannot be searched is no folder; its cause is named below
+    if (!o->reference.empty() && std::filesystem::is_directory(o->reference, ec)) {
       const std::filesystem::path dir = o->reference;
       o->reference = (dir / pc.default_file).string();
       if (o->flash_reference.empty() && !pc.flash_default_file.empty())
         o->flash_reference = (dir / pc.flash_default_file).string();
     }
-    if (!o->reference.empty() && !std::filesystem::is_regular_file(o->reference))
-      throw psi::Error("--reference " + o->reference + ": no such recording file (psi probe takes a recording file, "
-                       "or a folder holding " + pc.default_file + ")");
+    if (!o->reference.empty())
+      if (const std::string why = psi::input_file_problem(o->reference); !why.empty())
+        throw psi::Error("--reference " + o->reference + ": " + why + " (psi probe takes a recording file, or a folder "
+                         "holding " + pc.default_file + ")");
     // --backend is the one string: resolved to the kind that runs (and that the outputs name) here.
     std::optional<psi::rt::BackendKind> runtime;
     if (o->backend != "host") runtime = psi::exp::resolve_backend(o->backend, false);

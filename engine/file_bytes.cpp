@@ -1,6 +1,5 @@
 #include "engine/file_bytes.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,21 +8,18 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "engine/input_file.h"
 
 namespace psi {
 
-// The file's bytes, or the system's reason it cannot be read. O_NONBLOCK: a fifo must not block
-// the open; it is refused next.
 std::string read_file_bytes(const std::filesystem::path& p) {
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(p.string() + ": cannot open: " + std::strerror(errno));
+  const int fd = open_input_file(p);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw Error(p.string() + ": cannot stat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(p.string() + ": not a regular file");
   std::string bytes(std::size_t(st.st_size), '\0');
   std::size_t got = 0;
   while (got < bytes.size()) {

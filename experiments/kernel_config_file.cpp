@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "engine/json_read.h"
 
 namespace psi::exp {
@@ -46,9 +47,8 @@ std::string one_per_line(const nlohmann::json& j) {
 
 official::KernelConfig read_kernel_config(const std::filesystem::path& file) {
   const std::string name = file.string();
+  if (const std::string why = input_file_problem(file); !why.empty()) throw Error(name + ": " + why + " (kernel config)");
   std::error_code ec;
-  // A fifo or a device would block the read or never end.
-  if (!std::filesystem::is_regular_file(file, ec)) throw Error(name + ": not a regular file (kernel config)");
   const std::uintmax_t size = std::filesystem::file_size(file, ec);
   if (ec || size > kMaxBytes) throw Error(name + ": kernel config larger than 1 MiB");
   std::ifstream in(file, std::ios::binary);

@@ -15,6 +15,7 @@
 
 #include "engine/environment.h"
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "hdf5/h5_detail.h"
 #include "hdf5/schema.h"
 #include "outputs/isolated.h"
@@ -185,11 +186,8 @@ std::string File::walk_structure() const {
 
 File File::open_read(const fs::path& p) {
   quiet_errors();
-  std::error_code ec;
-  const fs::file_status st = fs::status(p, ec);
-  if (!fs::exists(st)) throw h5_error(p.string() + ": no such file");
-  // A fifo or a device would block the open or never end; a directory is no file at all.
-  if (!fs::is_regular_file(st)) throw h5_error(p.string() + ": not a regular file");
+  // The system's reason first: an unreadable file is not "not an HDF5 file".
+  check_input_file(p);
   if (H5Fis_hdf5(p.c_str()) <= 0) throw h5_error(p.string() + ": not an HDF5 file");
   struct stat before;
   if (::stat(p.c_str(), &before) != 0) throw h5_error(p.string() + ": cannot stat: " + std::strerror(errno));

@@ -1,12 +1,9 @@
 #include "hdf5/tensor_file.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <set>
 #include <string>
 #include <string_view>
@@ -16,6 +13,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/error.h"
 #include "engine/file_bytes.h"
+#include "engine/input_file.h"
 #include "engine/npy.h"
 #include "engine/zip.h"
 
@@ -158,11 +156,8 @@ File read_npz(const std::filesystem::path& p) {
 
 File open_tensor_file(const std::filesystem::path& p) {
   // The system's reason first (permission denied is not "not an HDF5 file"); then the format.
-  std::error_code ec;
-  const auto st = std::filesystem::status(p, ec);
-  if (std::filesystem::exists(st) && std::filesystem::is_regular_file(st)) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) throw Error(p.string() + ": cannot open: " + std::strerror(errno));
+  {
+    const int fd = open_input_file(p);
     char head[4] = {};
     // A local header first, or the end record alone (an archive with no members).
     const bool zip = ::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head) &&

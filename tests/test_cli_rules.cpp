@@ -59,7 +59,7 @@ TEST(CliRules, ReferenceSaysWhatItTakes) {
 
   const Outcome missing = run_psi("probe audio-ff-up --reference " + (kRef / "nope.h5").string());
   EXPECT_EQ(missing.status, 2);
-  EXPECT_NE(missing.err.find("no such recording file (psi probe takes a recording file, or a folder holding "
+  EXPECT_NE(missing.err.find("nope.h5: no such file (psi probe takes a recording file, or a folder holding "
                              "probes_linear.h5)"),
             std::string::npos)
       << missing.err;

@@ -240,5 +240,5 @@ TEST_F(Safetensors, BadInputsGiveOneLineErrors) {
             p + ": duplicate tensor name a after stripping the prefix \"model.diffusion_model.\"");
 
   EXPECT_EQ(open(path("absent.safetensors").string()),
-            path("absent.safetensors").string() + ": cannot open: No such file or directory");
+            path("absent.safetensors").string() + ": no such file");
 }

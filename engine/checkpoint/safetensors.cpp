@@ -15,6 +15,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "engine/json_read.h"
 
 namespace psi::ckpt {
@@ -76,18 +77,12 @@ std::string offsets_str(const SafetensorsEntry& e) {
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, std::string strip_prefix, SafetensorsDtypes dtypes)
     : path_(path) {
   const std::string p = path.string();
-  // O_NONBLOCK: a fifo or a device must not block the open; it is refused just below.
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw Error(p + ": cannot open: " + std::strerror(errno));
+  const int fd = open_input_file(path);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
     throw Error(p + ": cannot stat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error(p + ": not a regular file; a checkpoint must be a safetensors file");
   }
   size_ = std::uint64_t(st.st_size);
   fd_ = fd;
