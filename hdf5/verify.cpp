@@ -46,6 +46,13 @@ VerifyReport verify_file(const std::filesystem::path& file) {
     const Integrity in = read_integrity(f, di.path);
     const std::string where = file.string() + ":" + di.path;
     if (const std::string p = dtype_label_problem(di); !p.empty()) r.problems.push_back(where + ": " + p);
+    // Only a tensor stored whole is hashed: rows beyond the range `stored` names would go unchecked.
+    if (in.stored != "full" && in.stored != "none") {
+      const StoredRegion region = parse_stored(in.stored, where);
+      if (std::size_t(region.axis) >= di.shape.size() || di.shape[std::size_t(region.axis)] != region.last - region.first + 1)
+        r.problems.push_back(where + ": its stored attribute says '" + in.stored + "' but it holds " + shape_str(di.shape) +
+                             "; data it does not describe would go unchecked");
+    }
     if (const std::string why = unverifiable_reason(in); !why.empty() && di.kind != hdf5::ElemKind::other && !is_text_dataset(f, di)) {
       if (unverified_allowed()) {
         unverifiable(where, why);

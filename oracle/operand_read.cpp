@@ -148,6 +148,11 @@ ReadOperand read_operand(const hdf5::File& f, const std::string& name, std::stri
   r.sha256 = sha256_hex(stored, bytes);
   // A recorded hash is always checked; a missing one is refused only where every tensor has one.
   const hdf5::Sha256Check c = hdf5::check_sha256_full(f, r.dataset, stored, bytes);
+  // Its sha256_full is the whole tensor's, so rows of it cannot be checked; nor are they an operand.
+  if (c == hdf5::Sha256Check::not_whole)
+    throw Error(place(f, r.dataset) + ": stores part of the tensor (stored='" +
+                hdf5::read_integrity(f, r.dataset).stored.substr(0, 80) + "'); the oracle's " + std::string(role) +
+                " is a whole tensor, checked against its sha256_full");
   if (c == hdf5::Sha256Check::mismatch || (c == hdf5::Sha256Check::not_recorded && hdf5::hashes_every_tensor(f)))
     r.hash_checked = hdf5::verify_sha256_full(f, r.dataset, stored, bytes);
   return r;

@@ -28,6 +28,10 @@ Shape leading(const Shape& s) { return Shape(s.begin(), s.end() - 1); }
 // must not certify data that was corrupted after it was written.
 Bf16Tensor read_verified(const hdf5::File& f, const std::string& path) {
   Bf16Tensor t = f.read_bf16(path);
+  // Its sha256_full is the whole tensor's, so rows of it cannot be checked; nor are they an operand.
+  if (hdf5::check_sha256_full(f, path, t.ptr(), t.bytes()) == hdf5::Sha256Check::not_whole)
+    throw Error(where(f, path) + ": stores part of the tensor (stored='" + hdf5::read_integrity(f, path).stored.substr(0, 80) +
+                "'); the oracle reads whole tensors, checked against their sha256_full");
   hdf5::verify_sha256_full(f, path, t);
   return t;
 }
