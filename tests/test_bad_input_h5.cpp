@@ -880,7 +880,10 @@ TEST(BadHdf5, DeeplyNestedJsonIsRefused) {
   const fs::path dir = fresh_dir("h5_deep_json");
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const std::string tables = report_file(dir / "deep_tables.h5", deep).string();
-  const std::string text = plain_file(dir / "deep_text.h5", [&](hdf5::File& f) { f.write_text("/j", deep, {}); }).string();
+  // Declared JSON (only such text is read as JSON, hdf5::is_json_text).
+  const std::string text = plain_file(dir / "deep_text.h5", [&](hdf5::File& f) {
+                             f.write_text("/j", deep, {{hdf5::attr::content, std::string(hdf5::kJsonContent)}});
+                           }).string();
   const std::string shape = plain_file(dir / "deep_full_shape.h5", [&](hdf5::File& f) {
                               f.write_bf16("/g/x", bf16_tensor({2, 4}, 1.0f), {{"full_shape", deep}});
                             }, {{"synthinit_global_seed", std::int64_t(0)}}).string();
