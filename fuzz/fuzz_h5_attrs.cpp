@@ -13,6 +13,7 @@
 
 #include "engine/bf16.h"
 #include "fuzz/h5_readers.h"
+#include "hdf5/schema.h"
 
 namespace {
 
@@ -104,7 +105,11 @@ void write_dataset(FuzzedDataProvider& in, psi::hdf5::File& f) {
       f.write_f64(path, t, a);
       break;
     }
-    case 3: f.write_text(path, table_json(in), a); break;
+    case 3:
+      // Declared JSON too: psi compare reads only that as JSON (compare/json_exact.h).
+      if (in.ConsumeBool()) a[psi::hdf5::attr::content] = std::string(psi::hdf5::kJsonContent);
+      f.write_text(path, table_json(in), a);
+      break;
     default: {
       // uint16 whose dtype attribute is not 'bfloat16' (psi must not take it for BF16).
       psi::Bf16Tensor t(shape);
