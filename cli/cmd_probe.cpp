@@ -360,6 +360,8 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
     if (!o->out.empty()) psi::outputs::check_output(o->out, {in.file, in.flash_file}, "probe: --out", psi::hdf5::is_psi_h5);
     if (!o->figures.empty() && std::filesystem::exists(o->figures) && !std::filesystem::is_directory(o->figures))
       throw psi::Error("probe: --figures " + o->figures + ": not a folder");
+    // Held from here: the figures' names are known only after the run.
+    if (!o->figures.empty()) psi::outputs::hold_output_folder(o->figures, "probe: --figures");
     const psi::probes::ProbeReport r = psi::probes::run_probe(o->name, po);
     print_report(r);
     const auto claims = psi::probes::check_claims(r);
@@ -368,7 +370,6 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
       // The figures' names come from the comparisons: checked once they are known, before any is written.
       const std::vector<psi::report::Figure> figs = probe_figures(r, o->log_counts);
       const std::filesystem::path dir = o->figures;
-      std::filesystem::create_directories(dir);
       for (const auto& f : figs)
         for (const char* ext : {".svg", ".png"})
           psi::outputs::check_output(psi::report::figure_file(dir / r.case_name, f, ext), {in.file, in.flash_file},

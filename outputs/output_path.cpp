@@ -48,6 +48,7 @@ struct Declared {
 };
 std::vector<Declared> g_declared;
 std::map<std::string, std::weak_ptr<HeldFolder>> g_folders;
+std::map<std::string, std::shared_ptr<HeldFolder>> g_pinned;  // hold_output_folder's, held to the end
 
 bool same_node(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
 
@@ -188,9 +189,21 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
     d.ino = so->st_ino;
   }
   const std::string dir = d.target.parent_path().string();
-  if (auto held = g_folders[dir].lock(); held && held->still_there()) d.folder = std::move(held);
+  if (const auto pinned = g_pinned.find(dir); pinned != g_pinned.end()) d.folder = pinned->second;
+  else if (auto held = g_folders[dir].lock(); held && held->still_there()) d.folder = std::move(held);
   else g_folders[dir] = d.folder = std::make_shared<HeldFolder>(d.target.parent_path(), name);
   g_decisions.emplace(decision_key(out), std::move(d));
+}
+
+void hold_output_folder(const fs::path& dir, const std::string& what) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(dir, ec).lexically_normal();
+  const std::string key = (abs.has_filename() ? abs : abs.parent_path()).string();
+  std::lock_guard<std::mutex> lock(g_decisions_mutex);
+  if (g_pinned.contains(key)) return;
+  auto held = std::make_shared<HeldFolder>(fs::path(key), what + " " + dir.string());
+  g_folders[key] = held;
+  g_pinned.emplace(key, std::move(held));
 }
 
 HeldFolder::HeldFolder(fs::path dir, const std::string& name) : dir_(std::move(dir)), held_(dir_) {

@@ -97,6 +97,10 @@ OutputDecision output_decision(const std::filesystem::path& out);
 // psi's own file (dev/ino) is now at `out`: a later write of the same path replaces it.
 void output_placed(const std::filesystem::path& out, dev_t dev, ino_t ino);
 
+// A folder whose outputs are named only later (psi probe --figures): held now, as check_output
+// holds an output's folder, and each output later checked in it is written through this hold.
+void hold_output_folder(const std::filesystem::path& dir, const std::string& what);
+
 // Writes `bytes` to `path` through a PendingOutput: never a half-written file, nothing left
 // behind on an error.
 void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);

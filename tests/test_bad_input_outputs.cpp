@@ -728,12 +728,13 @@ TEST(BadOutputs, AnOutputGoesOnlyToTheFolderHeldAtItsCheck) {
 }
 
 // The same for every command that writes, end to end: once psi holds the output's folder (its
-// check is done), psi is stopped, the folder changed, and psi continued: the command ends with
-// exit 2 and one line, nothing written in either folder.
+// check is done; for psi probe --figures, whose names come after the run, the folder itself), psi
+// is stopped, the folder changed, and psi continued: the command ends with exit 2 and one line,
+// nothing written in either folder.
 TEST(BadOutputs, EveryCommandWritesOnlyToTheFolderItHeld) {
   struct Command {
     std::string name;
-    std::vector<std::string> args;  // "OUT" stands for the output
+    std::vector<std::string> args;  // "OUT" stands for the output, "DIR" for its folder
   };
   const std::vector<Command> commands = {
       {"probe", {"probe", "audio-ff-up", "--variant", "official-h200", "--out", "OUT"}},
@@ -743,6 +744,7 @@ TEST(BadOutputs, EveryCommandWritesOnlyToTheFolderItHeld) {
        {"oracle", "certify", "--probe", "audio-ff-up", "--file", std::string(PSI_SHARED_DIR) + "/reference/probes_linear.h5",
         "--list", "OUT"}},
       {"run", {"run", "one-token", "--quick", "--out", "OUT"}},
+      {"probe_figures", {"probe", "audio-ff-up", "--variant", "dense", "--figures", "DIR"}},
   };
   const std::vector<FolderChange> changes = folder_changes();
   for (std::size_t i = 0; i < commands.size(); ++i) {
@@ -751,7 +753,7 @@ TEST(BadOutputs, EveryCommandWritesOnlyToTheFolderItHeld) {
     const fs::path dir = folder_change_dir("held_cmd_" + c.name), io = fresh_dir("held_cmd_io");
     std::vector<std::string> args = c.args;
     for (auto& a : args)
-      if (a == "OUT") a = (dir / "sub" / "o").string();
+      if (a == "OUT" || a == "DIR") a = (a == "DIR" ? dir / "sub" : dir / "sub" / "o").string();
     const pid_t pid = spawn_psi(args, io);
     ASSERT_GT(pid, 0);
     ASSERT_TRUE(wait_for_held_folder(pid, dir / "sub")) << join(args) << ": psi ended before holding the folder";
