@@ -119,6 +119,20 @@ TEST(Provenance, ProbeOfARecordingOfAnotherSeedIsRefused) {
   EXPECT_NE(ok.out.find("names/shapes/SHA-256 equal to weights_json"), std::string::npos) << ok.out;
 }
 
+// The oracle's probe operands (psi oracle certify --probe) are regenerated the same way and held
+// to the same check.
+TEST(Provenance, OracleProbeOfAnotherSeedIsRefused) {
+  const TempDir d("psi_provenance_oracle");
+  const fs::path f = copy_recording(d, "probes_linear.h5");
+  edit(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
+  const std::string certify = "oracle certify --file " + f.string() + " --probe probe_video_q_proj";
+  expect_refused(run_psi_in(certify, d.path()), "oracle", {f.string(), "SynthInit seed 0 (root attribute synthinit_check)", "has 1"});
+  edit(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
+  expect_refused(run_psi_in(certify, d.path()), "oracle without synthinit_check",
+                 {f.string() + ":/probe_video_q_proj declares transformer_blocks.0.attn1.to_q.weight (weights_json) with SHA-256 ",
+                  "psi's SynthInit (seed 1, the file's synthinit_global_seed) gives "});
+}
+
 // The tiny trajectory's readers (psi kernels, psi run one-token) draw the contexts and noise
 // themselves with the file's seed: the recorded inputs' SHA-256 must be what that seed gives.
 TEST(Provenance, TrajectoryOfAnotherSeedIsRefused) {
