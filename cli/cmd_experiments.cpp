@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "engine/interrupt.h"
 #include "engine/progress.h"
 #include "experiments/experiment.h"
@@ -116,10 +117,10 @@ psi::cli::Registrar run_reg("run", "run one named experiment, write its HDF5 rep
     r->o.model_given = model->count() > 0;
     r->o.out = r->out;
     r->o.reference_dir = r->reference;
-    if (!r->reference.empty() && !std::filesystem::is_directory(r->reference))
-      throw Error("--reference " + r->reference +
-                  (std::filesystem::exists(r->reference) ? ": not a folder" : ": no such folder") +
-                  " (psi run takes the folder of recordings; psi probe takes one recording file)");
+    if (!r->reference.empty())
+      if (const std::string why = input_folder_problem(r->reference); !why.empty())
+        throw Error("--reference " + r->reference + ": " + why +
+                    "; psi run takes the folder of recordings, psi probe one recording file");
     if (!r->shard.empty()) parse_shard(r->shard, r->o);
     if (!r->kernel_config.empty()) {
       r->o.kernel_config_file = r->kernel_config;

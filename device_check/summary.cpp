@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "engine/json_read.h"
 #include "engine/real_number.h"
 #include "engine/whole_number.h"
@@ -310,7 +311,7 @@ TestProgram parse_gtest_json(const std::string& name, const std::string& text) {
 }
 
 CheckFolder read_check_folder(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) throw Error(dir.string() + ": no such folder");
+  if (const std::string why = input_folder_problem(dir); !why.empty()) throw Error(dir.string() + ": " + why);
   // A folder scripts/device-check.sh did not write would give an empty summary and exit 0.
   if (!folder_holds(dir / "context.tsv") && !folder_holds(dir / "steps.tsv"))
     throw Error(dir.string() + ": not a device-check folder (no context.tsv or steps.tsv; scripts/device-check.sh "

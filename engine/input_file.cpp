@@ -19,22 +19,23 @@ std::string kind_of(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISREG(mode)) return "a regular file";
   return "not a file";
 }
 
 // The cause of a failed stat or open in the words psi uses everywhere; `opening`: the path was
-// searched already (stat succeeded), so a permission denied is the file's own.
-std::string cause_of(int err, const std::filesystem::path& p, bool opening) {
+// searched already (stat succeeded), so a permission denied is the `noun`'s own ("file", "folder").
+std::string cause_of(int err, const std::filesystem::path& p, bool opening, const std::string& noun = "file") {
   switch (err) {
     case ENOENT: {
       struct stat link {};
-      return ::lstat(p.c_str(), &link) == 0 && S_ISLNK(link.st_mode) ? "no such file (a symbolic link to nothing)"
-                                                                      : "no such file";
+      return ::lstat(p.c_str(), &link) == 0 && S_ISLNK(link.st_mode) ? "no such " + noun + " (a symbolic link to nothing)"
+                                                                      : "no such " + noun;
     }
-    case ENOTDIR: return "no such file (a part of its path is not a directory)";
+    case ENOTDIR: return "no such " + noun + " (a part of its path is not a directory)";
     case EACCES:
     case EPERM:
-      return opening ? "permission denied (the file may not be read)"
+      return opening ? "permission denied (the " + noun + " may not be read)"
                      : "permission denied (a directory on its path may not be entered)";
     case ELOOP: return "too many levels of symbolic links on its path";
     case ENAMETOOLONG: return "file name too long";
@@ -80,6 +81,16 @@ std::string input_file_problem(const std::filesystem::path& p) {
 
 void check_input_file(const std::filesystem::path& p) {
   if (std::string why = input_file_problem(p); !why.empty()) throw Error(p.string() + ": " + why);
+}
+
+std::string input_folder_problem(const std::filesystem::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return cause_of(errno, p, false, "folder");
+  if (!S_ISDIR(st.st_mode)) return "not a folder (" + kind_of(st.st_mode) + ")";
+  const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return cause_of(errno, p, true, "folder");
+  ::close(fd);
+  return "";
 }
 
 int open_input_file(const std::filesystem::path& p) {

@@ -16,6 +16,10 @@ std::string input_file_problem(const std::filesystem::path& p);
 // Throws psi::Error (exit 2) "<p>: <cause>" when input_file_problem(p) is not empty.
 void check_input_file(const std::filesystem::path& p);
 
+// The same for a folder psi reads files from (a folder of recordings, a device-check folder):
+// "no such folder", "not a folder (a regular file)", "permission denied (...)", or "".
+std::string input_folder_problem(const std::filesystem::path& p);
+
 // A descriptor open for reading on the regular file `p` (O_NONBLOCK: a fifo is refused, not
 // waited on), or psi::Error (exit 2) "<p>: <cause>". The caller closes it.
 int open_input_file(const std::filesystem::path& p);

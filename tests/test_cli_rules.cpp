@@ -54,7 +54,7 @@ TEST(CliRules, ReferenceSaysWhatItTakes) {
   const Outcome file_for_run =
       run_psi("run projection-oracle --reference " + (kRef / "probes_linear.h5").string() + " --out /tmp/never.h5");
   EXPECT_EQ(file_for_run.status, 2);
-  EXPECT_NE(file_for_run.err.find("not a folder (psi run takes the folder of recordings"), std::string::npos)
+  EXPECT_NE(file_for_run.err.find("not a folder (a regular file); psi run takes the folder of recordings"), std::string::npos)
       << file_for_run.err;
 
   const Outcome missing = run_psi("probe audio-ff-up --reference " + (kRef / "nope.h5").string());

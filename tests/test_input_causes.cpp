@@ -136,3 +136,33 @@ TEST(InputCauses, MissingHdf5FilterIsNamed) {
   }
   EXPECT_FALSE(fs::exists(dir / "sealed.h5"));
 }
+
+// A folder psi reads files from (psi run's folder of recordings, a device-check folder) is
+// refused for its own cause too; these ended in an internal error (exit 3) when a directory on
+// the path could not be entered.
+TEST(InputCauses, EveryFolderReaderNamesTheSystemsReason) {
+  const TempDir dir("psi_input_causes");
+  const fs::path locked = dir / "locked";
+  fs::create_directories(locked / "inside");
+  fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_write);  // listed, never entered
+  const fs::path unreadable = dir / "unreadable";
+  fs::create_directories(unreadable);
+  fs::permissions(unreadable, fs::perms::none);
+  const fs::path file = dir / "file";
+  std::FILE* made = std::fopen(file.c_str(), "w");
+  ASSERT_NE(made, nullptr);
+  std::fclose(made);
+  const std::vector<BadInput> inputs = {
+      {locked / "inside", "permission denied (a directory on its path may not be entered)", {"internal", "no such"}},
+      {unreadable, "permission denied (the folder may not be read)", {"internal", "no such"}},
+      {file, "not a folder (a regular file)", {"internal", "no such"}},
+      {dir / "missing", "no such folder", {"internal", "permission"}},
+  };
+  for (const Reader& r : std::vector<Reader>{{"run --reference", "run one-token --quick --reference {} --out " + (dir / "r.h5").string()},
+                                             {"device summary", "device summary {}"}})
+    for (const BadInput& in : inputs)
+      expect_cause(run_unprivileged(with_input(r.args, in.path), dir), r.name + " on " + in.path.string(), in.path,
+                   in.cause, in.wrong);
+  fs::permissions(locked, fs::perms::owner_all);  // for TempDir to remove them
+  fs::permissions(unreadable, fs::perms::owner_all);
+}
