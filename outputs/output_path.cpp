@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -177,7 +178,9 @@ void check_output(const fs::path& out, const std::vector<fs::path>& inputs, cons
   if (so && !g_force && !(mine && mine(target)))
     throw Error(name + via + " exists and is not a file psi wrote of this kind (a recording, or someone else's "
                 "file); not replaced (--force replaces it)");
-  if (!what.empty()) g_declared.push_back({what, out, out_resolved});
+  if (!what.empty() &&
+      std::none_of(g_declared.begin(), g_declared.end(), [&](const Declared& d) { return d.what == what && d.path == out; }))
+    g_declared.push_back({what, out, out_resolved});
   if (g_decisions.contains(decision_key(out))) return;  // the first decision stands
   OutputDecision d;
   std::error_code ec;
@@ -220,6 +223,7 @@ HeldFolder::HeldFolder(fs::path dir, const std::string& name) : dir_(std::move(d
 HeldFolder::~HeldFolder() { ::close(fd_); }
 
 bool HeldFolder::still_there() const {
+  std::lock_guard<std::mutex> lock(mutex_);
   struct stat held {}, now {};
   return ::fstat(fd_, &held) == 0 && ::stat(held_.c_str(), &now) == 0 && same_node(held, now);
 }

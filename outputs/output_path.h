@@ -78,7 +78,7 @@ class HeldFolder {
   std::filesystem::path dir_;
   std::filesystem::path held_;  // dir_, or its nearest ancestor that existed
   int fd_ = -1;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
 };
 
 // What check_output decided an output may replace, kept from the first check of a path until
