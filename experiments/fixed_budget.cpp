@@ -6,7 +6,9 @@
 // fails the run; the GPU memory sampled through NVML is shown beside it. On the CPU backend
 // there is no device memory to reserve (the reservation is reported as not applicable) and the
 // cap bounds what the run may hold — the arena and its pinned host buffers — scaled like the
-// arena for smaller configs (ltx2-22b: the pool itself).
+// arena for smaller configs (ltx2-22b: the pool itself), enforced by the runtime: an allocation
+// that would pass it fails the run (rt::Outcome::cap_exceeded, exit 3) before it is made. The
+// capped run goes first, so that a cap the run cannot fit fails before the uncapped run.
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 
@@ -47,6 +49,7 @@ struct FixedBudgetCase {
   double capped_wall_mean_s = 0, capped_wall_sd_s = 0, uncapped_wall_mean_s = 0, uncapped_wall_sd_s = 0;
   std::int64_t states_equal = 0, states_total = 0;
   std::optional<int> states_nonfinite;   // absent in reports before the check
+  std::optional<std::int64_t> pool_bytes;  // --pool as given; absent in reports before it was recorded
   static auto fields() {
     using R = FixedBudgetCase;
     return std::tuple{field("cap_bytes", &R::cap_bytes),
@@ -61,7 +64,8 @@ struct FixedBudgetCase {
                       field("uncapped_wall_sd_s", &R::uncapped_wall_sd_s).measures_time(),
                       field("states_equal", &R::states_equal),
                       field("states_total", &R::states_total),
-                      field_optional("states_nonfinite", &R::states_nonfinite)};
+                      field_optional("states_nonfinite", &R::states_nonfinite),
+                      field_optional("pool_bytes", &R::pool_bytes)};
   }
 };
 
@@ -84,19 +88,31 @@ void run_fixed_budget(const Options& o, Report& report) {
   const std::string& inputs = probes::trajectory_recording(1).group;  // the recorded trajectory's input names
   pipeline::TrajectoryCase tc{inputs, inputs, 1, o.seed, o.seed};
 
-  Progress::expect_parts(2);  // the uncapped and the capped run
+  Progress::expect_parts(2);  // the capped and the uncapped run
+  pipeline::TrajectoryResult capped;
+  rt::RunReport run;
+  {
+    // Before the executor, whose first block allocates the arena; held through the capped run.
+    const rt::FixedBudget budget(rt::backend_name(o.backend), pool);
+    exec::ExecOptions eo;
+    eo.backend = rt::backend_name(o.backend);
+    if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
+    if (!on_device) eo.memory_cap = std::uint64_t(cap);
+    exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
+    pipeline::TrajectoryHooks hooks;
+    hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex.run_block(b, in); };
+    try {
+      capped = run_with_progress(c, *host, tc, variant, "fixed-budget capped (PSI)", hooks);
+    } catch (const rt::RunFailure& f) {
+      if (f.outcome() != rt::Outcome::cap_exceeded) throw;
+      throw rt::RunFailure(f.outcome(), "fixed-budget --pool " + fmt_mib(double(pool)) +
+                                            (std::int64_t(pool) == cap ? "" : " (" + fmt_mib(double(cap)) + " scaled to model " + c.name + ")") +
+                                            ": the run does not fit: " + f.what());
+    }
+    run = ex.finish();
+    run.reservation = budget.report();
+  }
   const auto uncapped = run_with_progress(c, *host, tc, variant, "fixed-budget uncapped (host)");
-  // Before the executor, whose first block allocates the arena; held until this function returns.
-  const rt::FixedBudget budget(rt::backend_name(o.backend), pool);
-  exec::ExecOptions eo;
-  eo.backend = rt::backend_name(o.backend);
-  if (o.chaos_seed) eo.chaos_seed = o.chaos_seed;
-  exec::PsiExecutor ex(c, *weights, variant, exec::schedule("reuse+prefetch"), arena, eo);
-  pipeline::TrajectoryHooks hooks;
-  hooks.block_runner = [&](int b, const model::BlockInputs& in) { return ex.run_block(b, in); };
-  const auto capped = run_with_progress(c, *host, tc, variant, "fixed-budget capped (PSI)", hooks);
-  rt::RunReport run = ex.finish();
-  run.reservation = budget.report();
   // On CUDA the pinned buffers are host memory, outside the device pool: the run's device
   // allocation is its arena.
   const std::uint64_t held = on_device ? run.layout.arena : run.layout.arena + run.pinned_bytes;
@@ -123,7 +139,13 @@ void run_fixed_budget(const Options& o, Report& report) {
                                      on_device ? "the free device pool left by the reservation (arena held)"
                                                : "arena + pinned host buffers (cpu backend, scaled with the model)",
                                      arena.label, held, fits, rt::to_json(run), cm, cs, um, us, equal,
-                                     std::int64_t(2 * capped.states.size()), nonfinite});
+                                     std::int64_t(2 * capped.states.size()), nonfinite, std::int64_t(pool)});
+}
+
+// The cap as given (--pool) and, where psi scaled it with the model, the cap the run was held to.
+std::string cap_cell(const FixedBudgetCase& c, const std::string& model) {
+  if (!c.pool_bytes || *c.pool_bytes == c.cap_bytes) return fmt_mib(double(c.cap_bytes));
+  return fmt_mib(double(*c.pool_bytes)) + " (" + fmt_mib(double(c.cap_bytes)) + " scaled to model " + model + ")";
 }
 
 std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, const nlohmann::json& options) {
@@ -140,7 +162,7 @@ std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, con
   for (const FixedBudgetCase& c : cases) {
     const auto& r = c.run;
     std::vector<std::string> row{
-        fmt_mib(double(c.cap_bytes)), c.fits ? "yes" : "NO", fmt_mib(double(c.held_bytes)),
+        cap_cell(c, recorded_model(options)), c.fits ? "yes" : "NO", fmt_mib(double(c.held_bytes)),
         fmt_mib(r["managed_peak_bytes"]) + " / " + fmt_mib(r["bound_bytes"]),
         fmt_fixed(c.capped_wall_mean_s, 3) + " ± " + fmt_fixed(c.capped_wall_sd_s, 3),
         fmt_fixed(c.uncapped_wall_mean_s, 3) + " ± " + fmt_fixed(c.uncapped_wall_sd_s, 3),

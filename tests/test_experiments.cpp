@@ -692,7 +692,8 @@ TEST_F(Experiments, FixedBudgetBitwiseToUncapped) {
 }
 
 // fixed-budget --pool: on the CPU backend it sets the cap (scaled like the arena: tiny is 1/16 of
-// ltx2-22b), and the reservation and the GPU memory say they do not apply rather than show numbers.
+// ltx2-22b), which the run is held under, and the reservation and the GPU memory say they do not
+// apply rather than show numbers.
 TEST_F(Experiments, FixedBudgetPoolOnTheCpuBackend) {
   const fs::path f = dir_ / "fb.h5";
   CmdResult r = psi_cmd("run fixed-budget --backend cpu --pool 1GiB --out " + f.string());
@@ -708,6 +709,20 @@ TEST_F(Experiments, FixedBudgetPoolOnTheCpuBackend) {
   EXPECT_EQ(run["gpu_memory"]["applicable"], false);
   EXPECT_TRUE(run["gpu_memory"]["process_peak_bytes"].is_null());
   EXPECT_NE(r.out.find("| not applicable (cpu backend) |"), std::string::npos) << r.out;
+
+  EXPECT_NE(r.out.find("| 1024.0 MiB (64.0 MiB scaled to model tiny) | yes "), std::string::npos) << r.out;
+
+  // A pool the run cannot fit in: a typed failure (exit 3) before anything else runs, naming the
+  // pool as given, the cap it scales to and what would pass it; no report.
+  const fs::path small = dir_ / "fb-small.h5";
+  CmdResult tight = psi_cmd("run fixed-budget --backend cpu --pool 4MiB --out " + small.string());
+  EXPECT_EQ(tight.status, 3) << tight.out;
+  EXPECT_NE(tight.out.find("psi: error: fixed-budget --pool 4.0 MiB (0.2 MiB scaled to model tiny): the run does "
+                           "not fit: the arena ("),
+            std::string::npos)
+      << tight.out;
+  EXPECT_NE(tight.out.find("over the fixed budget's cap of"), std::string::npos) << tight.out;
+  EXPECT_FALSE(fs::exists(small));
 
   CmdResult other = psi_cmd("run capacity --pool 1GiB --out " + (dir_ / "cap.h5").string());
   EXPECT_EQ(other.status, 2);

@@ -122,8 +122,8 @@ TEST(Progress, PartsOfARunAreCountedOutOfTheirTotal) {
   ASSERT_FALSE(lines.empty());
   int first = 0, second = 0;
   for (const auto& l : lines) {
-    first += l.starts_with("fixed-budget: part 1/2 uncapped (host): ");
-    second += l.starts_with("fixed-budget: part 2/2 capped (PSI): ");
+    first += l.starts_with("fixed-budget: part 1/2 capped (PSI): ");
+    second += l.starts_with("fixed-budget: part 2/2 uncapped (host): ");
   }
   EXPECT_EQ(first + second, int(lines.size())) << lines.front() << "\n" << lines.back();
   EXPECT_GT(first, 0);

@@ -184,3 +184,29 @@ TEST(RunReport, PeakAboveTheDeclaredBoundFailsLoudly) {
                "+ 2P 16384 + eps 0");
   EXPECT_EQ(f.outcome(), rt::Outcome::bound_exceeded);
 }
+
+// A fixed budget on the CPU backend (RuntimeConfig::memory_cap) holds the arena and every pinned
+// host buffer under the cap: the runtime of small_config() holds its arena and one staging
+// buffer per page, and one byte less than that is a cap_exceeded failure naming the buffer that
+// would pass it, made before it is allocated.
+TEST(MemoryCap, HoldsTheArenaAndThePinnedBuffers) {
+  rt::RuntimeConfig c = small_config();
+  const std::uint64_t needed = 64 * KiB + 2 * 8 * KiB;
+  c.memory_cap = needed;
+  {
+    rt::Runtime r(c);
+    EXPECT_EQ(r.report().pinned_bytes, 2 * 8 * KiB);
+    const auto f = caught<rt::RunFailure>([&] { r.allocate_pinned(1, "one more byte"); });
+    EXPECT_EQ(f.outcome(), rt::Outcome::cap_exceeded);
+    EXPECT_EQ(std::string(f.what()), "one more byte (1 bytes) would take the run's memory to " +
+                                         std::to_string(needed + 1) + " bytes, over the fixed budget's cap of " +
+                                         std::to_string(needed) + " bytes");
+    EXPECT_EQ(r.report().pinned_bytes, 2 * 8 * KiB);
+  }
+  c.memory_cap = needed - 1;
+  const auto page = caught<rt::RunFailure>([&] { rt::Runtime r(c); });
+  EXPECT_EQ(page.outcome(), rt::Outcome::cap_exceeded);
+  EXPECT_NE(std::string(page.what()).find("staging of page 1"), std::string::npos) << page.what();
+  c.memory_cap = 64 * KiB - 1;
+  EXPECT_NE(error_of([&] { rt::Runtime r(c); }).find("the arena (65536 bytes)"), std::string::npos);
+}

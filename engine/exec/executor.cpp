@@ -87,6 +87,7 @@ struct PsiExecutor::State {
     rc.validate = options.validate;
     rc.chaos_seed = options.chaos_seed;
     rc.fault = options.fault;
+    rc.memory_cap = options.memory_cap;
     runtime = std::make_unique<rt::Runtime>(rc);
     rt::AsyncRingConfig ring;
     ring.slots = kRingSlots;

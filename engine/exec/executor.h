@@ -47,6 +47,8 @@ struct ExecOptions {
   // straight from there (runtime/resident_weights.h), so the block's time is transport and
   // arithmetic, not the weight source.
   bool resident_weights = false;
+  // The fixed budget's cap on a backend without a device pool (rt::RuntimeConfig::memory_cap).
+  std::optional<std::uint64_t> memory_cap;
 };
 
 // One runtime (one arena allocation) for many blocks: a whole model invocation or trajectory.

@@ -1,7 +1,8 @@
 #pragma once
 // How a run ends, and the typed errors a run fails with. Resource outcomes (scratch or
 // workspace exhausted, a weight tile larger than a page, the measured peak over the declared
-// bound) are clean failures of the run, never crashes; schedule violations (a broken page
+// bound, a fixed budget's cap that the run's allocations would pass) are clean failures of the run,
+// never crashes; schedule violations (a broken page
 // lifecycle, a missing event wait found by validate mode) are programming errors in an
 // operator's schedule.
 #include <string>
@@ -11,7 +12,7 @@
 
 namespace psi::rt {
 
-enum class Outcome { complete, scratch_exhausted, workspace_exhausted, tile_exceeds_page, bound_exceeded };
+enum class Outcome { complete, scratch_exhausted, workspace_exhausted, tile_exceeds_page, bound_exceeded, cap_exceeded };
 
 constexpr std::string_view outcome_name(Outcome o) {
   switch (o) {
@@ -20,6 +21,7 @@ constexpr std::string_view outcome_name(Outcome o) {
     case Outcome::workspace_exhausted: return "workspace_exhausted";
     case Outcome::tile_exceeds_page: return "tile_exceeds_page";
     case Outcome::bound_exceeded: return "bound_exceeded";
+    case Outcome::cap_exceeded: return "cap_exceeded";
   }
   return "?";
 }

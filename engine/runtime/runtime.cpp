@@ -39,6 +39,7 @@ Runtime::Runtime(const RuntimeConfig& config)
   GpuMemoryMonitorOptions sampling;
   sampling.period = config.gpu_sample_period;
   gpu_memory_ = std::make_unique<GpuMemoryMonitor>(backend_->name(), sampling);
+  hold_under_cap(layout_.arena, "the arena");
   arena_ = backend_->allocate_arena(layout_.arena);
   meter_.add(2 * layout_.page);  // the two pages are in use for the whole run
   compute_ = create_stream("compute");
@@ -161,7 +162,17 @@ void Runtime::host_access(std::string_view op, const std::byte* p, std::size_t b
   }
 }
 
+void Runtime::hold_under_cap(std::uint64_t bytes, std::string_view what) {
+  if (!config_.memory_cap) return;
+  const std::uint64_t held = (arena_ ? layout_.arena : 0) + pinned_bytes_;
+  if (held + bytes > *config_.memory_cap)
+    fail(Outcome::cap_exceeded, std::string(what) + " (" + std::to_string(bytes) + " bytes) would take the run's " +
+                                    "memory to " + std::to_string(held + bytes) + " bytes, over the fixed budget's cap of " +
+                                    std::to_string(*config_.memory_cap) + " bytes");
+}
+
 HostBuffer Runtime::allocate_pinned(std::size_t bytes, std::string_view what) {
+  hold_under_cap(bytes, what);
   try {
     HostBuffer b = backend_->allocate_pinned(bytes);
     pinned_bytes_ += bytes;

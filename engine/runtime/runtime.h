@@ -56,6 +56,10 @@ struct RuntimeConfig {
   std::optional<std::uint64_t> chaos_seed;  // CPU backend only
   unsigned chaos_max_us = 40;
   Fault fault = Fault::none;
+  // A fixed budget on a backend without a device pool to reserve (the CPU backend): the arena
+  // and every pinned host buffer together held under this many bytes; an allocation that would
+  // pass it fails the run (Outcome::cap_exceeded) before it is made.
+  std::optional<std::uint64_t> memory_cap;
   // GPU memory sampling period (CUDA backend; gpu_memory_monitor.h).
   std::chrono::microseconds gpu_sample_period{2000};
 };
@@ -165,6 +169,9 @@ class Runtime {
 
  private:
   int lane(Stream s) const { return s.id + 1; }
+  // Fails the run (cap_exceeded) when `bytes` more would take the arena and pinned buffers over
+  // config_.memory_cap.
+  void hold_under_cap(std::uint64_t bytes, std::string_view what);
   // Listeners, then the validator, for one operation; returns its execute-time hooks.
   Hooks admit(Stream s, std::string_view op, const Accesses& accesses, const std::vector<TrackedAccess>& host);
 
