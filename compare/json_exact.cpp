@@ -1,5 +1,6 @@
 #include "compare/json_exact.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <vector>
