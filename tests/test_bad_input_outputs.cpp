@@ -701,8 +701,11 @@ TEST(BadOutputs, AnOutputGoesOnlyToTheFolderHeldAtItsCheck) {
   // A fresh folder each time: the output rule's decisions last as long as the process (one
   // command's), and these share one.
   int round = 0;
-  for (const auto& [writer, write] : writers)
+  for (const auto& entry : writers)
     for (const FolderChange& c : folder_changes()) {
+      // Named copies, not structured bindings: clang 14 does not capture a binding in a lambda.
+      const auto& writer = entry.first;
+      const auto& write = entry.second;
       const fs::path dir = folder_change_dir("held_" + writer + std::to_string(++round));
       const fs::path out = dir / "sub" / "o";
       psi::outputs::check_output(out, {}, "test: --out", {});
@@ -1047,7 +1050,11 @@ TEST(BadOutputs, MergeMessagesStayBoundedForAbsurdShardCounts) {
   // An index or count that is not a JSON integer (nlohmann would read 1.0, "1" and true as 1).
   const std::vector<std::tuple<std::string, const char*, nlohmann::json>> not_integers{
       {"index_float.h5", "shard_index", 1.0}, {"index_text.h5", "shard_index", "1"}, {"count_float.h5", "shard_count", 2.0}};
-  for (const auto& [name, key, value] : not_integers) {
+  for (const auto& entry : not_integers) {
+    const auto& [name, key_name, json_value] = entry;
+    // Plain names for the lambda below: clang 14 does not capture a structured binding.
+    const std::string key = key_name;
+    const nlohmann::json value = json_value;
     const fs::path bad = shard_with_state(s0, dir / name, "x", [&](auto&, nlohmann::json& o) {
       o["shard_count"] = 2;
       o[key] = value;
