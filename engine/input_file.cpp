@@ -13,16 +13,6 @@ namespace psi {
 
 namespace {
 
-std::string kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a fifo";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISREG(mode)) return "a regular file";
-  return "not a file";
-}
-
 // The cause of a failed stat or open in the words psi uses everywhere; `opening`: the path was
 // searched already (stat succeeded), so a permission denied is the `noun`'s own ("file", "folder").
 std::string cause_of(int err, const std::filesystem::path& p, bool opening, const std::string& noun = "file") {
@@ -52,7 +42,7 @@ int open_checked(const std::filesystem::path& p, std::string& why) {
   }
   // A fifo or a device would block the open or never end; a directory is no file at all.
   if (!S_ISREG(st.st_mode)) {
-    why = "not a regular file (" + kind_of(st.st_mode) + ")";
+    why = "not a regular file (" + file_kind(st.st_mode) + ")";
     return -1;
   }
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -63,7 +53,7 @@ int open_checked(const std::filesystem::path& p, std::string& why) {
   // What was opened may have been put at the name after the stat.
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     why = S_ISREG(st.st_mode) ? std::string("cannot stat: ") + std::strerror(errno)
-                              : "not a regular file (" + kind_of(st.st_mode) + ")";
+                              : "not a regular file (" + file_kind(st.st_mode) + ")";
     ::close(fd);
     return -1;
   }
@@ -71,6 +61,17 @@ int open_checked(const std::filesystem::path& p, std::string& why) {
 }
 
 }  // namespace
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISREG(mode)) return "a regular file";
+  return "an unknown kind of file";
+}
 
 std::string input_file_problem(const std::filesystem::path& p) {
   std::string why;
@@ -86,7 +87,7 @@ void check_input_file(const std::filesystem::path& p) {
 std::string input_folder_problem(const std::filesystem::path& p) {
   struct stat st {};
   if (::stat(p.c_str(), &st) != 0) return cause_of(errno, p, false, "folder");
-  if (!S_ISDIR(st.st_mode)) return "not a folder (" + kind_of(st.st_mode) + ")";
+  if (!S_ISDIR(st.st_mode)) return "not a folder (" + file_kind(st.st_mode) + ")";
   const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return cause_of(errno, p, true, "folder");
   ::close(fd);

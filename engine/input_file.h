@@ -3,10 +3,15 @@
 // .npz, safetensors, captures, configurations) opens its input here, so that a permission
 // denied is never called "not an HDF5 file", a folder on the path that cannot be entered is
 // never "no such file", and a folder or fifo is "not a regular file" wherever it is given.
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 
 namespace psi {
+
+// "a directory", "a fifo", "a symbolic link", … for messages, inputs' and outputs' alike.
+std::string file_kind(mode_t mode);
 
 // Why `p` cannot be read as an input file, in words naming the cause ("no such file",
 // "permission denied (...)", "not a regular file (a directory)", ...), or "" when it is a regular

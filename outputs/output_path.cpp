@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "outputs/link_allowance.h"
 #include "outputs/pending_output.h"
 
@@ -78,17 +79,6 @@ std::string first_line(const fs::path& p) {
 }
 
 }  // namespace
-
-std::string file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a fifo";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  if (S_ISREG(mode)) return "a regular file";
-  return "not a regular file";
-}
 
 Recognizer first_line_is(std::string line) {
   return [line = std::move(line)](const fs::path& p) { return first_line(p) == line; };

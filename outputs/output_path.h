@@ -45,9 +45,6 @@ void set_force_replace(bool on);
 void check_output(const std::filesystem::path& out, const std::vector<std::filesystem::path>& inputs,
                   const std::string& what, const Recognizer& mine);
 
-// "a directory", "a fifo", "a symbolic link", … for messages.
-std::string file_kind(mode_t mode);
-
 // The file an output path writes: the path itself, or what a symbolic link at it names.
 std::filesystem::path write_target(const std::filesystem::path& out);
 

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engine/error.h"
+#include "engine/input_file.h"
 #include "engine/interrupt.h"
 #include "outputs/output_path.h"
 
