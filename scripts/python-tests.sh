@@ -9,7 +9,8 @@ python=${PSI_PYTHON:-python3}
 # Debian's python3 needs these two for a virtual environment and the extension module's headers.
 if ! "$python" -c 'import ensurepip, sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get install -y -qq --no-install-recommends python3-venv python3-dev >/dev/null
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv python3-dev >/dev/null
 fi
 [ -x build/venv/bin/python ] || "$python" -m venv build/venv
 build/venv/bin/python -m pip install -q --disable-pip-version-check numpy h5py ml_dtypes safetensors pytest \
