@@ -69,6 +69,13 @@ struct FixedBudgetCase {
   }
 };
 
+// The cap as given (--pool) and, where psi scaled it with the model, the cap the run is held to:
+// the table's cell and the error of a run that does not fit.
+std::string cap_label(std::int64_t pool, std::int64_t cap, const std::string& model) {
+  if (pool == cap) return fmt_mib(double(cap));
+  return fmt_mib(double(pool)) + " (" + fmt_mib(double(cap)) + " scaled to model " + model + ")";
+}
+
 // --pool: a positive amount (rt::parse_capacity).
 void set_pool(const std::string& value, Options& o) {
   const std::uint64_t pool = rt::parse_capacity(value, "--pool");
@@ -105,8 +112,7 @@ void run_fixed_budget(const Options& o, Report& report) {
       capped = run_with_progress(c, *host, tc, variant, "fixed-budget capped (PSI)", hooks);
     } catch (const rt::RunFailure& f) {
       if (f.outcome() != rt::Outcome::cap_exceeded) throw;
-      throw rt::RunFailure(f.outcome(), "fixed-budget --pool " + fmt_mib(double(pool)) +
-                                            (std::int64_t(pool) == cap ? "" : " (" + fmt_mib(double(cap)) + " scaled to model " + c.name + ")") +
+      throw rt::RunFailure(f.outcome(), "fixed-budget --pool " + cap_label(std::int64_t(pool), cap, c.name) +
                                             ": the run does not fit: " + f.what());
     }
     run = ex.finish();
@@ -142,10 +148,9 @@ void run_fixed_budget(const Options& o, Report& report) {
                                      std::int64_t(2 * capped.states.size()), nonfinite, std::int64_t(pool)});
 }
 
-// The cap as given (--pool) and, where psi scaled it with the model, the cap the run was held to.
+// The table's cap: reports before pool_bytes was recorded give the cap alone.
 std::string cap_cell(const FixedBudgetCase& c, const std::string& model) {
-  if (!c.pool_bytes || *c.pool_bytes == c.cap_bytes) return fmt_mib(double(c.cap_bytes));
-  return fmt_mib(double(*c.pool_bytes)) + " (" + fmt_mib(double(c.cap_bytes)) + " scaled to model " + model + ")";
+  return c.pool_bytes ? cap_label(*c.pool_bytes, c.cap_bytes, model) : fmt_mib(double(c.cap_bytes));
 }
 
 std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, const nlohmann::json& options) {

@@ -23,10 +23,12 @@
 #include "hdf5/unverified.h"
 #include "outputs/output_path.h"
 #include "outputs/pending_output.h"
+#include "tests/h5_edit.h"
 #include "tests/test_bad_input_support.h"
 
 using namespace psi::badinput;
 using psi::Exit;
+using psi::test::edit_h5;
 
 namespace {
 
@@ -917,14 +919,6 @@ fs::path shard_with_state(const fs::path& from, const fs::path& to, const std::s
   w.write_text("/report/tables", r.read_text("/report/tables"));
   w.commit();
   return to;
-}
-
-// The C API on a file psi wrote, as another tool would edit it.
-void edit_h5(const fs::path& file, const std::function<void(hid_t)>& edit) {
-  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(f, 0) << file;
-  edit(f);
-  H5Fclose(f);
 }
 
 void set_root_text(hid_t f, const char* name, const std::string& value) {

@@ -11,6 +11,7 @@
 
 #include "hdf5/h5.h"  // the HDF5 C API: copies edited in place
 #include "psi_command.h"
+#include "tests/h5_edit.h"
 #include "tests/recordings.h"
 
 namespace {
@@ -19,19 +20,13 @@ namespace fs = std::filesystem;
 using psi::testing::Outcome;
 using psi::testing::run_psi_in;
 using psi::testing::TempDir;
+using psi::test::edit_h5;
 
 fs::path copy_recording(const TempDir& d, const std::string& name) {
   const fs::path f = d / name;
   fs::copy_file(psi::test::reference_file(name), f, fs::copy_options::overwrite_existing);
   fs::permissions(f, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
   return f;
-}
-
-void edit(const fs::path& file, const std::function<void(hid_t)>& f) {
-  const hid_t h = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(h, 0) << file;
-  f(h);
-  H5Fclose(h);
 }
 
 void set_int_attr(hid_t file, const char* object, const char* name, std::int64_t value) {
@@ -96,10 +91,10 @@ TEST(Provenance, ProbeOfARecordingOfAnotherSeedIsRefused) {
                 {"audio-self-attn", "probe_attn_traj.h5"}};
   for (const auto& p : probes) {
     const fs::path f = copy_recording(d, p.file);
-    edit(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
+    edit_h5(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
     expect_refused(run_psi_in("probe " + p.probe + " --variant dense --reference " + f.string(), d.path()), p.probe,
                    {f.string(), "SynthInit seed 0 (root attribute synthinit_check)", "has 1"});
-    edit(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
+    edit_h5(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
     expect_refused(run_psi_in("probe " + p.probe + " --variant dense --reference " + f.string(), d.path()),
                    p.probe + " without synthinit_check",
                    {f.string() + ":/", " declares transformer_blocks.0.", "(weights_json) with SHA-256 ",
@@ -107,7 +102,7 @@ TEST(Provenance, ProbeOfARecordingOfAnotherSeedIsRefused) {
   }
   // A weights_json that records another hash than its seed gives: both hashes named.
   const fs::path f = copy_recording(d, "probes_linear.h5");
-  edit(f, [](hid_t h) {
+  edit_h5(f, [](hid_t h) {
     edit_text(h, "/probe_audio_ff_up/weights_json", [](std::string& t) { t.replace(t.find(kFfUpSha), 4, "0000"); });
   });
   expect_refused(run_psi_in("probe audio-ff-up --variant dense --reference " + f.string(), d.path()), "edited sha256",
@@ -124,10 +119,10 @@ TEST(Provenance, ProbeOfARecordingOfAnotherSeedIsRefused) {
 TEST(Provenance, OracleProbeOfAnotherSeedIsRefused) {
   const TempDir d("psi_provenance_oracle");
   const fs::path f = copy_recording(d, "probes_linear.h5");
-  edit(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
+  edit_h5(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
   const std::string certify = "oracle certify --file " + f.string() + " --probe probe_video_q_proj";
   expect_refused(run_psi_in(certify, d.path()), "oracle", {f.string(), "SynthInit seed 0 (root attribute synthinit_check)", "has 1"});
-  edit(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
+  edit_h5(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
   expect_refused(run_psi_in(certify, d.path()), "oracle without synthinit_check",
                  {f.string() + ":/probe_video_q_proj declares transformer_blocks.0.attn1.to_q.weight (weights_json) with SHA-256 ",
                   "psi's SynthInit (seed 1, the file's synthinit_global_seed) gives "});
@@ -138,10 +133,10 @@ TEST(Provenance, OracleProbeOfAnotherSeedIsRefused) {
 TEST(Provenance, TrajectoryOfAnotherSeedIsRefused) {
   const TempDir d("psi_provenance_traj");
   const fs::path f = copy_recording(d, "probe_attn_traj.h5");
-  edit(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
+  edit_h5(f, [](hid_t h) { set_int_attr(h, "/", "synthinit_global_seed", 1); });
   expect_refused(run_psi_in("kernels shapes --reference " + d.path().string(), d.path()), "seed",
                  {f.string(), "SynthInit seed 0 (root attribute synthinit_check)", "has 1"});
-  edit(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
+  edit_h5(f, [](hid_t h) { H5Adelete(h, "synthinit_check"); });
   expect_refused(run_psi_in("kernels shapes --reference " + d.path().string(), d.path()), "seed, no synthinit_check",
                  {f.string(), "declares input.trajectory_tiny.", "with SHA-256 ", "(seed 1, the file's synthinit_global_seed) gives "});
   expect_refused(run_psi_in("run one-token --quick --reference " + d.path().string() + " --out " + (d / "r.h5").string(),
@@ -172,7 +167,7 @@ TEST(Provenance, CaptureOfAnotherSeedOrStepIsRefused) {
   for (const auto& e : edits) {
     const fs::path f = d / (e.name + ".h5");
     fs::copy_file(capture, f, fs::copy_options::overwrite_existing);
-    edit(f, e.change);
+    edit_h5(f, e.change);
     std::vector<std::string> mentions = e.mentions;
     mentions.push_back(f.string());
     expect_refused(run_psi_in("probe trajectory-step --reference " + f.string() + " --step 1", d.path()), e.name, mentions);

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional, Union
 import numpy as np
 
 from . import _psi
-from ._arrays import _is_torch, _torch
+from ._arrays import _is_torch, _torch, bf16_bits
 
 # NumPy element types psi compares as they are, and those it widens exactly (as it widens a
 # safetensors file's): psi's comparisons know six element types.
@@ -21,11 +21,10 @@ _WIDENED = {np.dtype(np.bool_): np.uint8, np.dtype(np.int8): np.int64, np.dtype(
 
 def _array(name: str, a: Any, side: str):
     if _is_torch(a):
-        torch = _torch()
-        t = a.detach().cpu().contiguous()
-        a = t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
-        if t.dtype == torch.bfloat16:
-            return (name, "bfloat16", list(a.shape), np.ascontiguousarray(a))
+        if a.dtype == _torch().bfloat16:
+            bits = bf16_bits(a.detach().cpu(), f"{side}[{name!r}]", "psi.compare")
+            return (name, "bfloat16", list(bits.shape), bits)
+        a = a.detach().cpu().contiguous().numpy()
     if not isinstance(a, np.ndarray):
         raise TypeError(f"psi.compare: {side}[{name!r}] is a {type(a).__name__}, not a NumPy array or torch tensor")
     if a.dtype.name == "bfloat16":
