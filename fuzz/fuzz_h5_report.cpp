@@ -1,7 +1,7 @@
 // libFuzzer target: the bytes are an HDF5 file, read by everything psi reads HDF5 with
 // (fuzz/h5_readers.h). libhdf5 itself parses the file format here, and it is not built with
 // the fuzzer's instrumentation: a crash inside it is libhdf5's (scripts/fuzz.sh tells the two
-// apart by the first stack frame; docs/reliability.md lists what was found). fuzz_h5_attrs
+// apart by the first stack frame; docs/reliability/fuzzing-and-sanitizers.md lists what was found). fuzz_h5_attrs
 // covers psi's own parsing on files libhdf5 wrote itself.
 #include <cstdint>
 #include <cstdio>

@@ -1,6 +1,6 @@
 #pragma once
 // Work that hostile input can crash, hang or blow up (libhdf5 parsing a file psi was sent: it has
-// crashed, looped and allocated gigabytes on corrupt files, docs/reliability.md bug 16), run in a
+// crashed, looped and allocated gigabytes on corrupt files, docs/reliability/bugs-found.md bug 16), run in a
 // child process with limits, so that psi survives it and refuses the input instead.
 #include <chrono>
 #include <cstddef>

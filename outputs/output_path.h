@@ -1,5 +1,5 @@
 #pragma once
-// The output rule of every psi command that writes a file (docs/reliability.md, "Outputs").
+// The output rule of every psi command that writes a file (docs/reliability/inputs-vs-outputs.md).
 // An output path is refused with a one-line psi::Error (exit 2), before the command's work
 // starts, when
 //   - it exists and is not a regular file (a directory, a device node, a fifo, a socket: the

@@ -1,6 +1,6 @@
 #pragma once
 // A file being written for an output path, and the one step that puts it there
-// (docs/reliability.md, "Outputs"). Nothing here knows of HDF5.
+// (docs/reliability/output-places.md). Nothing here knows of HDF5.
 //
 // The file has no name while it is written: an unnamed file (O_TMPFILE) in the folder of the
 // file it replaces, so a psi killed at any moment, by any signal, leaves nothing behind. Where

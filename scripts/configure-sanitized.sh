@@ -7,7 +7,7 @@
 #
 # SANITIZERS: address,undefined (also builds the fuzz targets): clang, which libFuzzer needs and
 # which compiles this build about 40 % faster than g++ at the same flags. thread: g++, the
-# compiler of the main build, whose TSan stage times docs/reliability.md records.
+# compiler of the main build, whose TSan stage times docs/reliability/ci-time.md records.
 # Environment: PSI_CMAKE_ARGS (more configure arguments, e.g. -DPSI_SHARED_DIR=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."

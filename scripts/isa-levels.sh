@@ -5,7 +5,7 @@
 #             the lower paths held to the same bitwise tests on a machine that has more
 #   emulated  the kernel tests on an emulated CPU without AVX-512 (qemu-user's `max` CPU: AVX2
 #             and FMA), where a kernel built for a level the CPU lacks dies of SIGILL, as clang
-#             14's target_clones did (docs/reliability.md, bug 48); and psi itself names avx2
+#             14's target_clones did (docs/reliability/bugs-found.md, bug 48); and psi itself names avx2
 #
 #   scripts/isa-levels.sh [lower|emulated|all] [BUILD]     (default all, build/)
 #

@@ -48,10 +48,10 @@ tsan_suites=${PSI_TSAN_SUITES:-'CpuBackend|BackendFactory|Arena[A-Za-z]*|Scratch
 # core OfficialFlash.*'s, their reading every block probe's),
 # SynthInit over every recorded weight and the SHA-256 of every recorded tensor (the generator
 # and the hash every recording read runs). The two Slurm tests run, as Slurm jobs, the commands
-# of the sharded probes run above; what they add is Slurm, not psi code. The README's three
+# of the sharded probes run above; what they add is Slurm, not psi code. The documents' three
 # checks (1,051 of 2,877 test-seconds on 7 December) run psi's documented commands and every
 # bad-input program once more: the programs run as their own ASan tests, the commands' code is
-# what the rest of this run covers, and what the checks are about, the README's text against
+# what the rest of this run covers, and what the checks are about, the documents' text against
 # psi's output, is checked in the main stage. The four Progress tests that time whole `psi run`s
 # (capacity twice, fixed-budget, transport-control, one-token --quick: 177 of the ASan run's
 # test-seconds at 9cd3a24) check when lines appear on a clock ASan slows several-fold, so under it

@@ -1,6 +1,6 @@
 // Regression tests for bad-input and non-finite handling bugs that the reliability work found in
 // code outside it. Each test states the contract and names the code at fault; those marked
-// "Open" fail until the bug is fixed. docs/reliability.md lists them with their reproductions.
+// "Open" fail until the bug is fixed. docs/reliability/bugs-found.md lists them with their reproductions.
 #include <sys/stat.h>
 
 #include <cstring>

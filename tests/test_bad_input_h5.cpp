@@ -839,8 +839,8 @@ void expect_refused_by_every_reader(const std::string& name, const std::vector<s
 }
 }  // namespace
 
-// Files that crash libhdf5 1.10.8 itself (class 9; found by fuzz_h5_report, docs/reliability.md
-// bug 16): a global-heap read past its buffer in H5HG_read, a SIGSEGV in H5A__close while
+// Files that crash libhdf5 1.10.8 itself (class 9; found by fuzz_h5_report,
+// docs/reliability/bugs-found.md bug 16): a global-heap read past its buffer in H5HG_read, a SIGSEGV in H5A__close while
 // attributes are iterated. psi used to die with them; libhdf5 now reads every file first in a
 // child process (outputs/isolated.h), and psi refuses the file when the child does not come
 // through. The second file's root also has an attribute list libhdf5 cannot read: the child

@@ -1,6 +1,8 @@
-// The README's commands and examples, executed: every fenced block carries a directive (an HTML
-// comment on the line before it) saying how it is checked, so a block added without one, a
-// command that stops working or an example output that drifts from what psi prints fails here.
+// The README's commands and examples, executed, and those of every docs/ page that carries a
+// directive (tests/readme_blocks.h: the checked documents): every fenced block of a checked
+// document carries a directive (an HTML comment on the line before it) saying how it is checked,
+// so a block added without one, a command that stops working or an example output that drifts
+// from what psi prints fails here, named by file and line.
 //
 //   <!-- readme-test: run -->                 the shell block runs as written (exit 0)
 //   <!-- readme-test: lines: psi ARGS -->     every line of the block is a line of `psi ARGS`'s
@@ -24,21 +26,22 @@
 //   <!-- readme-test: numbers: psi ARGS; psi ARGS2; not WHAT -->
 //                                             every number in the paragraph is one that the
 //                                             parts give, as printed or rounded to the digits
-//                                             the README gives (thousands commas aside), except
+//                                             the document gives (thousands commas aside), except
 //                                             the numbers of a "not" part, which says what they
 //                                             are (a setting, the paper's, a wall time); a part is
 //                                             `psi ARGS` (what it prints), `program NAME` (what the
 //                                             test program NAME prints, run whole) or `rows PATH#HEADING`
 //                                             (how many rows the first table under that heading of
-//                                             the repository's file PATH has)
+//                                             the repository's file PATH has; PATH from the root)
 //
-// and every paragraph with a number in it must (Readme.EveryProseNumberIsChecked). A paragraph is
+// and every paragraph with a number in it must (Readme.EveryProseNumberIsChecked), in every
+// checked document: a page that takes one directive is checked whole. A paragraph is
 // a run of non-blank lines outside the fenced blocks, headings and directive lines apart: a list,
 // a table or an image with its caption is one. Its numbers are those of prose_numbers below.
 //
 // Commands run in a scratch folder (their out/ goes there); build/psi and ../shared/ are the
-// psi under test and the recordings. The usage table is checked against each command's --help
-// and the experiments table against psi list.
+// psi under test and the recordings. The usage table (docs/commands.md) is checked against each
+// command's --help, the experiments table against psi list, and docs/index.md against docs/.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -65,7 +68,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using psi::testing::kReadme;
+using psi::testing::checked_documents;
+using psi::testing::kRepo;
 using psi::testing::lines_of;
 using Block = psi::testing::ReadmeBlock;
 using psi::testing::readme_blocks;
@@ -105,7 +109,7 @@ class Scratch {
   std::map<std::string, Run> cache_;
 };
 
-// The block's commands as the README's reader runs them from the repository root.
+// The block's commands as the documents' reader runs them from the repository root.
 std::string as_run_here(std::string text) {
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"build/psi", PSI_BINARY}, {"../shared/", std::string(PSI_SHARED_DIR) + "/"}}) {
@@ -219,7 +223,7 @@ std::vector<Number> numbers_in(const std::string& s) {
   return out;
 }
 
-// The numbers of README text, by one rule. Code spans (`...`) and link targets ("](...)") are
+// The numbers of a document's text, by one rule. Code spans (`...`) and link targets ("](...)") are
 // left out: they are commands, options, file names and quoted output, as typed. A number is what
 // numbers_in reads that is not part of a name: not glued to a letter before or after it ("H200",
 // "sm_90", "bf16", "22B"), and not after a hyphen or plus that follows a word with a letter in it
@@ -241,15 +245,18 @@ std::vector<Number> prose_numbers(const std::string& text) {
   return out;
 }
 
-// The README's paragraphs (see the top of the file), each with the directive before it, if any.
+// A checked document's paragraphs (see the top of the file), each with the directive before it,
+// if any.
 struct Paragraph {
+  std::string file;      // the document, from the repository root
   std::size_t line = 0;  // of its first line, 1-based
   std::string directive, text;
+  std::string where() const { return file + ":" + std::to_string(line); }
 };
 
-std::vector<Paragraph> readme_paragraphs() {
+std::vector<Paragraph> paragraphs_of(const std::string& doc) {
   static const std::regex directive(R"(^<!-- readme-test: (.*) -->$)");
-  const auto lines = lines_of(slurp(kReadme));
+  const auto lines = lines_of(slurp(kRepo / doc));
   const auto apart = [&](std::size_t k) {
     return lines[k].empty() || lines[k].starts_with("```") || lines[k].starts_with("#") || lines[k].starts_with("<!--");
   };
@@ -262,6 +269,7 @@ std::vector<Paragraph> readme_paragraphs() {
     }
     if (apart(i)) continue;
     Paragraph p;
+    p.file = doc;
     p.line = i + 1;
     std::smatch m;
     if (i > 0 && std::regex_match(lines[i - 1], m, directive)) p.directive = m[1];
@@ -270,6 +278,13 @@ std::vector<Paragraph> readme_paragraphs() {
     out.push_back(p);
   }
   return out;
+}
+
+std::vector<Paragraph> readme_paragraphs() {
+  std::vector<Paragraph> all;
+  for (const auto& doc : checked_documents())
+    for (auto& p : paragraphs_of(doc)) all.push_back(std::move(p));
+  return all;
 }
 
 // `n` as `out` prints it: the same integer, or a value that rounds to it at n's digits.
@@ -292,7 +307,7 @@ TEST(Readme, ProseNumbersArePrinted) {
   for (const Paragraph& p : readme_paragraphs()) {
     if (!p.directive.starts_with("numbers: ")) continue;
     ++checked;
-    const std::string where = "README.md:" + std::to_string(p.line - 1);
+    const std::string where = p.file + ":" + std::to_string(p.line - 1);
     std::vector<Number> out, exempt;
     std::string sources;
     const std::string parts = p.directive.substr(9);
@@ -308,7 +323,7 @@ TEST(Readme, ProseNumbersArePrinted) {
         // The table's rows: the lines starting with '|' after its header and rule.
         const std::size_t hash = part.find('#');
         ASSERT_NE(hash, std::string::npos) << where << ": '" << part << "' is not rows PATH#HEADING";
-        const auto file = lines_of(slurp(kReadme.parent_path() / part.substr(5, hash - 5)));
+        const auto file = lines_of(slurp(kRepo / part.substr(5, hash - 5)));
         const std::string heading = part.substr(hash + 1);
         auto it = std::find_if(file.begin(), file.end(), [&](const std::string& l) {
           return l.starts_with("#") && l.substr(l.find_first_not_of('#')) == " " + heading;
@@ -332,7 +347,7 @@ TEST(Readme, ProseNumbersArePrinted) {
     }
     for (const Number& n : prose_numbers(p.text)) {
       if (std::any_of(exempt.begin(), exempt.end(), [&](const Number& e) { return e.text == n.text; })) continue;
-      EXPECT_TRUE(printed(n, out)) << "README.md:" << p.line << ": " << n.text << " is not a number " << sources
+ EXPECT_TRUE(printed(n, out)) << p.where() << ": " << n.text << " is not a number " << sources
                                    << " gives (nor one of its 'not' part), in\n"
                                    << p.text;
     }
@@ -343,25 +358,29 @@ TEST(Readme, ProseNumbersArePrinted) {
 // Every paragraph with a number in it says where its numbers come from (a numbers: directive),
 // and every numbers: directive stands before a paragraph.
 TEST(Readme, EveryProseNumberIsChecked) {
-  int directives = 0, with_numbers = 0;
-  for (const auto& l : lines_of(slurp(kReadme))) directives += l.starts_with("<!-- readme-test: numbers: ");
-  for (const Paragraph& p : readme_paragraphs()) {
-    with_numbers += p.directive.starts_with("numbers: ");
-    if (p.directive.starts_with("numbers: ")) continue;
-    std::string numbers;
-    for (const Number& n : prose_numbers(p.text)) numbers += " " + n.text;
-    EXPECT_TRUE(numbers.empty()) << "README.md:" << p.line << ": numbers" << numbers
-                                 << " without a <!-- readme-test: numbers: ... --> line before the paragraph:\n"
-                                 << p.text;
+  for (const auto& doc : checked_documents()) {
+    int directives = 0, with_numbers = 0;
+    for (const auto& l : lines_of(slurp(kRepo / doc))) directives += l.starts_with("<!-- readme-test: numbers: ");
+    for (const Paragraph& p : paragraphs_of(doc)) {
+      with_numbers += p.directive.starts_with("numbers: ");
+      if (p.directive.starts_with("numbers: ")) continue;
+      std::string numbers;
+      for (const Number& n : prose_numbers(p.text)) numbers += " " + n.text;
+      EXPECT_TRUE(numbers.empty()) << p.where() << ": numbers" << numbers
+                                   << " without a <!-- readme-test: numbers: ... --> line before the paragraph:\n"
+                                   << p.text;
+    }
+    EXPECT_EQ(with_numbers, directives) << doc << ": a numbers: directive that is not on the line before a paragraph";
   }
-  EXPECT_EQ(with_numbers, directives) << "a numbers: directive that is not on the line before a paragraph";
 }
 
-// The README's count of bad inputs is the total of docs/reliability.md's table, and each row is
-// what its program prints when run whole (`psi-bad-input: <suite>: N bad inputs rejected`): a
-// case added to a program without updating both documents fails here.
+// The bad-input count the documents give is the total of the bad-input suite's table
+// (docs/reliability/bad-input.md), and each row is what its program prints when run whole
+// (`psi-bad-input: <suite>: N bad inputs rejected`): a case added to a program without updating
+// the table and the count fails here.
 TEST(Readme, BadInputCountIsWhatTheProgramsReject) {
-  const std::string reliability = slurp(kReadme.parent_path() / "docs" / "reliability.md");
+  const std::string table_page = "docs/reliability/bad-input.md";
+  const std::string reliability = slurp(kRepo / table_page);
   static const std::regex row(R"(\n\| `(test_bad_input_[a-z0-9_]+)` \| (\d+) \|)"), total(R"(\n\| total \| \*\*(\d+)\*\* \|)"),
       count(R"(psi-bad-input: [^\n]*: (\d+) bad inputs rejected)"), readme(R"(\*\*Bad input\*\*: (\d+) malformed inputs)");
   Scratch s;
@@ -375,30 +394,34 @@ TEST(Readme, BadInputCountIsWhatTheProgramsReject) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, count)) << program << " printed no count (exit " << r.status << "):\n"
                                                     << r.out << r.err;
-    EXPECT_EQ(m[1].str(), (*it)[2].str()) << "docs/reliability.md: " << program << " rejects " << m[1] << " bad inputs";
+    EXPECT_EQ(m[1].str(), (*it)[2].str()) << table_page << ": " << program << " rejects " << m[1] << " bad inputs";
   }
   // Every program that counts is in the table.
-  for (const auto& f : fs::directory_iterator(kReadme.parent_path() / "tests")) {
+  for (const auto& f : fs::directory_iterator(kRepo / "tests")) {
     if (f.path().filename().string().starts_with("test_bad_input_") && f.path().extension() == ".cpp" &&
         slurp(f.path()).find("CountPrinter(") != std::string::npos) {
-      EXPECT_TRUE(in_table.count(f.path().stem().string())) << f.path() << " counts, but docs/reliability.md has no row";
+      EXPECT_TRUE(in_table.count(f.path().stem().string())) << f.path() << " counts, but " << table_page << " has no row";
     }
   }
-  std::smatch t, r;
-  ASSERT_TRUE(std::regex_search(reliability, t, total)) << "docs/reliability.md: no total row";
-  EXPECT_EQ(std::stoll(t[1]), sum) << "docs/reliability.md: the total is not the rows' sum";
-  const std::string text = slurp(kReadme);
-  ASSERT_TRUE(std::regex_search(text, r, readme)) << "README.md: no '**Bad input**: N malformed inputs'";
-  EXPECT_EQ(std::stoll(r[1]), sum) << "README.md's bad-input count";
+  std::smatch t;
+  ASSERT_TRUE(std::regex_search(reliability, t, total)) << table_page << ": no total row";
+  EXPECT_EQ(std::stoll(t[1]), sum) << table_page << ": the total is not the rows' sum";
+  int counts = 0;
+  for (const auto& doc : checked_documents()) {
+    const std::string text = slurp(kRepo / doc);
+    for (std::sregex_iterator r(text.begin(), text.end(), readme), end; r != end; ++r, ++counts)
+      EXPECT_EQ(std::stoll((*r)[1]), sum) << doc << "'s bad-input count";
+  }
+  EXPECT_GT(counts, 0) << "no checked document says '**Bad input**: N malformed inputs'";
 }
 
 TEST(Readme, EveryFencedBlockSaysHowItIsChecked) {
   const auto blocks = readme_blocks();
-  ASSERT_GE(blocks.size(), 10u) << kReadme;
+  ASSERT_GE(blocks.size(), 10u);
   static const std::regex known(R"(^(run|slurm|skip: .+|file: .+|lines: psi .+|tables: psi .+|python after: psi .+)$)");
   for (const auto& b : blocks)
     EXPECT_TRUE(std::regex_match(b.directive, known))
-        << "README.md:" << b.line << ": the fenced block needs a <!-- readme-test: ... --> line before it (got '"
+        << b.where() << ": the fenced block needs a <!-- readme-test: ... --> line before it (got '"
         << b.directive << "')";
 }
 
@@ -407,9 +430,9 @@ TEST(Readme, FileBlocksAreTheFilesThemselves) {
   for (const auto& b : readme_blocks()) {
     if (!b.directive.starts_with("file: ")) continue;
     ++checked;
-    const fs::path file = kReadme.parent_path() / b.directive.substr(6);
-    ASSERT_TRUE(fs::is_regular_file(file)) << "README.md:" << b.line << ": no file " << file;
-    EXPECT_EQ(joined(b.body), joined(lines_of(slurp(file)))) << "README.md:" << b.line << ": the block is not " << file;
+    const fs::path file = kRepo / b.directive.substr(6);
+    ASSERT_TRUE(fs::is_regular_file(file)) << b.where() << ": no file " << file;
+    EXPECT_EQ(joined(b.body), joined(lines_of(slurp(file)))) << b.where() << ": the block is not " << file;
   }
   EXPECT_GT(checked, 0);
 }
@@ -421,7 +444,7 @@ TEST(Readme, ShellBlocksRunAsWritten) {
     if (b.directive != "run") continue;
     ++ran;
     const auto r = s.shell(as_run_here(joined(b.body)));
-    EXPECT_EQ(r.status, 0) << "README.md:" << b.line << "\n" << joined(b.body) << r.err;
+    EXPECT_EQ(r.status, 0) << b.where() << "\n" << joined(b.body) << r.err;
   }
   EXPECT_GT(ran, 0);
 }
@@ -433,8 +456,8 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
     const std::string exact = psi_args(b.directive, "lines"), shape = psi_args(b.directive, "tables");
     if (exact.empty() && shape.empty()) continue;
     ++checked;
-    const auto& r = s.psi(exact.empty() ? shape : exact);
-    ASSERT_EQ(r.status, 0) << "README.md:" << b.line << ": psi " << (exact.empty() ? shape : exact) << "\n" << r.err;
+    const auto& r = s.psi(as_run_here(exact.empty() ? shape : exact));
+    ASSERT_EQ(r.status, 0) << b.where() << ": psi " << (exact.empty() ? shape : exact) << "\n" << r.err;
     const auto out = lines_of(r.out);
     if (!exact.empty()) {
       // Every line, in order.
@@ -442,7 +465,7 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
       for (const auto& l : b.body) {
         if (l.empty()) continue;
         while (at < out.size() && out[at] != l) ++at;
-        EXPECT_LT(at, out.size()) << "README.md:" << b.line << ": psi " << exact << " does not print\n  " << l
+        EXPECT_LT(at, out.size()) << b.where() << ": psi " << exact << " does not print\n  " << l
                                   << "\n(in this order); it prints:\n"
                                   << r.out;
         if (at == out.size()) break;
@@ -456,7 +479,7 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
     fs::path report;
     for (const auto& l : out)
       if (l.starts_with("report: ")) report = s.dir() / l.substr(8);
-    ASSERT_FALSE(report.empty()) << "README.md:" << b.line << ": psi " << shape << " names no report:\n" << r.out;
+    ASSERT_FALSE(report.empty()) << b.where() << ": psi " << shape << " names no report:\n" << r.out;
     const nlohmann::json recorded = nlohmann::json::parse(psi::hdf5::File::open_read(report).read_text("/report/tables"));
     for (const auto& t : mine) {
       bool found = false;
@@ -467,28 +490,28 @@ TEST(Readme, ExampleOutputsAreWhatPsiPrints) {
           for (const auto& rt : recorded)
             if (rt.at("columns").get<std::vector<std::string>>() == t.header)
               for (const auto& c : rt.at("time_columns")) time_columns.insert(c.get<std::string>());
-          ASSERT_EQ(u.rows.size(), t.rows.size()) << "README.md:" << b.line << ": rows of the table headed '"
+          ASSERT_EQ(u.rows.size(), t.rows.size()) << b.where() << ": rows of the table headed '"
                                                   << t.header.at(0) << "'";
           for (std::size_t r = 0; r < t.rows.size(); ++r) {
-            ASSERT_EQ(u.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": psi's row " << r;
-            ASSERT_EQ(t.rows[r].size(), t.header.size()) << "README.md:" << b.line << ": the README's row " << r;
+            ASSERT_EQ(u.rows[r].size(), t.header.size()) << b.where() << ": psi's row " << r;
+            ASSERT_EQ(t.rows[r].size(), t.header.size()) << b.where() << ": the document's row " << r;
             for (std::size_t c = 0; c < t.header.size(); ++c) {
               if (c == 0 || !time_columns.count(t.header[c])) {
-                EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << "README.md:" << b.line << ": table headed '" << t.header.at(0)
+                EXPECT_EQ(u.rows[r][c], t.rows[r][c]) << b.where() << ": table headed '" << t.header.at(0)
                                                       << "', row '" << t.rows[r][0] << "', column '" << t.header[c]
                                                       << "'";
               }
             }
           }
         }
-      EXPECT_TRUE(found) << "README.md:" << b.line << ": psi " << shape << " prints no table headed\n  "
+      EXPECT_TRUE(found) << b.where() << ": psi " << shape << " prints no table headed\n  "
                          << joined(t.header) << "it prints:\n"
                          << r.out;
     }
     const std::set<std::string> printed(out.begin(), out.end());
     for (const auto& l : b.body) {
       if (!l.empty() && !l.starts_with("|")) {
-        EXPECT_TRUE(printed.count(l)) << "README.md:" << b.line << ": psi " << shape << " does not print\n  " << l
+        EXPECT_TRUE(printed.count(l)) << b.where() << ": psi " << shape << " does not print\n  " << l
                                       << "\nit prints:\n"
                                       << r.out;
       }
@@ -506,37 +529,38 @@ TEST(Readme, PythonSnippetsReadWhatPsiWrites) {
     if (before.empty()) continue;
     ++checked;
     const auto& prep = s.psi(before);
-    ASSERT_EQ(prep.status, 0) << "README.md:" << b.line << ": psi " << before << "\n" << prep.err;
+    ASSERT_EQ(prep.status, 0) << b.where() << ": psi " << before << "\n" << prep.err;
     if (have_h5py) {
       std::ofstream(s.dir() / "snippet.py") << joined(b.body);
       const auto r = s.shell("python3 snippet.py");
-      EXPECT_EQ(r.status, 0) << "README.md:" << b.line << "\n" << joined(b.body) << r.err;
+      EXPECT_EQ(r.status, 0) << b.where() << "\n" << joined(b.body) << r.err;
       continue;
     }
     // No h5py here: the file and the BF16 dataset the snippet opens must be there.
-    std::cout << "README.md:" << b.line << ": h5py is not installed; checking the file and dataset it reads\n";
+    std::cout << b.where() << ": h5py is not installed; checking the file and dataset it reads\n";
     static const std::regex opens(R"re(h5py\.File\("([^"]+)"\)\["([^"]+)"\])re");
     std::smatch m;
     const std::string code = joined(b.body);
-    ASSERT_TRUE(std::regex_search(code, m, opens)) << "README.md:" << b.line << ": no h5py.File(\"F\")[\"D\"] in\n"
+    ASSERT_TRUE(std::regex_search(code, m, opens)) << b.where() << ": no h5py.File(\"F\")[\"D\"] in\n"
                                                    << code;
     const fs::path file = s.dir() / m[1].str();
-    ASSERT_TRUE(fs::exists(file)) << "README.md:" << b.line << ": psi " << before << " wrote no " << m[1];
+    ASSERT_TRUE(fs::exists(file)) << b.where() << ": psi " << before << " wrote no " << m[1];
     const auto f = psi::hdf5::File::open_read(file);
-    ASSERT_TRUE(f.exists(m[2])) << "README.md:" << b.line << ": " << m[1] << " has no dataset " << m[2];
+    ASSERT_TRUE(f.exists(m[2])) << b.where() << ": " << m[1] << " has no dataset " << m[2];
     EXPECT_EQ(f.info(m[2]).kind, psi::hdf5::ElemKind::bf16) << m[2] << ": the snippet decodes BF16 bits";
   }
   EXPECT_GT(checked, 0);
 }
 
-// Every option a command has is named in its row of the usage table, and every option the row
-// names exists.
+// Every option a command has is named in its row of the usage table (docs/commands.md), and every
+// option the row names exists.
 TEST(Readme, UsageTableNamesEveryOption) {
+  const std::string usage_page = "docs/commands.md";
   Scratch s;
   static const std::regex command(R"(`(psi [^`]*)`)"), option(R"(--[a-z][a-z0-9-]*)"),
       help_option(R"(^ +(?:-[a-z], ?)?(--[a-z][a-z0-9-]*))");
   std::set<std::string> seen;
-  for (const auto& line : lines_of(slurp(kReadme))) {
+  for (const auto& line : lines_of(slurp(kRepo / usage_page))) {
     if (!line.starts_with("| `psi ")) continue;
     const std::string usage_cell = line.substr(0, line.find(" | "));
     for (std::sregex_iterator it(usage_cell.begin(), usage_cell.end(), command), end; it != end; ++it) {
@@ -554,30 +578,100 @@ TEST(Readme, UsageTableNamesEveryOption) {
         if (std::regex_search(l, m, help_option) && m[1] != "--help") in_help.insert(m[1]);
       }
       for (const auto& o : in_help)
-        EXPECT_TRUE(in_readme.count(o)) << "README usage of psi " << name << " lacks " << o << ":\n  " << usage;
+        EXPECT_TRUE(in_readme.count(o)) << usage_page << ": the usage of psi " << name << " lacks " << o << ":\n  " << usage;
       for (const auto& o : in_readme)
-        EXPECT_TRUE(in_help.count(o)) << "README usage of psi " << name << " names " << o << ", which it does not have";
+        EXPECT_TRUE(in_help.count(o)) << usage_page << ": the usage of psi " << name << " names " << o << ", which it does not have";
     }
   }
   for (const char* c : {"list", "run", "report", "merge", "compare", "probe", "oracle certify", "oracle explain",
                         "synthinit", "device ceilings", "device summary", "verify", "seal", "kernels shapes", "kernels where",
                         "kernels fragile", "kernels search", "kernels confirm"})
-    EXPECT_TRUE(seen.count(c)) << "the usage table has no row for psi " << c;
+    EXPECT_TRUE(seen.count(c)) << usage_page << ": the usage table has no row for psi " << c;
 }
 
+// The experiments table (the one under the heading "Experiments" of a checked document) lists
+// what psi list lists, in its order.
 TEST(Readme, ExperimentsTableIsPsiList) {
   Scratch s;
   const auto& list = s.psi("list");
   ASSERT_EQ(list.status, 0);
-  std::vector<std::string> listed, in_readme;
+  std::vector<std::string> listed, in_docs;
   for (const auto& l : lines_of(list.out)) listed.push_back(l.substr(0, l.find(' ')));
-  const auto lines = lines_of(slurp(kReadme));
-  const auto start = std::find(lines.begin(), lines.end(), "### Experiments");
-  ASSERT_NE(start, lines.end());
-  static const std::regex row(R"(^\| `([a-z-]+)` \|)");
-  for (auto it = start; it != lines.end() && !it->starts_with("## "); ++it) {
-    std::smatch m;
-    if (std::regex_search(*it, m, row)) in_readme.push_back(m[1]);
+  static const std::regex heading(R"(^#+ Experiments$)"), row(R"(^\| `([a-z-]+)` \|)");
+  int tables = 0;
+  for (const auto& doc : checked_documents()) {
+    const auto lines = lines_of(slurp(kRepo / doc));
+    auto it = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return std::regex_match(l, heading); });
+    if (it == lines.end()) continue;
+    ++tables;
+    for (++it; it != lines.end() && !it->starts_with("#"); ++it) {
+      std::smatch m;
+      if (std::regex_search(*it, m, row)) in_docs.push_back(m[1]);
+    }
   }
-  EXPECT_EQ(in_readme, listed);
+  EXPECT_EQ(tables, 1) << "one checked document has the heading 'Experiments'";
+  EXPECT_EQ(in_docs, listed);
+}
+
+// docs/index.md is the map of the documentation: every page under docs/ is listed there (as a
+// link), and every page it links to exists.
+TEST(Readme, DocsIndexListsEveryPage) {
+  const fs::path docs = kRepo / "docs";
+  const std::string index = slurp(docs / "index.md");
+  ASSERT_FALSE(index.empty()) << "docs/index.md is missing";
+  static const std::regex link(R"(\]\(([^)#]+\.md)(#[^)]*)?\))");
+  std::set<std::string> linked;
+  for (std::sregex_iterator it(index.begin(), index.end(), link), end; it != end; ++it) {
+    const std::string target = (*it)[1];
+    if (target.find("://") != std::string::npos) continue;
+    const fs::path page = fs::weakly_canonical(docs / target);
+    EXPECT_TRUE(fs::is_regular_file(page)) << "docs/index.md lists " << target << ", which does not exist";
+    linked.insert(page.string());
+  }
+  // Every page: docs/*.md and the pages of its folders, but not the run records kept in
+  // docs/device-runs/ (each run's summary), whose own README.md is the page that lists them.
+  for (const auto& f : fs::recursive_directory_iterator(docs)) {
+    if (!f.is_regular_file() || f.path().extension() != ".md" || f.path() == docs / "index.md") continue;
+    const std::string rel = fs::relative(f.path(), docs).generic_string();
+    if (rel.starts_with("device-runs/") && f.path().filename() != "README.md") continue;
+    EXPECT_TRUE(linked.count(fs::weakly_canonical(f.path()).string())) << "docs/" << rel << " is not listed in docs/index.md";
+  }
+}
+
+// Each reliability page that makes a promise ("**Promise.**") names the tests that hold it on its
+// "**Held by**" line; every name there (`Suite.Name`, or `Suite.*` for a whole suite) is a test of
+// tests/.
+TEST(Readme, ReliabilityPagesNameRealTests) {
+  std::string sources;
+  for (const auto& f : fs::directory_iterator(kRepo / "tests"))
+    if (f.path().extension() == ".cpp") sources += slurp(f.path());
+  static const std::regex name(R"(`([A-Z][A-Za-z0-9]*)\.(\*|[A-Z][A-Za-z0-9]*)`)"),
+      test(R"(\bTEST(?:_F|_P)?\(\s*([A-Za-z0-9]+),\s*([A-Za-z0-9]+)\s*\))");
+  std::set<std::string> suites, tests;
+  for (std::sregex_iterator it(sources.begin(), sources.end(), test), end; it != end; ++it) {
+    suites.insert((*it)[1]);
+    tests.insert((*it)[1].str() + "." + (*it)[2].str());
+  }
+  int promises = 0;
+  for (const auto& f : fs::directory_iterator(kRepo / "docs" / "reliability")) {
+    const std::string page = slurp(f.path());
+    if (page.find("**Promise.**") == std::string::npos) continue;
+    ++promises;
+    // The paragraph that starts "**Held by**", up to the blank line after it.
+    std::string held;
+    bool in_held = false;
+    for (const auto& l : lines_of(page)) {
+      in_held = l.starts_with("**Held by**") || (in_held && !l.empty());
+      if (in_held) held += l + "\n";
+    }
+    int named = 0;
+    for (std::sregex_iterator it(held.begin(), held.end(), name), end; it != end; ++it, ++named) {
+      const std::string suite = (*it)[1], test_name = (*it)[2];
+      EXPECT_TRUE(test_name == "*" ? suites.count(suite) > 0 : tests.count(suite + "." + test_name) > 0)
+          << "docs/reliability/" << f.path().filename().string() << " names " << suite << "." << test_name
+          << ", which is no test in tests/";
+    }
+    EXPECT_GT(named, 0) << "docs/reliability/" << f.path().filename().string() << " names no test that holds it";
+  }
+  EXPECT_GT(promises, 0);
 }

@@ -1,9 +1,9 @@
-// The README's Slurm job array, submitted for real: each test starts a single-node cluster of
-// its own (scripts/slurm/local-cluster.sh: munged, slurmctld and slurmd in a scratch folder, as
-// this user), runs the README's commands against scripts/slurm/psi-array.sbatch with only what
-// differs on a CPU set in the environment, and stops the cluster afterwards — also when the test
-// fails or dies, through the script's watchdog on this process. A machine where the cluster
-// cannot start fails here with the reason; nothing is skipped.
+// The Slurm job array of docs/gpu-and-cluster.md, submitted for real: each test starts a
+// single-node cluster of its own (scripts/slurm/local-cluster.sh: munged, slurmctld and slurmd in
+// a scratch folder, as this user), runs the page's commands against scripts/slurm/psi-array.sbatch
+// with only what differs on a CPU set in the environment, and stops the cluster afterwards — also
+// when the test fails or dies, through the script's watchdog on this process. A machine where the
+// cluster cannot start fails here with the reason; nothing is skipped.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,7 +28,7 @@ const fs::path kSource = fs::path(PSI_TEST_DATA).parent_path().parent_path();
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
-// What the README's array needs to run on this machine's CPU instead of GPUs; everything else
+// What the documented array needs to run on this machine's CPU instead of GPUs; everything else
 // is the script's default.
 const char* const kCpuEnvironment = "PSI_EXPERIMENT=probes PSI_BACKEND=cpu SBATCH_GRES=none";
 
@@ -107,11 +107,11 @@ std::string readme_slurm_block() {
   return "";
 }
 
-// The README's two lines as written: the nine-task array, then the merge queued behind it. The
+// The page's two lines as written: the nine-task array, then the merge queued behind it. The
 // merged report holds exactly what one unsharded run writes.
 TEST_F(Slurm, ReadmeArrayMergedEqualsOneRun) {
   const std::string block = readme_slurm_block();
-  ASSERT_FALSE(block.empty()) << "README.md has no <!-- readme-test: slurm --> block";
+  ASSERT_FALSE(block.empty()) << "no checked document has a <!-- readme-test: slurm --> block";
   const Outcome submitted = shell(block);
   ASSERT_EQ(submitted.status, 0) << block << submitted.err;
   wait_for_the_queue();

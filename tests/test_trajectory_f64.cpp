@@ -71,8 +71,8 @@ double rel_l2(const Bf16Tensor& ours, const F64Tensor& ref) {
 
 // A state is the last BF16 write of a step, so the BF16 runs carry at least its rounding error
 // (1.56e-3 to 1.70e-3 relative L2 here), plus what their velocity errors add through the sampler:
-// measured at most 4.7e-3 free-running and 3.4e-3 teacher-forced for every path (README,
-// one-token), the recorded official run alike. The block's own bound (test_block_f64) is 1e-2,
+// measured at most 4.7e-3 free-running and 3.4e-3 teacher-forced for every path
+// (docs/results.md, one-token), the recorded official run alike. The block's own bound (test_block_f64) is 1e-2,
 // and a state does not amplify its velocity's error (the sampler's coefficients are at most 1
 // per step); 1e-2 leaves room, a misplaced operand is far above it (below).
 constexpr double kBound = 1e-2;
