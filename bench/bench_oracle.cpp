@@ -1,16 +1,26 @@
 // Products per second of the oracle's exact paths: the fixed-point tensor path (what
 // `psi oracle certify` runs), the same path one element at a time, and the GMP and Boost
-// rational paths. Operands are SynthInit tensors of the video to_q projection's scale.
+// rational paths. Operands are SynthInit tensors of the video to_q projection's scale. Then
+// `certify` whole and its float64 filter alone on the recorded projections.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <filesystem>
+#include <vector>
 
+#include "bench/fma_peak.h"
+
+#include "engine/cpu_features.h"
+#include "engine/parallel.h"
 #include "engine/synthinit.h"
+#include "hdf5/h5.h"
 #include "oracle/certify.h"
 #include "probes/probe_cases.h"
 #include "oracle/exact_boost.h"
 #include "oracle/exact_gmp.h"
 #include "oracle/fixed_dot.h"
+#include "oracle/float64_filter.h"
+#include "oracle/operands.h"
 
 namespace {
 
@@ -96,5 +106,39 @@ void BM_CertifyRecorded(benchmark::State& st) {
   st.SetLabel(probe);
 }
 BENCHMARK(BM_CertifyRecorded)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The float64 filter alone (certified_linear: the operands widened, their norms, the GEMM, the
+// intervals) on the recorded video Q projection's operands, at the vector level in force
+// (PSI_ISA=avx2 or portable for a lower one); argument: threads. GFLOPs counts the GEMM's
+// 2·M·N·K; of_f64_peak sets it against the float64 FMA peak, half the float32 loop's (fma_peak.h:
+// the same FMAs a cycle, half the lanes), measured before each call.
+void BM_Float64Filter(benchmark::State& st) {
+  const auto file = psi::probes::shared_dir() / "reference" / "probes_linear.h5";
+  if (!std::filesystem::exists(file)) {
+    st.SkipWithError("no recording");
+    return;
+  }
+  const po::LinearProblem p = po::load_probe(psi::hdf5::File::open_read(file), "probe_video_q_proj");
+  const int threads = int(st.range(0));
+  psi::set_thread_count(threads);  // the peak loop's
+  const psi::bench::PeakLoop loop = psi::bench::widest_peak_loop();
+  const double flop = 2.0 * double(p.rows) * double(p.N) * double(p.K);
+  std::vector<double> rates, fractions;
+  for (auto _ : st) {
+    const double peak = loop.run ? psi::bench::fma_peak_flops(loop, threads) / 2 : 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const po::CertifiedLinear c = po::certified_linear(p.x.data, p.w.data, p.bias_span(), p.K, 0, p.rows, threads);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(c.correct.data.data());
+    st.SetIterationTime(secs);
+    rates.push_back(flop / secs);
+    if (loop.run) fractions.push_back(rates.back() / peak);
+  }
+  psi::set_thread_count(0);
+  st.counters["GFLOPs"] = psi::bench::median(rates) * 1e-9;
+  if (loop.run) st.counters["of_f64_peak"] = psi::bench::median(fractions);
+  st.SetLabel(std::string("probe_video_q_proj recorded, ") + psi::isa_name(psi::active_isa()) + " level");
+}
+BENCHMARK(BM_Float64Filter)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseManualTime();
 
 }  // namespace

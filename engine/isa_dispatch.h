@@ -67,4 +67,9 @@ inline std::optional<Isa> last_dispatched_isa() {
 }
 inline void forget_dispatched_isa() { isa_detail::t_last = isa_detail::kNone; }
 
+// For a kernel compiled once per level in files of its own, with the level's compiler flags
+// (oracle/float64_gemm.h: Eigen vectorises by flags, not target attributes): its caller records
+// the level it chose, as isa_dispatch does.
+inline void note_dispatched_isa(Isa isa) { isa_detail::t_last = int(isa); }
+
 }  // namespace psi

@@ -10,10 +10,9 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "engine/isa_dispatch.h"
-#include "engine/ops/reduce.h"
 #include "engine/progress.h"
 #include "oracle/fixed_dot.h"
+#include "oracle/float64_gemm.h"
 #include "oracle/split.h"
 
 namespace psi::oracle {
@@ -24,67 +23,39 @@ bool all_finite(std::span<const Bf16> v) {
   return std::all_of(v.begin(), v.end(), [](Bf16 b) { return b.is_finite(); });
 }
 
-// Rows [r0, r0 + n) of a [*, K] BF16 matrix as float64 (exact), each row padded with zeros to
-// `ld`, a multiple of the vector width; `rows` rows in all (the rest zeros). Threaded by rows.
-std::vector<double> widen(std::span<const Bf16> v, std::int64_t K, std::int64_t ld, std::int64_t r0, std::int64_t n,
-                          std::int64_t rows, int threads) {
-  std::vector<double> m(std::size_t(rows * ld), 0.0);
+// Rows [r0, r0 + n) of a [*, K] BF16 matrix as float64 (exact). Threaded by rows.
+std::vector<double> widen(std::span<const Bf16> v, std::int64_t K, std::int64_t r0, std::int64_t n, int threads) {
+  std::vector<double> m(std::size_t(n * K));
   split_range(n, threads, 64, [&](std::int64_t a, std::int64_t b) {
     for (std::int64_t r = a; r < b; ++r)
-      for (std::int64_t k = 0; k < K; ++k)
-        m[std::size_t(r * ld + k)] = double(v[std::size_t((r0 + r) * K + k)].to_float());
+      for (std::int64_t k = 0; k < K; ++k) m[std::size_t(r * K + k)] = double(v[std::size_t((r0 + r) * K + k)].to_float());
   });
   return m;
 }
 
-constexpr int kD = 8;  // doubles a vector
-typedef double Doubles __attribute__((vector_size(kD * sizeof(double))));
-
-// By reference, not by value: a vector passed or returned by value changes the ABI between the
-// clones (-Wpsabi), as reduce.h's load_lanes notes.
-inline void load_doubles(Doubles& v, const double* p) {
-  typedef double Unaligned __attribute__((vector_size(kD * sizeof(double)), aligned(alignof(double)), may_alias));
-  v = *reinterpret_cast<const Unaligned*>(p);
-}
-
-inline double lane_sum(const Doubles& v) {
-  double s = 0.0;
-  for (int l = 0; l < kD; ++l) s += v[l];
-  return s;
-}
-
-// y[i][c] = Σ_k x[i][k]·w[c][k] for two rows and four columns at once, in kD partial sums each:
-// an order of the filter's choosing, which its error bound (any order) covers. ld is a multiple
-// of kD; y's rows are ldy apart. Run per vector level (engine/isa_dispatch.h).
-struct Dot2x4 {
-  [[gnu::always_inline]] static void run(const double* x, const double* w, std::int64_t ld, double* y,
-                                         std::int64_t ldy) {
-    Doubles a[2][4] = {}, xv[2], wv;
-    for (std::int64_t k = 0; k < ld; k += kD) {
-      load_doubles(xv[0], x + k);
-      load_doubles(xv[1], x + ld + k);
-      for (int c = 0; c < 4; ++c) {
-        load_doubles(wv, w + c * ld + k);
-        a[0][c] += xv[0] * wv;
-        a[1][c] += xv[1] * wv;
-      }
-    }
-    for (int i = 0; i < 2; ++i)
-      for (int c = 0; c < 4; ++c) y[i * ldy + c] = lane_sum(a[i][c]);
+// Y = X·Wᵀ ([M, N], X [M, K], W [N, K]), the threads each taking a slice of the longer side.
+std::vector<double> product(const std::vector<double>& X, const std::vector<double>& W, std::int64_t M, std::int64_t N,
+                            std::int64_t K, int threads) {
+  std::vector<double> Y(std::size_t(M * N));
+  if (N >= M) {
+    split_range(N, threads, 64, [&](std::int64_t c0, std::int64_t c1) {
+      float64_gemm_abt(X.data(), W.data() + c0 * K, M, c1 - c0, K, Y.data() + c0, N);
+    });
+  } else {
+    split_range(M, threads, 64, [&](std::int64_t r0, std::int64_t r1) {
+      float64_gemm_abt(X.data() + r0 * K, W.data(), r1 - r0, N, K, Y.data() + r0 * N, N);
+    });
   }
-};
-
-void dot2x4(const double* x, const double* w, std::int64_t ld, double* y, std::int64_t ldy) {
-  isa_dispatch<Dot2x4>(x, w, ld, y, ldy);
+  return Y;
 }
 
-// The Euclidean norm of each of n rows. Threaded by rows.
-std::vector<double> row_norms(const std::vector<double>& m, std::int64_t ld, std::int64_t n, int threads) {
+// The Euclidean norm of each of n rows of K values. Threaded by rows.
+std::vector<double> row_norms(const std::vector<double>& m, std::int64_t K, std::int64_t n, int threads) {
   std::vector<double> out(static_cast<std::size_t>(n));
   split_range(n, threads, 64, [&](std::int64_t a, std::int64_t b) {
     for (std::int64_t r = a; r < b; ++r) {
       double s = 0.0;
-      for (std::int64_t k = 0; k < ld; ++k) s += m[std::size_t(r * ld + k)] * m[std::size_t(r * ld + k)];
+      for (std::int64_t k = 0; k < K; ++k) s += m[std::size_t(r * K + k)] * m[std::size_t(r * K + k)];
       out[std::size_t(r)] = std::sqrt(s);
     }
   });
@@ -128,27 +99,16 @@ CertifiedLinear certified_linear(std::span<const Bf16> x, std::span<const Bf16> 
   const std::int64_t M = row_end - row_begin;
   out.correct = Bf16Tensor({M, N});
 
-  const std::int64_t ld = (K + kD - 1) / kD * kD, N4 = (N + 3) / 4 * 4;
-  // X padded to an even number of rows, W to a multiple of four (zeros: dot2x4's extra outputs).
-  const std::int64_t M2 = (M + 1) / 2 * 2;
-  const std::vector<double> X = widen(x, K, ld, row_begin, M, M2, threads), W = widen(w, K, ld, 0, N, N4, threads);
-  const std::vector<double> nx = row_norms(X, ld, M, threads), nw = row_norms(W, ld, N, threads);
-  std::vector<double> Y(std::size_t(M2 * N4));
-  // Blocks of W's rows that stay in cache while every row of X passes them.
-  const std::int64_t block = std::max<std::int64_t>(4, (std::int64_t(1) << 18) / (ld * 8) / 4 * 4);
-  split_range((N4 + block - 1) / block, threads, 1, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t c0 = b0 * block; c0 < std::min(N4, b1 * block); c0 += block)
-      for (std::int64_t r = 0; r < M2; r += 2)
-        for (std::int64_t c = c0; c < std::min(N4, c0 + block); c += 4)
-          dot2x4(X.data() + r * ld, W.data() + c * ld, ld, Y.data() + r * N4 + c, N4);
-  });
+  const std::vector<double> X = widen(x, K, row_begin, M, threads), W = widen(w, K, 0, N, threads);
+  const std::vector<double> nx = row_norms(X, K, M, threads), nw = row_norms(W, K, N, threads);
+  const std::vector<double> Y = product(X, W, M, N, K, threads);
 
   constexpr double u = 0x1p-53;
   const double scale = 2.0 * double(K) * u;
   std::vector<std::int64_t> undecided;
   for (std::int64_t r = 0; r < M; ++r)
     for (std::int64_t c = 0; c < N; ++c) {
-      const double v = Y[std::size_t(r * N4 + c)] + (b.empty() ? 0.0 : double(b[std::size_t(c)].to_float()));
+      const double v = Y[std::size_t(r * N + c)] + (b.empty() ? 0.0 : double(b[std::size_t(c)].to_float()));
       const double B = scale * nx[std::size_t(r)] * nw[std::size_t(c)] + 4.0 * u * std::fabs(v);
       const double lo = std::nextafter(v - B, -std::numeric_limits<double>::infinity());
       const double hi = std::nextafter(v + B, std::numeric_limits<double>::infinity());

@@ -141,7 +141,7 @@ std::vector<KernelCall> kernel_calls() {
       {"tensor-core lane kernels (official-h200 linear)",
        [=] { return bytes_of(ops::linear(x, w, &b, psi::BiasRule::fused_f32, ops::Product::h200_tensor_core).data); },
        [](Isa) { return false; }},
-      {"oracle dot2x4 (float64 filter)",
+      {"oracle float64 GEMM (float64 filter)",
        [=] {
          const auto c = psi::oracle::certified_linear(x.span(), w.span(), b.span(), 700, 0, 37, 1);
          return bytes_of(c.correct.data);
