@@ -675,3 +675,63 @@ TEST(Readme, ReliabilityPagesNameRealTests) {
   }
   EXPECT_GT(promises, 0);
 }
+
+namespace {
+
+// The anchor a Markdown heading gets: lower case, spaces as hyphens, other punctuation (and any
+// non-ASCII character) dropped.
+std::string heading_anchor(const std::string& heading) {
+  std::string a;
+  for (const char c : heading.substr(heading.find_first_not_of("# ")))
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')
+      a += char(std::tolower(static_cast<unsigned char>(c)));
+    else if (c == ' ')
+      a += '-';
+  return a;
+}
+
+}  // namespace
+
+// Every relative link of README.md and of every docs/ page leads to a file that exists, and a
+// link into a page's section to one of its headings: a page or section that moves takes its
+// links with it.
+TEST(Readme, DocumentLinksResolve) {
+  std::vector<fs::path> pages = {kRepo / "README.md"};
+  for (const auto& f : fs::recursive_directory_iterator(kRepo / "docs"))
+    if (f.is_regular_file() && f.path().extension() == ".md") pages.push_back(f.path());
+  const auto outside_blocks = [](const fs::path& p) {
+    std::vector<std::pair<std::size_t, std::string>> out;
+    bool in_block = false;
+    const auto lines = lines_of(slurp(p));
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].starts_with("```")) in_block = !in_block;
+      else if (!in_block) out.emplace_back(i + 1, lines[i]);
+    }
+    return out;
+  };
+  static const std::regex link(R"(\]\(([^)\s]+)\))");
+  int links = 0;
+  for (const auto& page : pages) {
+    for (const auto& [number, line] : outside_blocks(page)) {
+      for (std::sregex_iterator it(line.begin(), line.end(), link), end; it != end; ++it) {
+        const std::string target = (*it)[1];
+        if (target.find("://") != std::string::npos || target.starts_with("mailto:")) continue;
+        ++links;
+        const std::string file = target.substr(0, target.find('#'));
+        const std::string anchor = target.find('#') == std::string::npos ? "" : target.substr(target.find('#') + 1);
+        const fs::path to = file.empty() ? page : page.parent_path() / file;
+        const std::string where = fs::relative(page, kRepo).generic_string() + ":" + std::to_string(number);
+        if (!fs::exists(to)) {
+          ADD_FAILURE() << where << ": the link " << target << " leads to no file";
+          continue;
+        }
+        if (anchor.empty() || to.extension() != ".md") continue;
+        std::set<std::string> anchors;
+        for (const auto& [n, l] : outside_blocks(to))
+          if (l.starts_with("#")) anchors.insert(heading_anchor(l));
+        EXPECT_TRUE(anchors.count(anchor)) << where << ": the link " << target << " names no heading of " << file;
+      }
+    }
+  }
+  EXPECT_GT(links, 0);
+}
