@@ -8,7 +8,8 @@
 // Three parts stay JSON inside a record: "run" (the executor's run report, written by
 // engine/runtime/run_report.cpp) and "explanation" (oracle/explain.cpp) are other layers'
 // records, whose numbers the tables read as those layers write them; "per_invocation"
-// (trajectory_support.cpp) is stored for the reader of the report and read by no table.
+// (trajectory_support.cpp) is stored for the reader of the report, and the tables read only its
+// "wall_s" (Tables II and III add them up).
 #include <cstdint>
 #include <optional>
 #include <string>

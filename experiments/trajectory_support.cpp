@@ -191,6 +191,7 @@ pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c,
 PathRun run_path(const Options& o, const model::ModelConfig& c, model::TensorSource& host,
                  const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,
                  pipeline::TrajectoryHooks hooks) {
+  const rt::ResidentPeak resident;  // from here: this path's own peak, not an earlier one's
   const model::NumericsVariant v = variant_of(o, variant);
   PathRun out;
   std::shared_ptr<const ckpt::WeightSource> blocks;  // outlives the executor, which reads it
@@ -221,6 +222,7 @@ PathRun run_path(const Options& o, const model::ModelConfig& c, model::TensorSou
   }
   out.result = run_with_progress(c, host, tc, v, label, hooks);
   if (ex) out.run = rt::to_json(ex->finish());
+  out.process_peak = process_peak(o.backend, out.run, resident);
   for (std::size_t i = 0; i < out.result.invocations.size(); ++i) {
     if (i >= out.invocations.size()) out.invocations.push_back({{"stage", out.result.invocations[i].stage},
                                                                 {"step", out.result.invocations[i].step}});

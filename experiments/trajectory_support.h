@@ -12,6 +12,7 @@
 #include "engine/model/config.h"
 #include "engine/model/weights.h"
 #include "engine/pipeline/trajectory.h"
+#include "experiments/process_peak.h"
 #include "experiments/records.h"
 #include "experiments/report.h"
 #include "probes/provenance.h"
@@ -72,11 +73,13 @@ pipeline::TrajectoryResultF64 run_f64_with_progress(const model::ModelConfig& c,
 // through the PSI executor in the config's default arena (schedule reuse+prefetch), one arena for
 // the whole run, and record per invocation the managed peak, scratch high-water and bytes moved;
 // dense runs on whole host tensors (no arena). States are bitwise the same either way for the
-// PSI variants (the executor's tests), so the executor only adds the resource numbers.
+// PSI variants (the executor's tests), so the executor only adds the resource numbers. Every path
+// has its process peak over its own run (experiments/process_peak.h).
 struct PathRun {
   pipeline::TrajectoryResult result;
   nlohmann::json invocations = nlohmann::json::array();  // per invocation: stage, step, wall, arena numbers
   nlohmann::json run = nullptr;                           // the executor's run report (PSI paths)
+  ProcessPeak process_peak;
 };
 PathRun run_path(const Options& o, const model::ModelConfig& c, model::TensorSource& host,
                  const pipeline::TrajectoryCase& tc, const std::string& variant, const std::string& label,

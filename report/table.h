@@ -22,7 +22,8 @@ struct Table {
   std::vector<std::string> provenance;
   static constexpr const char* kProvenanceKey = "provenance";
   // The columns whose cells measure time (wall times, rates, ratios of them), named as in
-  // `columns`: they differ from run to run, and psi compare counts them apart. Written always
+  // `columns`, or are measured on the machine as a time is (a process's resident peak): they
+  // differ from run to run, and psi compare counts them apart. Written always
   // (empty: none), so that a reader never has to guess from a header's words.
   std::vector<std::string> time_columns;
 

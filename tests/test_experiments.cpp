@@ -110,6 +110,46 @@ void expect_records_round_trip(const std::string& experiment, const nlohmann::js
   }
 }
 
+// The column of `t` (a stored table) named `name`; fails the test when there is none.
+std::size_t column_of(const nlohmann::json& t, const std::string& name) {
+  const auto& cols = t.at("columns");
+  const auto it = std::find(cols.begin(), cols.end(), name);
+  EXPECT_NE(it, cols.end()) << name << " in " << cols.dump();
+  return std::size_t(it - cols.begin());
+}
+
+// Table III as the paper prints it: each path's wall is the sum of its recorded invocation walls,
+// its peak the process's resident peak on the CPU backend, named as such, and the table has its
+// paper line.
+void expect_table_iii(const nlohmann::json& cases, const nlohmann::json& t) {
+  const std::size_t sum_col = column_of(t, "wall (s, sum of the invocations)"),
+                    peak_col = column_of(t, "process peak (host resident, VmHWM, CPU backend)"),
+                    path_col = column_of(t, "path"), mode_col = column_of(t, "mode"), context_col = column_of(t, "context");
+  EXPECT_EQ(sum_col, 3u);  // the paper's columns come before psi's own
+  EXPECT_EQ(peak_col, 4u);
+  std::size_t rows = 0;
+  for (const auto& c : cases) {
+    if (!c.contains("states")) continue;
+    const nlohmann::json* row = nullptr;
+    for (const auto& r : t["rows"])
+      if (r[context_col] == c["context"] && r[path_col] == c["path"] && r[mode_col] == c["mode"]) row = &r;
+    ASSERT_NE(row, nullptr) << c["context"] << " " << c["path"] << " " << c["mode"];
+    ++rows;
+    double sum = 0;
+    ASSERT_EQ(c["per_invocation"].size(), 11u) << c["path"];
+    for (const auto& i : c["per_invocation"]) sum += i["wall_s"].get<double>();
+    EXPECT_EQ((*row)[sum_col], report::fmt_fixed(sum, 3)) << c["path"];
+    EXPECT_EQ(c["process_peak_kind"], "host resident, VmHWM, CPU backend");
+    const auto peak = c["process_peak_bytes"].get<std::uint64_t>();
+    EXPECT_GT(peak, 0u);
+    EXPECT_EQ((*row)[peak_col], report::fmt_mib(double(peak))) << c["path"];
+  }
+  EXPECT_EQ(rows, t["rows"].size());
+  bool paper = false;
+  for (const auto& n : t["notes"]) paper = paper || n.get<std::string>().starts_with("paper (Table III");
+  EXPECT_TRUE(paper) << t["notes"].dump();
+}
+
 }  // namespace
 
 // The keys that measure time are declared by each record's field list (measures_time,
@@ -120,7 +160,7 @@ TEST(ExperimentRecords, TimeFieldsAreWhatTheRecordsDeclare) {
   EXPECT_EQ(exp::find_experiment("scheduling").time_fields(), (V{"block_s", "preload_s", "wall_s"}));
   EXPECT_EQ(exp::find_experiment("probes").time_fields(), (V{"seconds"}));
   EXPECT_EQ(exp::find_experiment("one-token").time_fields(),
-            (V{"float64_wall_mean_s", "float64_wall_sd_s", "wall_mean_s", "wall_s", "wall_sd_s"}));
+            (V{"float64_wall_mean_s", "float64_wall_sd_s", "process_peak_bytes", "wall_mean_s", "wall_s", "wall_sd_s"}));
   EXPECT_EQ(exp::find_experiment("full-prompt").time_fields(), (V{"wall_mean_s", "wall_s", "wall_sd_s"}));
   EXPECT_EQ(exp::find_experiment("block-controls").time_fields(), V{});
   EXPECT_EQ(exp::find_experiment("projection-oracle").time_fields(), V{});
@@ -200,6 +240,7 @@ TEST_F(Experiments, OneToken) {
     }
   }
   EXPECT_EQ(runs, 16);
+  expect_table_iii(cases, read_json(f, "/report/tables")[0]);
   // The float64 states are kept in float64.
   EXPECT_EQ(rf.read_f64("/states/one-token/float64/teacher_forced/12_stage2_step3/video_latent").shape,
             (psi::Shape{1, 288, 128}));
