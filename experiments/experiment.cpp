@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "engine/backend/backend_factory.h"
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 #include "engine/model/config.h"
+#include "engine/official/tensor_core.h"
 #include "experiments/kernel_config_file.h"
 #include "probes/probe_cases.h"
 
@@ -82,14 +84,21 @@ rt::BackendKind resolve_backend(const std::string& requested, bool chaos) {
 
 std::string device_name(rt::BackendKind backend) {
   if (backend == rt::BackendKind::cuda) return "CUDA device 0";
+  std::string cpu = "CPU";
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
     if (line.starts_with("model name")) {
       auto colon = line.find(':');
-      if (colon != std::string::npos) return "CPU: " + line.substr(line.find_first_not_of(' ', colon + 1));
+      if (colon != std::string::npos) {
+        cpu = "CPU: " + line.substr(line.find_first_not_of(' ', colon + 1));
+        break;
+      }
     }
-  return "CPU";
+  // What psi chose on it, as psi --version says: not the bits (every level gives the same), the
+  // speed a report's timings were taken at.
+  return cpu + " (vector level " + isa_name(active_isa()) + "; tensor-core product " +
+         official::tc::lane_kernels_in_force() + ")";
 }
 
 std::filesystem::path reference_dir(const Options& o) {

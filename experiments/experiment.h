@@ -159,7 +159,8 @@ void settle_options(const Experiment& e, Options& o);
 // else the CPU with a one-line note on stderr); an unknown name or "cuda" without a device is a
 // psi::Error.
 rt::BackendKind resolve_backend(const std::string& requested, bool chaos);
-// The device a report names: the CPU model, or the CUDA device.
+// The device a report names: the CPU model with the vector level and the tensor-core product's
+// lane kernels psi ran at on it (engine/cpu_features.h), or the CUDA device.
 std::string device_name(rt::BackendKind backend);
 
 // The recordings: --reference, else <shared>/reference (probes::shared_dir: PSI_SHARED, else the

@@ -21,7 +21,7 @@ jobs=${PSI_JOBS:-$(nproc)}
 
 # Test program: the gtest filter of its kernel tests.
 declare -A KERNEL_TESTS=(
-  [test_isa]='Isa.*:-Isa.PsiIsaIsCheckedAndNamedByVersion'
+  [test_isa]='Isa.*:-Isa.PsiIsaIsCheckedAndNamedByVersion:Isa.ReportsNameTheLevelAndTheKernelsTheyRanAt'
   [test_ops_gemm]='Gemm.*'
   [test_tensor_core]='TensorCore.*'
   [test_official_attention]='NvExpf*.*:FmaChains.*:WarpSoftmax.*:BlockSoftmax.*:OfficialAttention.*'

@@ -28,6 +28,7 @@
 #include "engine/ops/gemm.h"
 #include "engine/parallel.h"
 #include "engine/synthinit.h"
+#include "hdf5/h5.h"
 #include "oracle/float64_filter.h"
 #include "tests/psi_command.h"
 
@@ -230,6 +231,33 @@ TEST(Isa, PsiIsaIsCheckedAndNamedByVersion) {
   const auto bad = psi::testing::run_psi_in("--version", dir);
   EXPECT_EQ(bad.status, 2);
   EXPECT_EQ(bad.err, "psi: error: environment variable PSI_ISA='avx3' is not one of avx512, avx2, portable\n");
+  if (saved) ::setenv("PSI_ISA", saved->c_str(), 1);
+  else ::unsetenv("PSI_ISA");
+  std::filesystem::remove_all(dir);
+}
+
+// A report names the level and the tensor-core lane kernels it ran at in its device record (the
+// root attribute device_name), as psi --version names them: timings say which code gave them.
+TEST(Isa, ReportsNameTheLevelAndTheKernelsTheyRanAt) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("psi_isa_report_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const char* outer = std::getenv("PSI_ISA");
+  const std::optional<std::string> saved = outer ? std::optional<std::string>(outer) : std::nullopt;
+  for (Isa isa : levels_here()) {
+    ::setenv("PSI_ISA", psi::isa_name(isa), 1);
+    const std::filesystem::path out = dir / (std::string("probe_") + psi::isa_name(isa) + ".h5");
+    const auto r = psi::testing::run_psi_in("probe video-q-proj --variant dense --out " + out.string(), dir);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string device = psi::hdf5::File::open_read(out).attr_string("/", "device_name");
+    const char* lanes = isa == Isa::avx512 ? "avx512_fp (FP32 products), avx512 (integer products) where those are "
+                                             "not all exact"
+                        : isa == Isa::avx2 ? "avx2_double (one double FMA a product)"
+                                           : "portable";
+    const std::string kernels =
+        std::string(" (vector level ") + psi::isa_name(isa) + "; tensor-core product " + lanes + ")";
+    EXPECT_TRUE(device.starts_with("CPU") && device.ends_with(kernels)) << device;
+  }
   if (saved) ::setenv("PSI_ISA", saved->c_str(), 1);
   else ::unsetenv("PSI_ISA");
   std::filesystem::remove_all(dir);
