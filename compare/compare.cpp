@@ -69,6 +69,7 @@ std::string_view kind_name(DiffKind k) {
 std::string_view status_name(CompareStatus s) {
   switch (s) {
     case CompareStatus::equal: return "equal";
+    case CompareStatus::equal_as_json: return "equal_as_json";
     case CompareStatus::differs: return "differs";
     case CompareStatus::not_stored: return "not_stored";
     case CompareStatus::only_a: return "only_a";
@@ -290,7 +291,7 @@ int CompareReport::exit_code() const {
   for (const auto& d : datasets)
     if (bad_input(d.status)) return int(Exit::bad_input);
   if (count(CompareStatus::differs) + count(CompareStatus::shape_mismatch) > 0) return int(Exit::differs);
-  if (count(CompareStatus::equal) == 0) return int(Exit::differs);
+  if (count(CompareStatus::equal) + count(CompareStatus::equal_as_json) == 0) return int(Exit::differs);
   if (strict && count(CompareStatus::only_a) + count(CompareStatus::only_b) > 0) return int(Exit::differs);
   if (std::any_of(datasets.begin(), datasets.end(), [](const auto& d) { return !d.unverified.empty(); }))
     return int(Exit::unverified);

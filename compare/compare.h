@@ -71,6 +71,9 @@ inline constexpr std::int64_t kEveryDifference = std::numeric_limits<std::int64_
 
 enum class CompareStatus {
   equal,           // every compared element bitwise equal
+  equal_as_json,   // declared JSON text equal field by field, its bytes not: an agreement, never
+                   // counted as bitwise equal (spacing, key order, a number's spelling, or
+                   // fields not counted: timing, provenance)
   differs,         // some element differs
   not_stored,      // one side (or both) stores no element of it (stored='none' / no common rows)
   only_a,          // present in A only

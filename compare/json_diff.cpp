@@ -147,11 +147,13 @@ void compare_json_text(const hdf5::File& a, const std::string& path_a, const hdf
   d.walk("", &ja, &jb, false);
   out.compared = d.leaves;
   out.differing = std::int64_t(d.differing.size());
-  out.status = d.differing.empty() ? CompareStatus::equal : CompareStatus::differs;
+  // Equal as JSON is not equal bytes (spacing, key order, 1.0 for 1, fields not counted): its own
+  // verdict, so that "bitwise equal" always means equal bytes.
+  out.status = !d.differing.empty() ? CompareStatus::differs
+               : ta == tb           ? CompareStatus::equal
+                                    : CompareStatus::equal_as_json;
   out.note = "JSON, compared field by field";
-  // Equal as JSON is not equal bytes (spacing, key order, 1.0 for 1): said, so that the verdict
-  // is not read as bitwise.
-  if (d.differing.empty() && ta != tb) out.note += " (equal as JSON; the texts differ in bytes)";
+  if (out.status == CompareStatus::equal_as_json) out.note += " (equal as JSON; the texts differ in bytes)";
   if (!d.differing.empty()) out.note += "; first differing field " + d.first.substr(d.first.front() == '.' ? 1 : 0);
   if (!d.first_provenance.empty())
     out.note += "; paths of inputs differ, not counted (provenance: " + d.first_provenance + ")";

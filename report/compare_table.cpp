@@ -91,7 +91,8 @@ std::string compare_table(const CompareReport& r) {
   for (const auto& d : r.datasets) {
     std::string counts = "-", flips = "-", ulp = "-", rel = "-";
     const std::optional<Distance>& dist = d.distance;
-    if (d.status == CompareStatus::equal || d.status == CompareStatus::differs) {
+    if (d.status == CompareStatus::equal || d.status == CompareStatus::equal_as_json ||
+        d.status == CompareStatus::differs) {
       counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
       if (dist) {
         flips = std::to_string(dist->sign_flips);
@@ -128,18 +129,21 @@ std::string compare_table(const CompareReport& r) {
              (d.sha256_b.empty() ? std::string("-") : d.sha256_b) + "\n";
   }
   const auto n_equal = r.count(CompareStatus::equal), n_diff = r.count(CompareStatus::differs);
+  const auto n_json = r.count(CompareStatus::equal_as_json);
   const auto n_shape = r.count(CompareStatus::shape_mismatch);
   const auto n_bad = r.count(CompareStatus::dtype_mismatch) + r.count(CompareStatus::unsupported) +
                      r.count(CompareStatus::corrupt) + r.count(CompareStatus::unverifiable);
-  // The shape count only when there is one, so that the usual line keeps its form.
+  // The shape and JSON counts only when there is one, so that the usual line keeps its form.
   const std::string shape_part = n_shape ? ", " + std::to_string(n_shape) + " differ in shape" : "";
+  const std::string json_part = n_json ? ", " + std::to_string(n_json) + " equal as JSON only" : "";
   std::snprintf(buf, sizeof buf,
-                "summary: %" PRId64 " compared (%" PRId64 " bitwise equal, %" PRId64 " differ)%s, %" PRId64
+                "summary: %" PRId64 " compared (%" PRId64 " bitwise equal%s, %" PRId64 " differ)%s, %" PRId64
                 " not stored, %" PRId64 " only in A, %" PRId64 " only in B, %" PRId64 " bad -> exit %d\n",
-                n_equal + n_diff, n_equal, n_diff, shape_part.c_str(), r.count(CompareStatus::not_stored),
+                n_equal + n_json + n_diff, n_equal, json_part.c_str(), n_diff, shape_part.c_str(),
+                r.count(CompareStatus::not_stored),
                 r.count(CompareStatus::only_a), r.count(CompareStatus::only_b), n_bad, r.exit_code());
   out += buf;
-  if (n_bad == 0 && n_diff == 0 && n_shape == 0 && n_equal == 0)
+  if (n_bad == 0 && n_diff == 0 && n_shape == 0 && n_equal + n_json == 0)
     out += "nothing was compared: the files share no stored dataset (exit 1)\n";
   else if (n_bad == 0 && n_diff == 0 && n_shape == 0 && r.strict && r.count(CompareStatus::only_a) + r.count(CompareStatus::only_b) > 0)
     out += "not everything was compared: datasets in one file only (exit 1; --subset compares what both hold)\n";
@@ -212,6 +216,7 @@ std::string compare_json(const CompareReport& r) {
     j["datasets"].push_back(e);
   }
   j["summary"] = {{"equal", r.count(CompareStatus::equal)},
+                  {"equal_as_json", r.count(CompareStatus::equal_as_json)},
                   {"differs", r.count(CompareStatus::differs)},
                   {"shape_mismatch", r.count(CompareStatus::shape_mismatch)},
                   {"not_stored", r.count(CompareStatus::not_stored)},

@@ -51,6 +51,12 @@ TEST(CompareText, OnlyDeclaredJsonIsReadAsJson) {
   const Outcome r = compare(text_file(d, "a.h5", "[1,2 ]", kJson), text_file(d, "b.h5", "[1, 2]", kJson), d);
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("JSON, compared field by field (equal as JSON; the texts differ in bytes)"), std::string::npos) << r.out;
+  // Its own verdict: "bitwise equal" means equal bytes.
+  EXPECT_NE(r.out.find("\nequal_as_json "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("summary: 1 compared (0 bitwise equal, 1 equal as JSON only, 0 differ)"), std::string::npos) << r.out;
+  const Outcome same = compare(text_file(d, "a.h5", "[1, 2]", kJson), text_file(d, "b.h5", "[1, 2]", kJson), d);
+  EXPECT_EQ(same.status, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("summary: 1 compared (1 bitwise equal, 0 differ)"), std::string::npos) << same.out;
 }
 
 // Numbers by exact value: what a double would merge stays apart, what is one value written two
