@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "engine/backend/backend_factory.h"
 #include "engine/cpu_features.h"
@@ -42,18 +43,47 @@ Options Options::from_json(const nlohmann::json& j) {
   o.model = j.at("model").get<std::string>();
   o.profile = j.at("profile").get<std::string>();
   o.backend = rt::parse_backend_kind(j.at("backend").get<std::string>());
-  o.seed = j.at("seed").get<std::uint64_t>();
+  o.seed = unsigned_option(j, "seed");
   o.checkpoint = j.at("checkpoint").get<std::string>();
-  o.shard_index = j.value("shard_index", 0);
-  o.shard_count = j.value("shard_count", 1);
+  o.shard_count = j.contains("shard_count") ? int(integer_option(j, "shard_count", 1, std::numeric_limits<int>::max())) : 1;
+  o.shard_index = j.contains("shard_index") ? int(integer_option(j, "shard_index", 0, o.shard_count - 1)) : 0;
   o.quick = j.at("quick").get<bool>();
-  o.chaos_seed = j.at("chaos_seed").get<std::uint64_t>();
+  o.chaos_seed = unsigned_option(j, "chaos_seed");
   for (const Experiment& e : experiments())
     for (const auto& [key, value] : e.own_defaults.items())
       if (const auto it = j.find(key); it != j.end()) o.own[key] = *it;
   if (const auto it = j.find("kernel_config"); it != j.end())
     o.kernels = std::make_shared<const official::KernelConfig>(parse_kernel_products(*it, "kernel_config"));
   return o;
+}
+
+namespace {
+
+std::string option_value(const nlohmann::json& v) {
+  const std::string text = v.dump();
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+}
+
+}  // namespace
+
+std::int64_t integer_option(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi) {
+  if (!o.contains(key)) throw Error(std::string(key) + " is missing");
+  const nlohmann::json& v = o.at(key);
+  const std::string what = std::string(key) + " " + option_value(v) + " is not what psi writes ";
+  if (!v.is_number_integer()) throw Error(what + "(an integer)");
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(hi)
+                             : v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+    throw Error(what + "(an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  return v.get<std::int64_t>();
+}
+
+std::uint64_t unsigned_option(const nlohmann::json& o, const char* key) {
+  if (!o.contains(key)) throw Error(std::string(key) + " is missing");
+  const nlohmann::json& v = o.at(key);
+  const std::string what = std::string(key) + " " + option_value(v) + " is not what psi writes ";
+  if (!v.is_number_integer()) throw Error(what + "(an integer)");
+  if (!v.is_number_unsigned() && v.get<std::int64_t>() < 0) throw Error(what + "(an integer from 0 to 2^64 - 1)");
+  return v.get<std::uint64_t>();
 }
 
 model::NumericsVariant variant_of(const Options& o, std::string_view name) {

@@ -65,6 +65,13 @@ struct Options {
   static Options from_json(const nlohmann::json& j);
 };
 
+// An integer option as psi writes it, in [lo, hi]: nlohmann would turn 1.0, "1" or true into one and
+// wrap -1 into 2^64 - 1. psi::Error naming the key and the value otherwise.
+std::int64_t integer_option(const nlohmann::json& o, const char* key, std::int64_t lo, std::int64_t hi);
+
+// The same for an option psi writes as an unsigned 64-bit integer (a seed).
+std::uint64_t unsigned_option(const nlohmann::json& o, const char* key);
+
 // The numerics variant `name` as this run computes it: with the run's kernel choices.
 model::NumericsVariant variant_of(const Options& o, std::string_view name);
 

@@ -171,15 +171,6 @@ std::vector<Table> read_tables(const std::filesystem::path& file) {
 
 namespace {
 
-// An integer option of a shard: nlohmann would convert 1.0, "1" or true to one; psi writes integers.
-std::int64_t whole_option(const nlohmann::json& o, const char* key) {
-  if (!o.contains(key)) throw Error(std::string(key) + " is missing");
-  const nlohmann::json& v = o.at(key);
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())))
-    throw Error(std::string(key) + " " + v.dump().substr(0, 40) + " is not what psi writes (an integer)");
-  return v.get<std::int64_t>();
-}
-
 // A value of a shard quoted in a message: at most 120 characters of it.
 std::string quoted(const std::string& v) { return "'" + (v.size() > 120 ? v.substr(0, 120) + "..." : v) + "'"; }
 
@@ -306,8 +297,10 @@ std::vector<std::filesystem::path> merge_reports(const std::vector<std::filesyst
     try {
       nlohmann::json o = read_json(r.read_text(kOptions), path.string() + ":" + kOptions);
       if (!o.is_object()) throw Error("not a JSON object");
-      const std::int64_t index = o.contains("shard_index") ? whole_option(o, "shard_index") : 0;
-      const std::int64_t count = whole_option(o, "shard_count");
+      // Any integer here, so that the range checks below name what is wrong with it.
+      constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min(), hi = std::numeric_limits<std::int64_t>::max();
+      const std::int64_t index = o.contains("shard_index") ? integer_option(o, "shard_index", lo, hi) : 0;
+      const std::int64_t count = integer_option(o, "shard_count", lo, hi);
       o.erase("shard_index");
       o.erase("shard_count");
       // psi run takes --shard i/n with n < 2^31 (Options::shard_count is an int).

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -143,6 +144,42 @@ TEST_F(RunOptions, EachExperimentDeclaresItsOwnOptions) {
         }
       },
       Error);
+}
+
+// A seed, chaos seed or shard that is not the integer psi writes is refused naming it: nlohmann
+// would read 1.5 as 1, "7" and true as numbers and wrap -1 into 2^64 - 1, and a re-rendered or
+// merged report would then claim a run that never happened.
+TEST_F(RunOptions, IntegerOptionsAreIntegersInRange) {
+  exp::Options o;
+  o.shard_count = 3;
+  const nlohmann::json written = o.to_json();
+  const std::tuple<const char*, nlohmann::json, std::string> bad[] = {
+      {"seed", 1.5, "seed 1.5 is not what psi writes (an integer)"},
+      {"seed", -1, "seed -1 is not what psi writes (an integer from 0 to 2^64 - 1)"},
+      {"seed", "7", "seed \"7\" is not what psi writes (an integer)"},
+      {"chaos_seed", true, "chaos_seed true is not what psi writes (an integer)"},
+      {"chaos_seed", 2.0, "chaos_seed 2.0 is not what psi writes (an integer)"},
+      {"shard_count", 1.0, "shard_count 1.0 is not what psi writes (an integer)"},
+      {"shard_count", 0, "shard_count 0 is not what psi writes (an integer from 1 to 2147483647)"},
+      {"shard_index", 3, "shard_index 3 is not what psi writes (an integer from 0 to 2)"},
+      {"shard_index", -1, "shard_index -1 is not what psi writes (an integer from 0 to 2)"},
+  };
+  for (const auto& [key, value, message] : bad) {
+    nlohmann::json j = written;
+    j[key] = value;
+    try {
+      exp::Options::from_json(j);
+      ADD_FAILURE() << key << " " << value.dump() << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  nlohmann::json top = written;
+  top["seed"] = std::numeric_limits<std::uint64_t>::max();
+  top["shard_index"] = 2;
+  const exp::Options back = exp::Options::from_json(top);
+  EXPECT_EQ(back.seed, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(back.shard_index, 2);
 }
 
 // The report records the config the recorded tensors are of and the recording's seed; a
