@@ -12,6 +12,7 @@
 #include "hdf5/state_file.h"
 #include "hdf5/unverified.h"
 #include "probes/probe_internal.h"
+#include "probes/provenance.h"
 #include "psi_version.h"
 
 namespace psi::probes {
@@ -96,6 +97,11 @@ ProbeReport run_probe(std::string_view case_name, const ProbeOptions& opt) {
     if (flash->seed() != rec.seed())
       throw Error(report.flash_file.string() + ": seed " + std::to_string(flash->seed()) + " but " +
                   report.file.string() + " has " + std::to_string(rec.seed()));
+    // The FLASH recording is the official implementation's own control only where it ran the MATH
+    // recording's weights: every weight it declares must be one the MATH recording declares.
+    Manifest flash_declared = recording_manifest(*flash);
+    flash_declared.source = "the FLASH recording " + flash_declared.source;
+    check_manifest(recording_manifest(rec), flash_declared);
   }
   CaseContext ctx{rec, flash ? &*flash : nullptr, report, {}, opt.runtime};
   ctx.explain = opt.explain;

@@ -114,6 +114,25 @@ TEST(Provenance, ProbeOfARecordingOfAnotherSeedIsRefused) {
   EXPECT_NE(ok.out.find("names/shapes/SHA-256 equal to weights_json"), std::string::npos) << ok.out;
 }
 
+// The FLASH recording of the full block is the official implementation's own control: it must have
+// run the MATH recording's weights. A copy whose weights_json records another hash for one weight is
+// refused before anything is computed, naming the weight, both hashes and both files.
+TEST(Provenance, FlashRecordingOfOtherWeightsIsRefused) {
+  const TempDir d("psi_provenance_flash");
+  const fs::path math = copy_recording(d, "block_full_math.h5"), flash = copy_recording(d, "block_full_flash.h5");
+  const std::string sha = "65fe9f097242cc8b8f0524ac8d776cc00f7561d04534fbbc5ee034d7074aa292";
+  edit_h5(flash, [&](hid_t h) {
+    edit_text(h, "/block_full_first/weights_json", [&](std::string& t) { t.replace(t.find(sha), 4, "0000"); });
+  });
+  expect_refused(run_psi_in("probe block-full --variant dense --reference " + math.string() + " --flash-reference " +
+                                flash.string(),
+                            d.path()),
+                 "flash weights_json",
+                 {math.string() + ":/block_full_first declares transformer_blocks.0.scale_shift_table (weights_json) "
+                  "with SHA-256 " + sha,
+                  "the FLASH recording " + flash.string() + ":/block_full_first gives 0000" + sha.substr(4)});
+}
+
 // The oracle's probe operands (psi oracle certify --probe) are regenerated the same way and held
 // to the same check.
 TEST(Provenance, OracleProbeOfAnotherSeedIsRefused) {
