@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "bench/cpu_context.h"
 #include "bench/fma_peak.h"
 
 #include "engine/cpu_features.h"

@@ -4,13 +4,16 @@
 // float32 product on the same shape, and the scalar chain one output at a time. Each product also
 // reports its FLOP/s (2·M·N·K a call) as a fraction of this CPU's FMA peak on the same threads
 // (fma_peak.h), the peak measured before every timed call of the same run: `of_peak` is the
-// median over the calls of the call's rate over the peak just before it.
+// median over the calls of the call's rate over the peak just before it. The context names the
+// CPU, its vector extensions and the level in force (cpu_context.h); a lane kernel the CPU lacks
+// is skipped.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <filesystem>
 #include <vector>
 
+#include "bench/cpu_context.h"
 #include "bench/fma_peak.h"
 
 #include "engine/official/tensor_core.h"
