@@ -1,12 +1,16 @@
 // block-controls (Table VI): on identical frozen block inputs, psi's dense path, official-h200
 // (the H200's MATH arithmetic), official-h200-flash (its FLASH arithmetic), baseline PSI and
 // modified PSI against the recorded official MATH block (and the recorded FLASH block as the
-// official implementation's own control): video and audio relative L2 to MATH, and peaks.
+// official implementation's own control): as the paper's Table VI, the MATH, FLASH and psi rows
+// with their peak memory (the recording GPU's for the recorded blocks, the process peak of each
+// psi path's own probe run here) and video and audio relative L2 to MATH.
 // A second table ranks every path, the recorded official ones included, by its distance to the
 // float64 block (engine/model/block_f64.h) on the same BF16 weights and inputs; a third puts
 // every element where the recorded FLASH and MATH blocks differ down to a step of
 // engine/official/math_to_flash.h.
 #include "experiments/device_summary.h"
+#include "experiments/paper_line.h"
+#include "experiments/process_peak.h"
 #include "experiments/experiment.h"
 #include "experiments/records.h"
 #include "experiments/report.h"
@@ -97,6 +101,11 @@ struct BlockControlsCase {
   nlohmann::json official_timing_and_memory;            // the recording machine's, as recorded
   std::vector<std::string> notes;
   std::optional<std::vector<UlpFigure>> ulp_figures;  // absent in reports before the figures
+  // The recording GPU's peak allocation while it ran the MATH and the FLASH block (torch's
+  // max_memory_allocated, the recordings' timing_and_memory), and each psi path's process peak over
+  // its own probe run; absent in reports before the peak column (or in a recording without it).
+  std::optional<std::uint64_t> official_math_peak_bytes, official_flash_peak_bytes;
+  std::optional<std::map<std::string, ProcessPeak>> process_peaks;
   static auto fields() {
     using R = BlockControlsCase;
     return std::tuple{field("case", &R::case_name),
@@ -108,7 +117,10 @@ struct BlockControlsCase {
                       field_optional("flash_causes", &R::flash_causes),
                       field("official_timing_and_memory", &R::official_timing_and_memory),
                       field_if_present("notes", &R::notes),
-                      field_optional("ulp_figures", &R::ulp_figures)};
+                      field_optional("ulp_figures", &R::ulp_figures),
+                      field_optional("official_math_peak_bytes", &R::official_math_peak_bytes),
+                      field_optional("official_flash_peak_bytes", &R::official_flash_peak_bytes),
+                      field_optional("process_peaks", &R::process_peaks)};
   }
 };
 
@@ -232,6 +244,46 @@ std::vector<BlockControlsCase::UlpFigure> ulp_figures(const probes::ProbeReport&
   return figs;
 }
 
+// The recording GPU's peak allocation for one recorded block (`path`: "math" or "flash"): the
+// timing_and_memory attribute of its group in `file` (or of the case's group, where a file holds one
+// path); nullopt where the recording has none.
+std::optional<std::uint64_t> recorded_peak(const std::filesystem::path& file, const std::string& group,
+                                           const std::string& path) {
+  auto f = hdf5::File::open_read(file);
+  for (const std::string object : {"/" + group + "/" + path, "/" + group}) {
+    if (!f.exists(object)) continue;
+    const auto tm = f.attr(object, "timing_and_memory");
+    if (!tm || !std::holds_alternative<std::string>(*tm)) continue;
+    const auto j = read_json_if_valid(std::get<std::string>(*tm), file.string() + ":" + object + ": attribute timing_and_memory");
+    if (!j || j->value("mode", path) != path) continue;
+    if (const auto it = j->find("max_memory_allocated_bytes"); it != j->end() && it->is_number_unsigned())
+      return it->get<std::uint64_t>();
+  }
+  return std::nullopt;
+}
+
+// A psi path's peak over its own probe run: on the CPU backend the process's resident peak; the
+// probe's device runtime records no GPU memory, so on CUDA there is none to give.
+ProcessPeak probe_peak(rt::BackendKind backend, const rt::ResidentPeak& resident) {
+  if (backend == rt::BackendKind::cpu) return process_peak(backend, nullptr, resident);
+  return {kGpuPeak, std::nullopt, "not sampled (psi probe's runtime takes no NVML readings)"};
+}
+
+// Joins one path's probe run into the whole run's report.
+void join(probes::ProbeReport& whole, probes::ProbeReport&& part) {
+  if (whole.results.empty() && whole.float64_outputs.empty()) {
+    whole = std::move(part);
+    return;
+  }
+  for (auto& x : part.results) whole.results.push_back(std::move(x));
+  for (auto& x : part.outputs) whole.outputs.push_back(std::move(x));
+  for (auto& x : part.float64_outputs) whole.float64_outputs.push_back(std::move(x));
+  for (auto& x : part.unverified)
+    if (std::find(whole.unverified.begin(), whole.unverified.end(), x) == whole.unverified.end())
+      whole.unverified.push_back(std::move(x));
+  whole.seconds += part.seconds;
+}
+
 // Every path's distance to the float64 block, probe by probe, on the rows the MATH recording
 // stores (all of them but for the full-size block's video probes).
 std::vector<BlockControlsCase::Float64Row> float64_rows(const probes::ProbeReport& r,
@@ -261,9 +313,18 @@ void run_block_controls(const Options& o, Report& report) {
   probes::ProbeOptions po = probe_options(o);
   po.reference = reference_dir(o) / pc.default_file;
   if (!pc.flash_default_file.empty()) po.flash_reference = reference_dir(o) / pc.flash_default_file;
-  po.variants = model::numerics_variant_names();
-  po.variants.emplace_back(probes::kFloat64Variant);
-  probes::ProbeReport r = probes::run_probe(name, po);
+  std::vector<std::string> paths = model::numerics_variant_names();
+  paths.emplace_back(probes::kFloat64Variant);
+  // One probe run per path, so that each path's peak is its own.
+  probes::ProbeReport r;
+  std::map<std::string, ProcessPeak> peaks;
+  for (const std::string& path : paths) {
+    po.variants = {path};
+    const rt::ResidentPeak resident;
+    join(r, probes::run_probe(name, po));
+    if (path != probes::kFloat64Variant) peaks[path] = probe_peak(o.backend, resident);
+  }
+  po.variants = paths;
   save_probe_outputs(report, r);
   for (const auto& [tensor, t] : r.float64_outputs)
     report.writer().write("/probes/" + name + "/float64/" + tensor, t,
@@ -296,12 +357,18 @@ void run_block_controls(const Options& o, Report& report) {
   steps_po.variants.clear();
   for (int k = 1; k < official::kMathToFlashSteps; ++k) steps_po.variants.push_back(model::math_to_flash_variant(k).name);
   const probes::ProbeReport steps = probes::run_probe(name, steps_po);
-  report.add_case(0, BlockControlsCase{name, r.file.string(), r.seed, probe_rows(r), flash_rows,
-                                       float64_rows(r, recorded), flash_causes(r, steps, recorded), official, r.notes,
-                                       ulp_figures(r, recorded)});
+  BlockControlsCase rec{name, r.file.string(), r.seed, probe_rows(r), flash_rows,
+                        float64_rows(r, recorded), flash_causes(r, steps, recorded), official, r.notes,
+                        ulp_figures(r, recorded)};
+  rec.official_math_peak_bytes = recorded_peak(r.file, r.group, "math");
+  rec.official_flash_peak_bytes = recorded_peak(r.flash_file.empty() ? r.file : r.flash_file, r.group, "flash");
+  rec.process_peaks = std::move(peaks);
+  report.add_case(0, rec);
 }
 
 namespace {
+
+constexpr const char* kRecordedPeak = "recording GPU, torch max_memory_allocated";
 
 // Probes as rows, paths as columns: "rel L2 / differing", and the path(s) closest to the float64
 // block by relative L2.
@@ -397,37 +464,61 @@ std::vector<Figure> figures_block_controls(const nlohmann::json& case_records) {
   return figs;
 }
 
-std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, const nlohmann::json&) {
+std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, const nlohmann::json& options) {
   const auto cases = case_records.get<std::vector<BlockControlsCase>>();
   Table t;
   t.title = "block controls on identical frozen inputs (Table VI): relative L2 to the official MATH block, "
             "||path − MATH|| / ||MATH|| (psi probe's rel_l2 against math)";
-  t.columns = {"path", "video_out rel L2", "audio_out rel L2", "video differing", "audio differing"};
-  const auto cells = [](const std::string& path, std::int64_t vd, std::int64_t vt, double vl2, std::int64_t ad,
-                        std::int64_t at, double al2) {
-    return std::vector<std::string>{path, fmt_sci(vl2), fmt_sci(al2), fmt_count(vd) + " / " + fmt_count(vt),
+  // The paper's columns (peak, video and audio error), then psi's differing counts.
+  t.columns = {"path", "peak memory", "video_out rel L2", "audio_out rel L2", "video differing", "audio differing"};
+  t.time_columns = {"peak memory"};  // psi's process peaks differ from run to run
+  const auto cells = [](const std::string& path, const std::string& peak, std::int64_t vd, std::int64_t vt, double vl2,
+                        std::int64_t ad, std::int64_t at, double al2) {
+    return std::vector<std::string>{path, peak, fmt_sci(vl2), fmt_sci(al2), fmt_count(vd) + " / " + fmt_count(vt),
                                     fmt_count(ad) + " / " + fmt_count(at)};
   };
+  const auto recorded_peak_cell = [](const std::optional<std::uint64_t>& bytes) {
+    return bytes ? fmt_mib(double(*bytes)) + " (" + kRecordedPeak + ")" : std::string("not recorded");
+  };
+  // Every cell names its kind: the recording GPU's allocation and psi's process peak are not one.
+  const ProcessPeakColumn psi_peak{"peak memory", true};
   for (const BlockControlsCase& c : cases) {
     std::map<std::string, std::map<std::string, const Distance*>> by;  // variant -> tensor -> distance
     for (const ProbeRow& r : c.rows)
       if (r.distance && (r.backend == "math" || r.backend == "official")) by[r.variant][r.tensor] = &*r.distance;
     const Distance *fv = nullptr, *fa = nullptr;
     for (const auto& r : c.official_flash_vs_math) (r.tensor == "video_out" ? fv : fa) = &r.distance;
+    // MATH is the reference: its own row is 0 by definition, on the elements the others count.
     if (fv && fa)
-      t.add_row(cells("official FLASH (recorded)", fv->differing, fv->total, fv->rel_l2, fa->differing, fa->total,
-                      fa->rel_l2));
+      t.add_row(cells("official MATH (recorded)", recorded_peak_cell(c.official_math_peak_bytes), 0, fv->total, 0.0, 0,
+                      fa->total, 0.0));
+    if (fv && fa)
+      t.add_row(cells("official FLASH (recorded)", recorded_peak_cell(c.official_flash_peak_bytes), fv->differing,
+                      fv->total, fv->rel_l2, fa->differing, fa->total, fa->rel_l2));
     for (const std::string& v : model::numerics_variant_names()) {
       if (!by.count(v)) continue;
       const auto* vo = by[v]["video_out"];
       const auto* ao = by[v]["audio_out"];
       if (!vo || !ao) continue;
-      t.add_row(cells("psi " + v, vo->differing, vo->total, vo->rel_l2, ao->differing, ao->total, ao->rel_l2));
+      const ProcessPeak* peak = nullptr;
+      if (c.process_peaks && c.process_peaks->count(v)) peak = &c.process_peaks->at(v);
+      t.add_row(cells("psi " + v, psi_peak.cell(peak), vo->differing, vo->total, vo->rel_l2, ao->differing, ao->total,
+                      ao->rel_l2));
     }
     const auto& tm = c.official_timing_and_memory;
     if (!tm.is_null() && !tm.empty()) t.notes.push_back("official timing and memory on the recording GPU: " + tm.dump());
     note_recording(t, "case " + c.case_name + " recorded in", c.file, c.seed);
-    t.notes.push_back("paper (RTX A6000, real weights): FLASH vs MATH video 2.246e-3, audio 3.195e-3.");
+    t.notes.push_back("peak memory: for the recorded blocks their recordings' timing_and_memory (" +
+                      std::string(kRecordedPeak) + "); for psi's paths the process peak over each path's "
+                      "own probe run (" + (c.process_peaks && !c.process_peaks->empty()
+                                               ? c.process_peaks->begin()->second.kind
+                                               : std::string("not recorded")) +
+                      "), the whole process and not the block's allocation alone.");
+    t.notes.push_back(paper_note("Table VI, RTX A6000, real weights: rows MATH, FLASH and native with peak, video "
+                                 "and audio error; FLASH vs MATH video 2.246e-3, audio 3.195e-3, psi's official "
+                                 "FLASH (recorded) row; the peaks and the native row's values are in the paper's "
+                                 "Table VI",
+                                 options));
     if (c.ulp_figures && !c.ulp_figures->empty())
       t.notes.push_back("figures beside the report, for each of the " + std::to_string(c.ulp_figures->size()) +
                         " nonzero differing cells: where the output differs from MATH over tokens x channels "

@@ -218,6 +218,31 @@ void expect_table_ii(const nlohmann::json& cases, const nlohmann::json& tables) 
   EXPECT_TRUE(has_note(t, "reference: official-h200")) << t["notes"].dump();
 }
 
+// Table VI: the MATH, FLASH and psi rows with a peak memory cell of each one's kind, and the
+// errors the records hold.
+void expect_table_vi(const nlohmann::json& bc, const nlohmann::json& t) {
+  const std::size_t peak_col = column_of(t, "peak memory"), video_col = column_of(t, "video_out rel L2");
+  ASSERT_GE(t["rows"].size(), 7u);
+  EXPECT_EQ(t["rows"][0][0], "official MATH (recorded)");
+  EXPECT_EQ(t["rows"][0][video_col], report::fmt_sci(0.0));
+  EXPECT_EQ(t["rows"][0][peak_col], report::fmt_mib(double(bc["official_math_peak_bytes"].get<std::uint64_t>())) +
+                                        " (recording GPU, torch max_memory_allocated)");
+  EXPECT_EQ(t["rows"][1][0], "official FLASH (recorded)");
+  EXPECT_EQ(t["rows"][1][peak_col], report::fmt_mib(double(bc["official_flash_peak_bytes"].get<std::uint64_t>())) +
+                                        " (recording GPU, torch max_memory_allocated)");
+  // The recordings' own figures (block_small.h5's timing_and_memory).
+  EXPECT_EQ(bc["official_math_peak_bytes"].get<std::uint64_t>(), 74652160u);
+  EXPECT_EQ(bc["official_flash_peak_bytes"].get<std::uint64_t>(), 62941696u);
+  for (std::size_t i = 2; i < t["rows"].size(); ++i) {
+    const std::string path = t["rows"][i][0];
+    ASSERT_TRUE(path.starts_with("psi ")) << path;
+    const auto& peak = bc["process_peaks"][path.substr(4)];
+    EXPECT_EQ(t["rows"][i][peak_col], report::fmt_mib(double(peak["process_peak_bytes"].get<std::uint64_t>())) +
+                                          " (host resident, VmHWM, CPU backend)");
+  }
+  EXPECT_TRUE(has_note(t, "paper (Table VI, RTX A6000, real weights: rows MATH, FLASH and native")) << t["notes"].dump();
+}
+
 }  // namespace
 
 // The keys that measure time are declared by each record's field list (measures_time,
@@ -232,7 +257,7 @@ TEST(ExperimentRecords, TimeFieldsAreWhatTheRecordsDeclare) {
   // A process peak is measured on the machine as a time is (experiments/process_peak.h).
   EXPECT_EQ(exp::find_experiment("full-prompt").time_fields(),
             (V{"process_peak_bytes", "wall_mean_s", "wall_s", "wall_sd_s"}));
-  EXPECT_EQ(exp::find_experiment("block-controls").time_fields(), V{});
+  EXPECT_EQ(exp::find_experiment("block-controls").time_fields(), V{"process_peak_bytes"});
   EXPECT_EQ(exp::find_experiment("projection-oracle").time_fields(), V{});
   for (const exp::Experiment& e : exp::experiments()) EXPECT_TRUE(e.time_fields) << e.name;
 }
@@ -558,6 +583,7 @@ TEST_F(Experiments, BlockControlsAndProjectionOracle) {
     }
   }
   EXPECT_EQ(read_json(b, "/report/tables").size(), 3u);
+  expect_table_vi(bc, read_json(b, "/report/tables")[0]);
   CmdResult rp = psi_cmd("run projection-oracle --out " + p.string());
   ASSERT_EQ(rp.status, 0) << rp.out;
   // The exact value's cell keeps its exponent (it once lost it: "5.201001185923" for 5.2e-04).
