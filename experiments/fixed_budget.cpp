@@ -10,6 +10,7 @@
 // that would pass it fails the run (rt::Outcome::cap_exceeded, exit 3) before it is made. The
 // capped run goes first, so that a cap the run cannot fit fails before the uncapped run.
 #include "experiments/experiment.h"
+#include "experiments/paper_line.h"
 #include "experiments/report.h"
 
 #include <chrono>
@@ -183,6 +184,9 @@ std::vector<Table> tabulate_fixed_budget(const nlohmann::json& case_records, con
     if (r.contains("reservation")) t.notes.push_back("reservation: " + r["reservation"].value("status", std::string("?")));
     if (gpu) t.notes.push_back(gpu_memory_note(r));
   }
+  t.notes.push_back(paper_note("Table VII, LTX-2 22B: a complete 8+3 run under a fixed cap, with its success, wall "
+                               "and peak; psi's row corresponds, and the values are in the paper's Table VII",
+                               options));
   return {t};
 }
 

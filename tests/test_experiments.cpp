@@ -19,7 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/exec/executor.h"
+#include "engine/measure/sizes.h"
 #include "engine/sha256.h"
+#include "experiments/block_support.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "experiments/trajectory_support.h"
@@ -216,6 +219,37 @@ void expect_table_ii(const nlohmann::json& cases, const nlohmann::json& tables) 
   EXPECT_TRUE(has_note(t, "paper (Table II and its text, LTX-2 22B: modified beats baseline in 5/9 video and 3/9 audio"))
       << t["notes"].dump();
   EXPECT_TRUE(has_note(t, "reference: official-h200")) << t["notes"].dump();
+}
+
+// Table V: every setting's scratch needed against what it leaves (arena − 2 × page − workspace),
+// a complete run's scratch high-water mark within it, and the smallest settings from the plan.
+void expect_table_v(const nlohmann::json& cases, const nlohmann::json& t) {
+  const std::size_t need_col = column_of(t, "scratch needed / available"), high_col = column_of(t, "scratch high-water");
+  ASSERT_EQ(t["rows"].size(), cases.size());
+  const auto need = cases[0]["scratch_need_bytes"].get<std::uint64_t>();
+  const auto workspace = cases[0]["workspace_bytes"].get<std::uint64_t>();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const auto& row = t["rows"][i];
+    EXPECT_EQ(c["scratch_need_bytes"].get<std::uint64_t>(), need);  // the plan's, whatever the setting
+    const auto scratch = c["arena_bytes"].get<std::uint64_t>() - 2 * c["page_bytes"].get<std::uint64_t>() -
+                         c["workspace_bytes"].get<std::uint64_t>();
+    EXPECT_EQ(row[need_col], report::fmt_mib(double(need)) + " / " + report::fmt_mib(double(scratch)));
+    if (c["outcome"] == "complete") {
+      EXPECT_LE(need, scratch) << c["setting"];
+      const auto high = c["run"]["scratch_high_water_bytes"].get<std::uint64_t>();
+      EXPECT_LE(high, need) << c["setting"];
+      EXPECT_EQ(row[high_col], report::fmt_mib(double(high)));
+    }
+  }
+  const auto tile = rt::align_up(cases[0]["largest_tile_bytes"].get<std::uint64_t>());
+  EXPECT_TRUE(has_note(t, "smallest page that completes: " + rt::format_capacity(tile))) << t["notes"].dump();
+  EXPECT_TRUE(has_note(t, rt::format_capacity(std::uint64_t(cases[0]["page_bytes"])) + " pages: " +
+                              report::fmt_count((long long)(2 * cases[0]["page_bytes"].get<std::uint64_t>() + workspace + need)) +
+                              " bytes"))
+      << t["notes"].dump();
+  EXPECT_TRUE(has_note(t, "paper (Table V, LTX-2 22B: the 48 and 64 MiB arenas with 8 MiB pages exhaust scratch"))
+      << t["notes"].dump();
 }
 
 // Table VI: the MATH, FLASH and psi rows with a peak memory cell of each one's kind, and the
@@ -705,6 +739,26 @@ TEST_F(Experiments, CapacityOutcomesAndMemoryScopes) {
     }
   }
   EXPECT_GE(complete, 1);
+  expect_table_v(cases, read_json(f, "/report/tables")[0]);
+  // The smallest arena the table gives at its pages is the edge: the block completes there and
+  // exhausts scratch one alignment unit below.
+  {
+    const exp::Options o;  // capacity's defaults: tiny, seed 0, the CPU backend
+    const exp::FirstBlock fb = exp::first_block(o);
+    exec::ArenaSettings a = exec::default_arena(fb.config);
+    const std::uint64_t edge = 2 * std::uint64_t(a.page) + std::uint64_t(a.workspace) +
+                               cases[0]["scratch_need_bytes"].get<std::uint64_t>();
+    exec::ExecOptions eo;
+    eo.backend = "cpu";
+    for (const std::uint64_t arena : {edge, edge - rt::kAlignment}) {
+      a.arena = std::int64_t(arena);
+      const exec::BlockRun run = exec::run_block(fb.config, *fb.weights, 0, fb.inputs,
+                                                 exp::variant_of(o, exp::kRuntimeVariant),
+                                                 exec::schedule("reuse+prefetch"), a, eo);
+      EXPECT_EQ(rt::outcome_name(run.outcome), arena == edge ? "complete" : "scratch_exhausted")
+          << arena << ": " << run.failure;
+    }
+  }
   const fs::path m = dir_ / "ms.h5";
   CmdResult rm = psi_cmd("run memory-scopes --out " + m.string());
   ASSERT_EQ(rm.status, 0) << rm.out;
@@ -828,6 +882,8 @@ TEST_F(Experiments, FixedBudgetBitwiseToUncapped) {
   EXPECT_LE(c["held_bytes"].get<long long>(), c["cap_bytes"].get<long long>());
   EXPECT_EQ(c["states_equal"], c["states_total"]);
   EXPECT_EQ(c["states_total"], 26);
+  EXPECT_TRUE(has_note(read_json(f, "/report/tables")[0], "paper (Table VII, LTX-2 22B: a complete 8+3 run under a "
+                                                          "fixed cap"));
   CmdResult cmp = psi_cmd("compare " + f.string() + " " + f.string() + " --map /states/capped=/states/uncapped --only '^/states/capped'");
   EXPECT_EQ(cmp.status, 0) << cmp.out;
 }
