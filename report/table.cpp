@@ -150,6 +150,10 @@ std::string render(const std::vector<Table>& tables, Format f) {
     };
     csv_line(t.columns);
     for (auto& r : t.rows) csv_line(r);
+    // The summary and paper lines, as the title: a comment line each, so that a reader of the CSV
+    // has the table whole.
+    for (auto& n : t.notes) out += "# " + one_line(n) + "\n";
+    for (auto& n : t.provenance) out += "# " + one_line(n) + "\n";
   }
   return out;
 }

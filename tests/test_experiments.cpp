@@ -404,6 +404,11 @@ TEST_F(Experiments, FullPromptQuickWithFigures) {
   EXPECT_EQ(cases[0]["paths"]["official-h200"]["official_video_rel_l2"].get<double>(), 0.0);
   EXPECT_GT(cases[0]["paths"]["baseline"]["official_video_rel_l2"].get<double>(), 0.0);
   expect_table_ii(cases, read_json(f, "/report/tables"));
+  // psi report --format csv gives the table whole, its summary and paper lines too.
+  const CmdResult csv = psi_cmd("report " + f.string() + " --format csv");
+  EXPECT_NE(csv.out.find("\n# modified beats baseline (a lower endpoint relative L2 to official-h200): video "),
+            std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find("\n# paper (Table II and its text"), std::string::npos) << csv.out;
   EXPECT_TRUE(fs::exists(dir_ / "fp.endpoint_error.svg"));
   EXPECT_NE(r.out.find("Δ video"), std::string::npos);
   // Every path that differs from dense is drawn, official-h200 too, and Δ on a linear axis of its

@@ -123,3 +123,16 @@ TEST(TableRender, MarkdownEscapesPipesAndNewlines) {
   c.add_row({"a\rb"});
   EXPECT_EQ(render({c}, Format::csv), "# c\nx\n\"a\rb\"\n");
 }
+
+// CSV gives a table whole, as Markdown does: its summary and paper lines (notes) and provenance
+// follow the rows as comment lines, one line each.
+TEST(TableRender, CsvCarriesTheNotes) {
+  Table t;
+  t.title = "t";
+  t.columns = {"x"};
+  t.add_row({"1"});
+  t.notes = {"modified beats baseline: video 5/9", "paper (Table II)\nforged"};
+  t.provenance = {"recording: /a/b.h5"};
+  EXPECT_EQ(render({t}, Format::csv),
+            "# t\nx\n1\n# modified beats baseline: video 5/9\n# paper (Table II)\\nforged\n# recording: /a/b.h5\n");
+}
