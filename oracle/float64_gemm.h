@@ -7,6 +7,8 @@
 // allows: it holds for K exact products summed in any order, and an FMA of an exact product
 // rounds as the addition alone would. So the operands must be values whose pairwise products are
 // exact in float64 (BF16 values are: 16 significant bits, exponents far inside float64's range).
+// Unlike isa_dispatch's kernels, the levels' sums may differ in their last bits: the filter's
+// verdicts do not (they are the exact values'), which elements it leaves to the exact path may.
 #include <cstdint>
 
 namespace psi::oracle {
