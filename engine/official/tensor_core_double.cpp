@@ -207,8 +207,28 @@ __attribute__((target("avx2"))) inline int in_range(__m256i E) {
       _mm256_and_si256(_mm256_cmpgt_epi32(E, _mm256_set1_epi32(-102)), _mm256_cmpgt_epi32(_mm256_set1_epi32(122), E))));
 }
 
+// The block's end lane by lane, as dot() ends it, for the rows the vector end cannot take: out of
+// line, so that the hot path's values stay in registers (its arrays would put them in memory).
+__attribute__((target("avx2"), noinline, cold)) void end_block_lanes(__m256d T0, __m256d T1, __m256d T2, __m256d T3,
+                                                                     __m256i E16, int finite, __m256* A) {
+  alignas(32) double t[16];
+  alignas(32) std::int16_t e[16];
+  alignas(32) float a[16];
+  _mm256_store_pd(t, T0);
+  _mm256_store_pd(t + 4, T1);
+  _mm256_store_pd(t + 8, T2);
+  _mm256_store_pd(t + 12, T3);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(e), E16);
+  _mm256_store_ps(a, A[0]);
+  _mm256_store_ps(a + 8, A[1]);
+  for (int l = 0; l < kLanes; ++l)
+    if (finite >> l & 1) a[l] = normalize(std::int64_t(std::ldexp(t[l], kUnitExp - e[l])), e[l], nullptr);
+  A[0] = _mm256_load_ps(a);
+  A[1] = _mm256_load_ps(a + 8);
+}
+
 // The block's end for one row: T u = S − S0 truncated to 24 bits and converted, where every lane
-// allows it; else lane by lane as dot().
+// allows it; else end_block_lanes.
 __attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, const __m256i* S0, const __m256d* S,
                                                            __m256* A) {
   const __m256d keep24 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(~((std::uint64_t(1) << 29) - 1))));
@@ -223,26 +243,12 @@ __attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, c
   const __m256i e_lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b.E16));
   const __m256i e_hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b.E16, 1));
   const int range = in_range(e_lo) | in_range(e_hi) << 8;
-  if ((b.finite & (zero | range)) == 0xffff) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256 r = _mm256_set_m128(f[2 * h + 1], f[2 * h]);
-      // An exact zero is +0 (the rounding mode made it −0).
-      A[h] = _mm256_and_ps(r, _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_NEQ_OQ));
-    }
-    return;
+  if ((b.finite & (zero | range)) != 0xffff) return end_block_lanes(T[0], T[1], T[2], T[3], b.E16, b.finite, A);
+  for (int h = 0; h < 2; ++h) {
+    const __m256 r = _mm256_set_m128(f[2 * h + 1], f[2 * h]);
+    // An exact zero is +0 (the rounding mode made it −0).
+    A[h] = _mm256_and_ps(r, _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_NEQ_OQ));
   }
-  alignas(32) double t[16];
-  alignas(32) std::int32_t e[16];
-  alignas(32) float a[16];
-  for (int q = 0; q < 4; ++q) _mm256_store_pd(t + 4 * q, T[q]);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(e), e_lo);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(e + 8), e_hi);
-  _mm256_store_ps(a, A[0]);
-  _mm256_store_ps(a + 8, A[1]);
-  for (int l = 0; l < kLanes; ++l)
-    if (b.finite >> l & 1) a[l] = normalize(std::int64_t(std::ldexp(t[l], kUnitExp - e[l])), e[l], nullptr);
-  A[0] = _mm256_load_ps(a);
-  A[1] = _mm256_load_ps(a + 8);
 }
 
 // R rows (1 or 2: 4R accumulators of 4 doubles, four loads and R broadcasts a k) against the
@@ -266,13 +272,21 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
   }
   for (std::int64_t blk = blk0; blk < blk1; ++blk) {
     const std::int64_t k0 = blk * kBlock;
-    BlockStart b[R];
-    for (int r = 0; r < R; ++r) b[r] = block_start(A[r]);
+    // The products' part of E does not depend on the accumulator: two max chains a row from
+    // kMinAlignExp (below every accumulator's exponent), joined with the accumulator's part after,
+    // so that the pass can run while the last block ends.
+    __m256i e[R][2];
+    for (int r = 0; r < R; ++r) e[r][0] = e[r][1] = _mm256_set1_epi16(std::int16_t(kMinAlignExp));
 #pragma GCC unroll 16
     for (int k = 0; k < kBlock; ++k) {
       const __m256i we = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.we16.data() + (k0 + k) * kLanes));
       for (int r = 0; r < R; ++r)
-        b[r].E16 = _mm256_max_epi16(b[r].E16, _mm256_adds_epi16(we, _mm256_set1_epi16(xe[r][k0 + k])));
+        e[r][k % 2] = _mm256_max_epi16(e[r][k % 2], _mm256_adds_epi16(we, _mm256_set1_epi16(xe[r][k0 + k])));
+    }
+    BlockStart b[R];
+    for (int r = 0; r < R; ++r) {
+      b[r] = block_start(A[r]);
+      b[r].E16 = _mm256_max_epi16(b[r].E16, _mm256_max_epi16(e[r][0], e[r][1]));
     }
     const __m256i ws = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsign.data() + blk * kLanes));
     __m256i S0[R][4];
@@ -298,6 +312,7 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
         S[r][3] = _mm256_fmadd_pd(x, w3, S[r][3]);
       }
     }
+#pragma GCC unroll 2
     for (int r = 0; r < R; ++r) end_block(b[r], S0[r], S[r], A[r]);
   }
   for (int r = 0; r < R; ++r) {
