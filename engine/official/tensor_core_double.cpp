@@ -19,8 +19,9 @@
 // back after it (run_panel_double), and every other floating-point operation in the kernel is exact,
 // so the mode changes nothing else. T = S − S0 is exact, and truncating it to 24 significant bits
 // is clearing the low 29 bits of the double's significand, after which the conversion to FP32
-// is exact for −126 ≤ E − 25 ≤ 96. Other lanes (and T's exact zero, which the rounding mode
-// makes −0) are finished as dot() finishes them.
+// is exact for −126 ≤ E − 25 ≤ 96; T's exact zero, which the rounding mode makes −0, is made +0.
+// A row's block with a lane that allows neither (decided at the block's start, from E and the
+// accumulator) is finished lane by lane as dot() finishes it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -148,11 +149,11 @@ __attribute__((target("avx2"))) inline __m256i pack16(__m256i lo, __m256i hi) {
   return _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8);
 }
 
-// Lanes 4q..4q+3 of 16 int16, sign-extended to int64.
+// Lanes 4q..4q+3 of 16 uint16, zero-extended to 64 bits.
 template <int q>
 __attribute__((target("avx2"))) inline __m256i quarter64(__m256i v) {
   const __m128i half = q < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
-  return _mm256_cvtepi16_epi64(q % 2 ? _mm_srli_si128(half, 8) : half);
+  return _mm256_cvtepu16_epi64(q % 2 ? _mm_srli_si128(half, 8) : half);
 }
 
 // Lanes 4q..4q+3 of 16 floats held as two vectors, as doubles.
@@ -161,56 +162,56 @@ __attribute__((target("avx2"))) inline __m256d quarter_pd(const __m256* a) {
   return _mm256_cvtps_pd(q % 2 ? _mm256_extractf128_ps(a[q / 2], 1) : _mm256_castps256_ps128(a[q / 2]));
 }
 
-// One row's state at a block's start: E and N as 16 int16, and which lanes enter finite.
+// The products' part of E starts below every real exponent sum (−254 and up) and above every sum
+// with a zero (kZeroExp + 127 and below), so that it is still this after a block of zero products.
+constexpr std::int16_t kNoProduct = -10000;
+
+// One row's block: E and N as 16 int16 (N ≥ 0), and whether the vector end may take every lane.
 struct BlockStart {
   __m256i E16, N16;
-  int finite;  // bit per lane
+  bool vector_end;
 };
 
 // The entering accumulator's part of E (its exponent where it is non-zero, field 0 counting as
-// 1; else the model's minimum) and of N (−1 where it is negative).
-__attribute__((target("avx2"))) inline BlockStart block_start(const __m256* A) {
-  __m256i e[2], neg[2];
-  int finite = 0;
-  for (int h = 0; h < 2; ++h) {
-    const __m256i bits = _mm256_castps_si256(A[h]);
-    const __m256i abs_bits = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
-    const __m256i exp = _mm256_sub_epi32(_mm256_max_epi32(_mm256_srli_epi32(abs_bits, 23), _mm256_set1_epi32(1)),
-                                         _mm256_set1_epi32(127));
-    const __m256i zero = _mm256_cmpeq_epi32(abs_bits, _mm256_setzero_si256());
-    e[h] = _mm256_blendv_epi8(exp, _mm256_set1_epi32(kMinAlignExp), zero);
-    neg[h] = _mm256_andnot_si256(zero, _mm256_srai_epi32(bits, 31));
-    finite |= _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), abs_bits)))
-              << (8 * h);
-  }
-  return {pack16(e[0], e[1]), pack16(neg[0], neg[1]), finite};
+// 1; else kMinAlignExp, below every such exponent) joined with the products' part, and N, the
+// negative terms with the accumulator's. All in 16-bit lanes, from each float's top half (sign,
+// exponent field) and its comparison with zero. The vector end takes a lane that enters finite
+// and whose E is in −101..121, where a non-zero T u is a normal FP32 value once truncated; or
+// whose T is sure to be 0, a zero accumulator and no non-zero product (its E is kMinAlignExp).
+// Every other block of the row ends lane by lane, as dot() ends it.
+__attribute__((target("avx2"))) inline BlockStart block_start(const __m256* A, __m256i product_e, __m256i negative) {
+  const __m256i top = pack16(_mm256_srai_epi32(_mm256_castps_si256(A[0]), 16),
+                             _mm256_srai_epi32(_mm256_castps_si256(A[1]), 16));
+  const __m256i zero = pack16(_mm256_castps_si256(_mm256_cmp_ps(A[0], _mm256_setzero_ps(), _CMP_EQ_OQ)),
+                              _mm256_castps_si256(_mm256_cmp_ps(A[1], _mm256_setzero_ps(), _CMP_EQ_OQ)));
+  const __m256i field = _mm256_and_si256(_mm256_srli_epi16(top, 7), _mm256_set1_epi16(0xff));
+  const __m256i exp = _mm256_sub_epi16(_mm256_max_epi16(field, _mm256_set1_epi16(1)), _mm256_set1_epi16(127));
+  const __m256i E = _mm256_max_epi16(_mm256_blendv_epi8(exp, _mm256_set1_epi16(kMinAlignExp), zero), product_e);
+  const __m256i N = _mm256_sub_epi16(negative, _mm256_andnot_si256(zero, _mm256_srai_epi16(top, 15)));
+  const __m256i in_range =
+      _mm256_and_si256(_mm256_cmpgt_epi16(E, _mm256_set1_epi16(-102)), _mm256_cmpgt_epi16(_mm256_set1_epi16(122), E));
+  const __m256i sure_zero = _mm256_and_si256(zero, _mm256_cmpeq_epi16(product_e, _mm256_set1_epi16(kNoProduct)));
+  const __m256i ok = _mm256_andnot_si256(_mm256_cmpeq_epi16(field, _mm256_set1_epi16(0xff)),
+                                         _mm256_or_si256(in_range, sure_zero));
+  return {E, N, _mm256_movemask_epi8(ok) == -1};
 }
 
-// S0 = 1.5 · 2^(E+27) for lanes 4q..4q+3, as bits.
+// S0 = 1.5 · 2^(E+27) as bits: its top 16 bits are the biased exponent E + 1050 shifted by 4 and
+// the significand's first bit, (E << 4) + (1050 << 4 | 8), so that each quarter is one widening
+// and one shift. The start S0 + N u is S0's bits or N (N < 2^48 and S0's low bits are 0).
 template <int q>
-__attribute__((target("avx2"))) inline __m256i unit_origin(__m256i E16) {
-  const __m256i field = _mm256_add_epi64(quarter64<q>(E16), _mm256_set1_epi64x(1023 + 27));
-  return _mm256_or_si256(_mm256_slli_epi64(field, 52), _mm256_set1_epi64x(std::int64_t(1) << 51));
-}
-
-template <int q>
-__attribute__((target("avx2,fma"))) inline void start_quarter(const BlockStart& b, const __m256* A, __m256i* S0,
-                                                               __m256d* S) {
-  S0[q] = unit_origin<q>(b.E16);
-  const __m256d start = _mm256_castsi256_pd(_mm256_add_epi64(S0[q], quarter64<q>(b.N16)));
+__attribute__((target("avx2,fma"))) inline void start_quarter(__m256i top16, __m256i N16, const __m256* A,
+                                                               __m256i* S0, __m256d* S) {
+  S0[q] = _mm256_slli_epi64(quarter64<q>(top16), 48);
+  const __m256d start = _mm256_castsi256_pd(_mm256_or_si256(S0[q], quarter64<q>(N16)));
   S[q] = _mm256_fmadd_pd(quarter_pd<q>(A), _mm256_set1_pd(kRowFactor), start);
-}
-
-// Bit per lane: −101 ≤ E ≤ 121, where a non-zero T u is a normal FP32 value once truncated.
-__attribute__((target("avx2"))) inline int in_range(__m256i E) {
-  return _mm256_movemask_ps(_mm256_castsi256_ps(
-      _mm256_and_si256(_mm256_cmpgt_epi32(E, _mm256_set1_epi32(-102)), _mm256_cmpgt_epi32(_mm256_set1_epi32(122), E))));
 }
 
 // The block's end lane by lane, as dot() ends it, for the rows the vector end cannot take: out of
 // line, so that the hot path's values stay in registers (its arrays would put them in memory).
+// Lanes that enter non-finite are left as they are (gemm_accumulate gives them dot()'s value).
 __attribute__((target("avx2"), noinline, cold)) void end_block_lanes(__m256d T0, __m256d T1, __m256d T2, __m256d T3,
-                                                                     __m256i E16, int finite, __m256* A) {
+                                                                     __m256i E16, __m256* A) {
   alignas(32) double t[16];
   alignas(32) std::int16_t e[16];
   alignas(32) float a[16];
@@ -222,30 +223,22 @@ __attribute__((target("avx2"), noinline, cold)) void end_block_lanes(__m256d T0,
   _mm256_store_ps(a, A[0]);
   _mm256_store_ps(a + 8, A[1]);
   for (int l = 0; l < kLanes; ++l)
-    if (finite >> l & 1) a[l] = normalize(std::int64_t(std::ldexp(t[l], kUnitExp - e[l])), e[l], nullptr);
+    if (std::isfinite(a[l])) a[l] = normalize(std::int64_t(std::ldexp(t[l], kUnitExp - e[l])), e[l], nullptr);
   A[0] = _mm256_load_ps(a);
   A[1] = _mm256_load_ps(a + 8);
 }
 
-// The block's end for one row: T u = S − S0 truncated to 24 bits and converted, where every lane
-// allows it; else end_block_lanes.
+// The block's end for one row: T u = S − S0 truncated to 24 bits and converted, where the block's
+// start allows it; else end_block_lanes.
 __attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, const __m256i* S0, const __m256d* S,
                                                            __m256* A) {
   const __m256d keep24 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(~((std::uint64_t(1) << 29) - 1))));
   __m256d T[4];
-  __m128 f[4];
-  int zero = 0;
-  for (int q = 0; q < 4; ++q) {
-    T[q] = _mm256_sub_pd(S[q], _mm256_castsi256_pd(S0[q]));
-    zero |= _mm256_movemask_pd(_mm256_cmp_pd(T[q], _mm256_setzero_pd(), _CMP_EQ_OQ)) << (4 * q);
-    f[q] = _mm256_cvtpd_ps(_mm256_and_pd(T[q], keep24));
-  }
-  const __m256i e_lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(b.E16));
-  const __m256i e_hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(b.E16, 1));
-  const int range = in_range(e_lo) | in_range(e_hi) << 8;
-  if ((b.finite & (zero | range)) != 0xffff) return end_block_lanes(T[0], T[1], T[2], T[3], b.E16, b.finite, A);
+  for (int q = 0; q < 4; ++q) T[q] = _mm256_sub_pd(S[q], _mm256_castsi256_pd(S0[q]));
+  if (!b.vector_end) return end_block_lanes(T[0], T[1], T[2], T[3], b.E16, A);
   for (int h = 0; h < 2; ++h) {
-    const __m256 r = _mm256_set_m128(f[2 * h + 1], f[2 * h]);
+    const __m256 r = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_and_pd(T[2 * h + 1], keep24)),
+                                     _mm256_cvtpd_ps(_mm256_and_pd(T[2 * h], keep24)));
     // An exact zero is +0 (the rounding mode made it −0).
     A[h] = _mm256_and_ps(r, _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_NEQ_OQ));
   }
@@ -272,32 +265,28 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
   }
   for (std::int64_t blk = blk0; blk < blk1; ++blk) {
     const std::int64_t k0 = blk * kBlock;
-    // The products' part of E does not depend on the accumulator: two max chains a row from
-    // kMinAlignExp (below every accumulator's exponent), joined with the accumulator's part after,
-    // so that the pass can run while the last block ends.
+    // The products' part of E does not depend on the accumulator: two max chains a row, joined
+    // with the accumulator's part after, so that the pass can run while the last block ends.
     __m256i e[R][2];
-    for (int r = 0; r < R; ++r) e[r][0] = e[r][1] = _mm256_set1_epi16(std::int16_t(kMinAlignExp));
+    for (int r = 0; r < R; ++r) e[r][0] = e[r][1] = _mm256_set1_epi16(kNoProduct);
 #pragma GCC unroll 16
     for (int k = 0; k < kBlock; ++k) {
       const __m256i we = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.we16.data() + (k0 + k) * kLanes));
       for (int r = 0; r < R; ++r)
         e[r][k % 2] = _mm256_max_epi16(e[r][k % 2], _mm256_adds_epi16(we, _mm256_set1_epi16(xe[r][k0 + k])));
     }
-    BlockStart b[R];
-    for (int r = 0; r < R; ++r) {
-      b[r] = block_start(A[r]);
-      b[r].E16 = _mm256_max_epi16(b[r].E16, _mm256_max_epi16(e[r][0], e[r][1]));
-    }
     const __m256i ws = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsign.data() + blk * kLanes));
+    BlockStart b[R];
     __m256i S0[R][4];
     __m256d S[R][4];
     for (int r = 0; r < R; ++r) {
       const __m256i negative = popcount16(_mm256_xor_si256(ws, _mm256_set1_epi16(std::int16_t(xs[r][blk]))));
-      b[r].N16 = _mm256_sub_epi16(negative, b[r].N16);
-      start_quarter<0>(b[r], A[r], S0[r], S[r]);
-      start_quarter<1>(b[r], A[r], S0[r], S[r]);
-      start_quarter<2>(b[r], A[r], S0[r], S[r]);
-      start_quarter<3>(b[r], A[r], S0[r], S[r]);
+      b[r] = block_start(A[r], _mm256_max_epi16(e[r][0], e[r][1]), negative);
+      const __m256i top16 = _mm256_add_epi16(_mm256_slli_epi16(b[r].E16, 4), _mm256_set1_epi16((1050 << 4) | 8));
+      start_quarter<0>(top16, b[r].N16, A[r], S0[r], S[r]);
+      start_quarter<1>(top16, b[r].N16, A[r], S0[r], S[r]);
+      start_quarter<2>(top16, b[r].N16, A[r], S0[r], S[r]);
+      start_quarter<3>(top16, b[r].N16, A[r], S0[r], S[r]);
     }
 #pragma GCC unroll 16
     for (int k = 0; k < kBlock; ++k) {
