@@ -26,7 +26,7 @@ void BM_Block(benchmark::State& state) {
       psi::pipeline::audio_positions(k.audio_tokens), 1, 0);
   const auto& v = psi::model::numerics_variant(variant);
   for (auto _ : state) {
-    psi::model::BlockProbes p = psi::model::block_forward(c, w, in, v);
+    psi::model::BlockTaps p = psi::model::block_forward(c, w, in, v);
     benchmark::DoNotOptimize(p.video_out.data.data());
   }
   state.SetLabel(std::string(k.config) + "/" + variant);

@@ -35,13 +35,13 @@ FirstBlock first_block(const Options& o) {
   return fb;
 }
 
-std::map<std::string, std::string> probe_hashes(const model::BlockProbes& p) {
+std::map<std::string, std::string> probe_hashes(const model::BlockTaps& p) {
   std::map<std::string, std::string> out;
   for (const auto& [name, t] : p.named()) out[name] = sha256_hex(*t);
   return out;
 }
 
-std::vector<std::string> probe_difference_lines(const model::BlockProbes& ours, const model::BlockProbes& ref,
+std::vector<std::string> probe_difference_lines(const model::BlockTaps& ours, const model::BlockTaps& ref,
                                                 const std::string& ours_name, const std::string& ref_name) {
   const auto a = ours.named(), b = ref.named();
   std::vector<std::string> differing, first;

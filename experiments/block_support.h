@@ -38,10 +38,10 @@ std::shared_ptr<const ckpt::WeightSource> block_weight_source(const Options& o, 
                                                               std::uint64_t seed);
 
 // probe name -> SHA-256 of its BF16 bytes.
-std::map<std::string, std::string> probe_hashes(const model::BlockProbes& p);
+std::map<std::string, std::string> probe_hashes(const model::BlockTaps& p);
 // Where two runs' block probes differ, for Report::fail: which probes, then the first differing
 // elements of the first that does (probes::difference_lines). Empty when all are bitwise equal.
-std::vector<std::string> probe_difference_lines(const model::BlockProbes& ours, const model::BlockProbes& ref,
+std::vector<std::string> probe_difference_lines(const model::BlockTaps& ours, const model::BlockTaps& ref,
                                                 const std::string& ours_name, const std::string& ref_name);
 
 }  // namespace psi::exp

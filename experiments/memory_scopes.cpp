@@ -87,7 +87,7 @@ void run_memory_scopes(const Options& o, Report& report) {
     try {
       for (int b = 0; b < int(c.layers); ++b) {
         check_interrupt("memory-scopes stage " + std::to_string(stage) + " block " + std::to_string(b + 1));
-        model::BlockProbes p = ex.run_block(b, in);
+        model::BlockTaps p = ex.run_block(b, in);
         in.video.x = p.video_out;
         in.audio.x = p.audio_out;
         progress.step("stage " + std::to_string(stage) + " block " + std::to_string(b + 1) + "/" + std::to_string(c.layers));

@@ -33,7 +33,7 @@
 namespace psi::exp {
 
 namespace {
-constexpr int kProbes = int(model::kProbeCount);  // the probe hashes each run is compared on
+constexpr int kProbes = int(model::kTapCount);  // the probe hashes each run is compared on
 }  // namespace
 
 // The options of scheduling alone.
@@ -109,7 +109,7 @@ void run_scheduling(const Options& o, Report& report) {
   const bool host_check = rt::backend_traits(o.backend).host_bits;
   // The probes are kept beside their hashes to say where a run's differ.
   std::map<std::string, std::string> reference;
-  std::optional<model::BlockProbes> reference_probes;
+  std::optional<model::BlockTaps> reference_probes;
   if (host_check) {
     model::SynthInitSource host_weights(o.seed);
     reference_probes = model::block_forward(fb.config, model::load_block_weights(host_weights, fb.config, 0),
@@ -117,7 +117,7 @@ void run_scheduling(const Options& o, Report& report) {
     reference = probe_hashes(*reference_probes);
   }
   std::map<std::string, std::string> first;
-  std::optional<model::BlockProbes> first_probes;
+  std::optional<model::BlockTaps> first_probes;
 
   exec::ExecOptions eo;
   eo.backend = rt::backend_name(o.backend);

@@ -21,15 +21,15 @@ namespace {
 enum class Stream { video, audio };
 
 struct ProbeInfo {
-  Bf16Tensor model::BlockProbes::*member;
+  Bf16Tensor model::BlockTaps::*member;
   Stream stream;
   std::vector<int> upstream;  // indices into probe_info(), spec order
 };
 
-// Per probe of the catalogue (model::kProbeNames, spec order), the same index as its name: its
+// Per probe of the catalogue (model::kTapNames, spec order), the same index as its name: its
 // member, its stream and which earlier probes reach it.
 std::span<const ProbeInfo> probe_info() {
-  using P = model::BlockProbes;
+  using P = model::BlockTaps;
   static const ProbeInfo info[] = {
       {&P::attn1, Stream::video, {}},
       {&P::attn2, Stream::video, {0}},
@@ -42,12 +42,12 @@ std::span<const ProbeInfo> probe_info() {
       {&P::video_out, Stream::video, {0, 1, 4, 6}},
       {&P::audio_out, Stream::audio, {2, 3, 5, 7}},
   };
-  static_assert(std::size(info) == model::kProbeCount, "one entry per catalogue probe");
-  // The member at each index must be the one BlockProbes::named() pairs with that index's name.
+  static_assert(std::size(info) == model::kTapCount, "one entry per catalogue probe");
+  // The member at each index must be the one BlockTaps::named() pairs with that index's name.
   static const std::span<const ProbeInfo> checked = [] {
     const P probes{};
     const auto named = probes.named();
-    for (std::size_t k = 0; k < model::kProbeCount; ++k)
+    for (std::size_t k = 0; k < model::kTapCount; ++k)
       if (named[k].second != &(probes.*info[k].member))
         throw Error("explain: probe " + named[k].first + " is out of catalogue order");
     return std::span<const ProbeInfo>(info);
@@ -67,11 +67,11 @@ std::vector<char> differing_rows(const Bf16Tensor& a, const Bf16Tensor& b) {
 }  // namespace
 
 void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::BlockWeights& w,
-                   const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockProbes& computed) {
+                   const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockTaps& computed) {
   const auto info = probe_info();
-  auto name_of = [](std::size_t k) { return std::string(model::kProbeNames[k]); };
+  auto name_of = [](std::size_t k) { return std::string(model::kTapNames[k]); };
   const std::string path = v.claims == "flash" ? "flash" : "math";
-  model::BlockProbes recorded;
+  model::BlockTaps recorded;
   for (std::size_t k = 0; k < info.size(); ++k) {
     const ProbeInfo& p = info[k];
     const std::string rel = path + "/" + name_of(k);
@@ -91,7 +91,7 @@ void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::B
                   ", psi computed " + shape_str((computed.*p.member).shape));
     recorded.*p.member = std::move(st.data);
   }
-  const model::BlockProbes forced = model::block_forward(c, w, in, v, &recorded);
+  const model::BlockTaps forced = model::block_forward(c, w, in, v, &recorded);
 
   std::vector<std::vector<char>> rows_differ;
   std::vector<bool> differs_anywhere;

@@ -139,8 +139,8 @@ exec::ArenaSettings whole_tensor_arena(const model::ModelConfig& c, const model:
 
 // The block on a runtime backend through the PSI executor (schedule reuse+prefetch, weights
 // host-resident), on the same SynthInit weights as the host block.
-model::BlockProbes on_runtime(CaseContext& ctx, const model::ModelConfig& c, const model::BlockInputs& in,
-                              const model::NumericsVariant& v) {
+model::BlockTaps on_runtime(CaseContext& ctx, const model::ModelConfig& c, const model::BlockInputs& in,
+                            const model::NumericsVariant& v) {
   const ckpt::SynthSource weights = pipeline::synthetic_weights(c, ctx.rec.seed());
   const exec::Schedule& s = exec::schedule("reuse+prefetch");
   exec::ExecOptions eo;
@@ -206,7 +206,7 @@ void run_block_case(CaseContext& ctx) {
   for (const auto& v : ctx.variants) {
     check_interrupt("probe " + ctx.report.case_name + ", variant " + v.name);  // where a stop inside it is said to be
     const model::BlockInputs& in = inputs.at(v.model_math);
-    model::BlockProbes p = !ctx.runtime ? model::block_forward(c, w, in, v) : on_runtime(ctx, c, in, v);
+    model::BlockTaps p = !ctx.runtime ? model::block_forward(c, w, in, v) : on_runtime(ctx, c, in, v);
     Outputs o;
     for (auto& [name, t] : p.named()) o.emplace_back(name, *t);
     if (ctx.explain) explain_block(ctx, c, w, in, v, p);
@@ -215,7 +215,7 @@ void run_block_case(CaseContext& ctx) {
   if (ctx.float64) {
     check_interrupt("probe " + ctx.report.case_name + ", variant " + std::string(kFloat64Variant));
     // On the host whatever the backend: it is the reference, not a runtime path.
-    const model::BlockProbesF64 p = model::block_forward_f64(c, w, inputs.at(official::F32Math::host));
+    const model::BlockTapsF64 p = model::block_forward_f64(c, w, inputs.at(official::F32Math::host));
     Outputs o;
     for (auto& [name, t] : p.named()) {
       o.emplace_back(name, model::round_to_bf16(*t));

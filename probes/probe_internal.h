@@ -49,6 +49,6 @@ void run_block_case(CaseContext& ctx);
 // Attributes the elements of `computed` (variant v's block) that differ from the MATH recording
 // (ProbeAttribution); a note instead when the recording does not store every probe in full.
 void explain_block(CaseContext& ctx, const model::ModelConfig& c, const model::BlockWeights& w,
-                   const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockProbes& computed);
+                   const model::BlockInputs& in, const model::NumericsVariant& v, const model::BlockTaps& computed);
 
 }  // namespace psi::probes::detail

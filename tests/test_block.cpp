@@ -102,9 +102,9 @@ TEST(Block, TinyRunsForEveryVariantIndependentlyOfThreads) {
     for (const auto& name : model::numerics_variant_names()) {
       const auto& v = model::numerics_variant(name);
       psi::set_thread_count(1);
-      const model::BlockProbes a = model::block_forward(c, w, in, v);
+      const model::BlockTaps a = model::block_forward(c, w, in, v);
       psi::set_thread_count(2);
-      const model::BlockProbes b = model::block_forward(c, w, in, v);
+      const model::BlockTaps b = model::block_forward(c, w, in, v);
       psi::set_thread_count(0);
       const auto na = a.named(), nb = b.named();
       ASSERT_EQ(na.size(), 10u);

@@ -56,8 +56,8 @@ Tiny tiny(const char* profile) {
 TEST(BlockF64, DenseIsWithinItsBf16ErrorOfTheFloat64Block) {
   for (const char* profile : {"ltx25", "ltx2"}) {
     const Tiny t = tiny(profile);
-    const model::BlockProbes dense = model::block_forward(t.c, t.w, t.in, model::numerics_variant("dense"));
-    const model::BlockProbesF64 ref = model::block_forward_f64(t.c, t.w, t.in);
+    const model::BlockTaps dense = model::block_forward(t.c, t.w, t.in, model::numerics_variant("dense"));
+    const model::BlockTapsF64 ref = model::block_forward_f64(t.c, t.w, t.in);
     const auto d = dense.named();
     const auto r = ref.named();
     ASSERT_EQ(r.size(), d.size());
@@ -75,17 +75,17 @@ TEST(BlockF64, DenseIsWithinItsBf16ErrorOfTheFloat64Block) {
 // float64 block must not make) puts attn1 an order of magnitude beyond it.
 TEST(BlockF64, TheBoundCatchesAMisplacedOperand) {
   Tiny t = tiny("ltx25");
-  const model::BlockProbes dense = model::block_forward(t.c, t.w, t.in, model::numerics_variant("dense"));
+  const model::BlockTaps dense = model::block_forward(t.c, t.w, t.in, model::numerics_variant("dense"));
   const std::int64_t D = t.w.scale_shift_table.dim(1);
   for (std::int64_t c = 0; c < D; ++c) std::swap(t.w.scale_shift_table.data[c], t.w.scale_shift_table.data[D + c]);
-  const model::BlockProbesF64 wrong = model::block_forward_f64(t.c, t.w, t.in);
+  const model::BlockTapsF64 wrong = model::block_forward_f64(t.c, t.w, t.in);
   EXPECT_GT(rel_l2(dense.attn1, wrong.attn1), 10 * kDenseBound);
 }
 
 TEST(BlockF64, DeterministicAndWritesNoBf16Inside) {
   const Tiny t = tiny("ltx25");
-  const model::BlockProbesF64 a = model::block_forward_f64(t.c, t.w, t.in);
-  const model::BlockProbesF64 b = model::block_forward_f64(t.c, t.w, t.in);
+  const model::BlockTapsF64 a = model::block_forward_f64(t.c, t.w, t.in);
+  const model::BlockTapsF64 b = model::block_forward_f64(t.c, t.w, t.in);
   const auto na = a.named(), nb = b.named();
   for (std::size_t i = 0; i < na.size(); ++i) {
     EXPECT_EQ(na[i].second->data, nb[i].second->data) << na[i].first;

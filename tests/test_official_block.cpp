@@ -123,14 +123,14 @@ void expect_full_block_rows_bitwise(const std::string& variant, const std::strin
   // audio_attn2; the others are zeros nothing checked reads.
   const std::int64_t Na = in.audio.x.dim(1);
   auto recorded = [&](const char* probe) { return probes_rec.stored_bf16(path + "/" + probe).data; };
-  model::BlockProbes forced;
+  model::BlockTaps forced;
   forced.attn1 = first_rows(recorded("attn1"));
   forced.audio_attn1 = recorded("audio_attn1");
   for (Bf16Tensor* p : {&forced.attn2, &forced.audio_to_video_attn, &forced.ff, &forced.video_out})
     *p = Bf16Tensor({1, R, c.video_dim()});
   for (Bf16Tensor* p : {&forced.audio_attn2, &forced.video_to_audio_attn, &forced.audio_ff, &forced.audio_out})
     *p = Bf16Tensor({1, Na, c.audio_dim()});
-  const model::BlockProbes p = model::block_forward(c, w, in, model::numerics_variant(variant), &forced);
+  const model::BlockTaps p = model::block_forward(c, w, in, model::numerics_variant(variant), &forced);
   const Bf16Tensor attn2 = first_rows(recorded("attn2"));
   ASSERT_EQ(p.attn2.shape, attn2.shape);
   EXPECT_EQ(psi::distance(p.attn2.data, attn2.data).differing, 0) << variant;

@@ -17,7 +17,7 @@ pipeline::SyntheticShape small_shape() { return {.frames = 2, .height = 4, .widt
 
 void expect_every_schedule_matches(const BlockCase& bc, const std::string& variant, std::int64_t row_tile = 0) {
   const auto& v = model::numerics_variant(variant);
-  const model::BlockProbes want = bc.reference(v);
+  const model::BlockTaps want = bc.reference(v);
   for (const exec::Schedule& s : exec::schedules()) {
     exec::ExecOptions o;
     o.row_tile = row_tile;
@@ -104,7 +104,7 @@ TEST(PsiExec, TheComparisonSeesTheVariant) {
   const exec::BlockRun r = exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, model::numerics_variant("modified"),
                                            exec::schedule("reuse+prefetch"), exec::default_arena(bc.config), {});
   ASSERT_EQ(r.outcome, rt::Outcome::complete) << r.failure;
-  const model::BlockProbes base = bc.reference(model::numerics_variant("baseline"));
+  const model::BlockTaps base = bc.reference(model::numerics_variant("baseline"));
   int differing = 0;
   const auto g = r.probes.named();
   const auto w = base.named();
@@ -115,7 +115,7 @@ TEST(PsiExec, TheComparisonSeesTheVariant) {
 TEST(PsiExec, IndependentOfTheThreadCount) {
   const BlockCase bc("tiny", "ltx25", tiny_shape());
   const auto& v = model::numerics_variant("baseline");
-  const model::BlockProbes want = bc.reference(v);
+  const model::BlockTaps want = bc.reference(v);
   for (int threads : {1, 3}) {
     psi::set_thread_count(threads);
     const exec::BlockRun r = exec::run_block(bc.config, *bc.weights, bc.index, bc.inputs, v, exec::schedule("reuse+prefetch"),

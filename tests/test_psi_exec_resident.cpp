@@ -30,7 +30,7 @@ std::uint64_t distinct_bytes(const exec::BlockPlan& p) {
 
 TEST(PsiExecResident, EveryScheduleGivesTheStagedBits) {
   const BlockCase bc("tiny", "ltx25", two_row_tiles());
-  const model::BlockProbes want = bc.reference(model::numerics_variant("baseline"));
+  const model::BlockTaps want = bc.reference(model::numerics_variant("baseline"));
   for (const auto& s : exec::schedules()) {
     const exec::BlockRun staged = run(bc, s.name, {});
     const exec::BlockRun resident = run(bc, s.name, {.resident_weights = true});
@@ -48,7 +48,7 @@ TEST(PsiExecResident, EveryScheduleGivesTheStagedBits) {
 
 TEST(PsiExecResident, ValidateModeAndChaosFindNothingMissing) {
   const BlockCase bc("tiny", "ltx25", two_row_tiles());
-  const model::BlockProbes want = bc.reference(model::numerics_variant("baseline"));
+  const model::BlockTaps want = bc.reference(model::numerics_variant("baseline"));
   for (std::uint64_t seed : {3u, 11u}) {
     const exec::BlockRun r =
         run(bc, "reuse+prefetch", {.validate = true, .chaos_seed = seed, .resident_weights = true});

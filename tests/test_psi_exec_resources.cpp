@@ -182,7 +182,7 @@ TEST(PsiExecResources, OutcomesAsTheArenaShrinksOnSmall) {
   using O = rt::Outcome;
   const O want[] = {O::complete,          O::complete, O::complete, O::complete, O::tile_exceeds_page,
                     O::complete,          O::complete, O::scratch_exhausted};
-  const model::BlockProbes ref = bc.reference(model::numerics_variant("baseline"));
+  const model::BlockTaps ref = bc.reference(model::numerics_variant("baseline"));
   for (std::size_t i = 0; i < settings.size(); ++i) {
     const exec::BlockRun r = run(bc, "reuse+prefetch", settings[i]);
     EXPECT_EQ(r.outcome, want[i]) << settings[i].label << ": " << r.failure;
@@ -285,8 +285,8 @@ TEST(PsiExecResources, ModelInvocationInOneArena) {
   exec::PsiExecutor ex(bc.config, *bc.weights, v, exec::schedule("reuse+prefetch"), exec::default_arena(bc.config), {});
   model::BlockInputs host_in = bc.inputs, psi_in = bc.inputs;
   for (int b = 0; b < 2; ++b) {
-    const model::BlockProbes want = model::block_forward(bc.config, model::load_block_weights(src, bc.config, b), host_in, v);
-    const model::BlockProbes got = ex.run_block(b, psi_in);
+    const model::BlockTaps want = model::block_forward(bc.config, model::load_block_weights(src, bc.config, b), host_in, v);
+    const model::BlockTaps got = ex.run_block(b, psi_in);
     expect_bitwise(got, want, "block " + std::to_string(b));
     host_in.video.x = want.video_out;
     host_in.audio.x = want.audio_out;
@@ -315,7 +315,7 @@ TEST(PsiExecResources, OneExecutorRunsStageOneThenStageTwo) {
     model::SynthInitSource model_weights(7);  // the model-level tensors that make the inputs
     const model::BlockInputs in = psi::pipeline::first_block_inputs(bc.config, model_weights, tc, stage);
     ASSERT_EQ(in.video.x.dim(1), stage == 1 ? 72 : 288);
-    const model::BlockProbes got = ex.run_block(0, in);
+    const model::BlockTaps got = ex.run_block(0, in);
     expect_bitwise(got, model::block_forward(bc.config, w, in, v), "stage " + std::to_string(stage));
     const rt::RunReport rep = ex.report();
     if (stage == 1) declared = rep.live_bytes;

@@ -34,14 +34,14 @@ struct BlockCase {
         index(block) {}
 
   // The host block on the very weights the executor streams.
-  model::BlockProbes reference(const model::NumericsVariant& v) const {
+  model::BlockTaps reference(const model::NumericsVariant& v) const {
     pipeline::CheckpointWeights src(weights);
     return model::block_forward(config, model::load_block_weights(src, config, index), inputs, v);
   }
 };
 
 // Every probe bitwise equal (and non-trivial shapes).
-inline void expect_bitwise(const model::BlockProbes& got, const model::BlockProbes& want, const std::string& where) {
+inline void expect_bitwise(const model::BlockTaps& got, const model::BlockTaps& want, const std::string& where) {
   const auto g = got.named();
   const auto w = want.named();
   ASSERT_EQ(g.size(), 10u);

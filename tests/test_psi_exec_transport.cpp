@@ -34,8 +34,8 @@ std::string violation_of(const BlockCase& bc, rt::Fault fault) {
 
 TEST(PsiExecTransport, ChaosKeepsEveryScheduleBitwise) {
   const BlockCase bc("tiny", "ltx25", tiny_shape());
-  const model::BlockProbes want[2] = {bc.reference(model::numerics_variant("baseline")),
-                                      bc.reference(model::numerics_variant("modified"))};
+  const model::BlockTaps want[2] = {bc.reference(model::numerics_variant("baseline")),
+                                    bc.reference(model::numerics_variant("modified"))};
   const auto& all = exec::schedules();
   for (std::uint64_t seed = 1; seed <= 24; ++seed) {
     const exec::Schedule& s = all[seed % all.size()];
@@ -52,7 +52,7 @@ TEST(PsiExecTransport, ChaosKeepsEveryScheduleBitwise) {
 TEST(PsiExecTransport, ValidateModePassesEverySchedule) {
   for (const char* config : {"tiny", "small"}) {
     const BlockCase bc(config, "ltx25", tiny_shape());
-    const model::BlockProbes want = bc.reference(model::numerics_variant("modified"));
+    const model::BlockTaps want = bc.reference(model::numerics_variant("modified"));
     for (const exec::Schedule& s : exec::schedules()) {
       const exec::BlockRun r = run(bc, "modified", s.name, {.validate = true});
       ASSERT_EQ(r.outcome, rt::Outcome::complete) << config << " " << s.name << ": " << r.failure;

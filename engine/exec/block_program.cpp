@@ -441,9 +441,9 @@ void put_inputs(rt::HostJournal& j, int jblock, const model::ModelConfig& c, con
 
 void block_program(Driver& d, const BlockTask& task) { Program(d, task).run(); }
 
-model::BlockProbes collect_probes(const rt::HostJournal& j, int jb, const BlockShapes& shapes, std::int64_t row_tile) {
+model::BlockTaps collect_probes(const rt::HostJournal& j, int jb, const BlockShapes& shapes, std::int64_t row_tile) {
   const RowTiles v{shapes.video.tokens, row_tile}, a{shapes.audio.tokens, row_tile};
-  model::BlockProbes p;
+  model::BlockTaps p;
   p.attn1 = probe(j, jb, Branch::video, "attn1", v);
   p.attn2 = probe(j, jb, Branch::video, "attn2", v);
   p.audio_attn1 = probe(j, jb, Branch::audio, "attn1", a);

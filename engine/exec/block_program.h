@@ -76,7 +76,7 @@ struct BlockTask {
 void block_program(Driver& d, const BlockTask& task);
 
 // The ten probes from the journal (after a flush), put together from their row tiles.
-model::BlockProbes collect_probes(const rt::HostJournal& j, int jblock, const BlockShapes& shapes,
-                                  std::int64_t row_tile);
+model::BlockTaps collect_probes(const rt::HostJournal& j, int jblock, const BlockShapes& shapes,
+                                std::int64_t row_tile);
 
 }  // namespace psi::exec

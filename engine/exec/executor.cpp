@@ -109,7 +109,7 @@ PsiExecutor::PsiExecutor(const model::ModelConfig& c, const ckpt::WeightSource& 
 
 PsiExecutor::~PsiExecutor() = default;
 
-model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& in) {
+model::BlockTaps PsiExecutor::run_block(int index, const model::BlockInputs& in) {
   State& s = *st_;
   if (!s.failed.empty()) throw Error("PSI executor: the run already failed (" + s.failed + ")", Exit::run_failed);
   if (index < 0 || index >= s.config.layers)
@@ -131,7 +131,7 @@ model::BlockProbes PsiExecutor::run_block(int index, const model::BlockInputs& i
     block_program(d, task);
     s.transport->flush();
     ++s.blocks_run;
-    model::BlockProbes probes = collect_probes(s.journal, task.jblock, task.shapes, s.row_tile);
+    model::BlockTaps probes = collect_probes(s.journal, task.jblock, task.shapes, s.row_tile);
     s.block_seconds = seconds_since(b0);
     return probes;
   } catch (const std::exception& e) {

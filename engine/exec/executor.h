@@ -63,7 +63,7 @@ class PsiExecutor {
 
   // Runs block `index` (weights transformer_blocks.<index>.*). Throws rt::RunFailure on resource
   // outcomes; after any failure the executor refuses further blocks.
-  model::BlockProbes run_block(int index, const model::BlockInputs& in);
+  model::BlockTaps run_block(int index, const model::BlockInputs& in);
   // Drains, checks one device allocation and the bound (Runtime::finish).
   rt::RunReport finish();
   // A snapshot of the run so far.
@@ -93,7 +93,7 @@ class PsiExecutor {
 struct BlockRun {
   rt::Outcome outcome = rt::Outcome::complete;
   std::string failure;        // the RunFailure message when not complete
-  model::BlockProbes probes;  // when complete
+  model::BlockTaps probes;  // when complete
   rt::RunReport report;
   double wall_seconds = 0;     // everything: runtime set-up, preload, block, drain
   double preload_seconds = 0;  // making the weights host-resident (resident_weights)

@@ -123,15 +123,15 @@ BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_
                  rope.audio_cross)};
 }
 
-std::vector<std::pair<std::string, const Bf16Tensor*>> BlockProbes::named() const { return named_probes(*this); }
+std::vector<std::pair<std::string, const Bf16Tensor*>> BlockTaps::named() const { return named_taps(*this); }
 
-BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
-                          const NumericsVariant& v, const BlockProbes* forced) {
+BlockTaps block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
+                        const NumericsVariant& v, const BlockTaps* forced) {
   check_inputs(c, in);
   const float eps = c.norm_eps;
-  BlockProbes p;
+  BlockTaps p;
   // The module output a residual update reads: the forced one when teacher forcing.
-  auto upd = [&](const Bf16Tensor BlockProbes::*m) -> const Bf16Tensor& { return forced ? forced->*m : p.*m; };
+  auto upd = [&](const Bf16Tensor BlockTaps::*m) -> const Bf16Tensor& { return forced ? forced->*m : p.*m; };
 
   // Video and audio self-attention and text cross-attention (steps 1–10).
   SelfAndText vs, as;
@@ -166,7 +166,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
         ops::ada_zero(ax_pre, ada_value(ta, ass, av_row::a2v_scale), ada_value(ta, ass, av_row::a2v_shift), eps, v.norm);
     p.audio_to_video_attn = attention_forward(w.audio_to_video_attn, q_in, kv_in, &in.video.cross_pe,
                                               &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps, v.product, v.norm);
-    vx3 = ops::gated_residual(vx_pre, upd(&BlockProbes::audio_to_video_attn),
+    vx3 = ops::gated_residual(vx_pre, upd(&BlockTaps::audio_to_video_attn),
                               ada_value(tv, av_row::gate, in.video.cross_gate_timestep, 0));
   }
   // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
@@ -179,7 +179,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
         ops::ada_zero(vx_pre, ada_value(tv, vss, av_row::v2a_scale), ada_value(tv, vss, av_row::v2a_shift), eps, v.norm);
     p.video_to_audio_attn = attention_forward(w.video_to_audio_attn, q_in, kv_in, &in.audio.cross_pe,
                                               &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps, v.product, v.norm);
-    ax3 = ops::gated_residual(ax_pre, upd(&BlockProbes::video_to_audio_attn),
+    ax3 = ops::gated_residual(ax_pre, upd(&BlockTaps::video_to_audio_attn),
                               ada_value(ta, av_row::gate, in.audio.cross_gate_timestep, 0));
   }
 
@@ -191,7 +191,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
                                        ada_value(t, in.video.timesteps, ada_row::shift_mlp), eps, v.norm);
     p.ff = ffn_forward(w.ff, h, v);
     p.video_out =
-        ops::gated_residual(vx3, upd(&BlockProbes::ff), ada_value(t, in.video.timesteps, ada_row::gate_mlp));
+        ops::gated_residual(vx3, upd(&BlockTaps::ff), ada_value(t, in.video.timesteps, ada_row::gate_mlp));
   }
   {
     const Bf16Tensor& t = w.audio_scale_shift_table;
@@ -200,7 +200,7 @@ BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const Blo
                                        ada_value(t, in.audio.timesteps, ada_row::shift_mlp), eps, v.norm);
     p.audio_ff = ffn_forward(w.audio_ff, h, v);
     p.audio_out =
-        ops::gated_residual(ax3, upd(&BlockProbes::audio_ff), ada_value(t, in.audio.timesteps, ada_row::gate_mlp));
+        ops::gated_residual(ax3, upd(&BlockTaps::audio_ff), ada_value(t, in.audio.timesteps, ada_row::gate_mlp));
   }
   return p;
 }

@@ -70,31 +70,32 @@ BlockInputs synthetic_block_inputs(const ModelConfig& c, const F32Tensor& video_
                                    const F32Tensor& audio_positions, std::int64_t context_len,
                                    std::uint64_t seed);
 
-// The ten probes (spec §8) of a probe set (BlockProbes, or the float64 block's), named as in
-// the recordings (kProbeNames), in spec order.
+// The ten taps of a tap set (BlockTaps, or the float64 block's), named as in the recordings
+// (kTapNames), in spec order.
 template <class P, class T = std::remove_reference_t<decltype(std::declval<const P&>().attn1)>>
-std::vector<std::pair<std::string, const T*>> named_probes(const P& p) {
+std::vector<std::pair<std::string, const T*>> named_taps(const P& p) {
   const T* const members[] = {&p.attn1, &p.attn2, &p.audio_attn1, &p.audio_attn2, &p.audio_to_video_attn,
                               &p.video_to_audio_attn, &p.ff, &p.audio_ff, &p.video_out, &p.audio_out};
-  static_assert(sizeof(members) / sizeof(members[0]) == kProbeCount, "one member per probe name");
+  static_assert(sizeof(members) / sizeof(members[0]) == kTapCount, "one member per tap name");
   std::vector<std::pair<std::string, const T*>> out;
-  for (std::size_t i = 0; i < kProbeCount; ++i) out.emplace_back(std::string(kProbeNames[i]), members[i]);
+  for (std::size_t i = 0; i < kTapCount; ++i) out.emplace_back(std::string(kTapNames[i]), members[i]);
   return out;
 }
 
-// The ten probes (spec §8), named as in the recordings.
-struct BlockProbes {
+// The block's ten taps: the intermediate tensors spec §8 calls probes and the recordings store,
+// named as there. psi says "tap" for them so that "probe" means a recorded case and the command.
+struct BlockTaps {
   Bf16Tensor attn1, attn2, audio_attn1, audio_attn2, audio_to_video_attn, video_to_audio_attn;
   Bf16Tensor ff, audio_ff, video_out, audio_out;
-  // (recording dataset name, spec probe name, tensor) in spec order.
+  // (recording dataset name, tensor) in spec order.
   std::vector<std::pair<std::string, const Bf16Tensor*>> named() const;
 };
 
 // forced (teacher forcing, for attributing differences): every residual update reads forced's
-// module output instead of the computed one, so each returned module probe is that module on
-// the inputs the forced probes imply, and video_out / audio_out are the residual arithmetic
+// module output instead of the computed one, so each returned module tap is that module on
+// the inputs the forced taps imply, and video_out / audio_out are the residual arithmetic
 // applied to forced's updates. Null: the plain block.
-BlockProbes block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
-                          const NumericsVariant& v, const BlockProbes* forced = nullptr);
+BlockTaps block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
+                        const NumericsVariant& v, const BlockTaps* forced = nullptr);
 
 }  // namespace psi::model

@@ -84,12 +84,12 @@ inline constexpr int timestep_rows = v2a_shift + 1;
 inline constexpr int table_rows = gate + 1;
 }  // namespace av_row
 
-// ---- probes -----------------------------------------------------------------------------------------
+// ---- taps -------------------------------------------------------------------------------------------
 
-// The ten probes (spec §8) as the recordings name them, in spec order (named_probes, block.h).
-inline constexpr auto kProbeNames = std::to_array<std::string_view>(
+// The ten taps (spec §8's probes) as the recordings name them, in spec order (named_taps, block.h).
+inline constexpr auto kTapNames = std::to_array<std::string_view>(
     {"attn1", "attn2", "audio_attn1", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn", "ff", "audio_ff",
      "video_out", "audio_out"});
-inline constexpr std::size_t kProbeCount = kProbeNames.size();
+inline constexpr std::size_t kTapCount = kTapNames.size();
 
 }  // namespace psi::model

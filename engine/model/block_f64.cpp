@@ -186,7 +186,7 @@ SelfAndTextF64 self_and_text_f64(const ModelConfig& c, const AttentionWeights& a
 
 }  // namespace
 
-std::vector<std::pair<std::string, const F64Tensor*>> BlockProbesF64::named() const { return named_probes(*this); }
+std::vector<std::pair<std::string, const F64Tensor*>> BlockTapsF64::named() const { return named_taps(*this); }
 
 F64Tensor to_f64(const Bf16Tensor& t) {
   F64Tensor out(t.shape);
@@ -222,16 +222,16 @@ F64Tensor linear_f64(const F64Tensor& x, const Bf16Tensor& w, const Bf16Tensor* 
   return t;
 }
 
-BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in) {
+BlockTapsF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in) {
   return block_forward_f64(c, w, to_f64(in));
 }
 
-BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in) {
+BlockTapsF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in) {
   if (in.video.x.shape.back() != c.video_dim() || in.audio.x.shape.back() != c.audio_dim())
     throw Error("block_f64: inputs " + shape_str(in.video.x.shape) + " / " + shape_str(in.audio.x.shape) +
                 " for config " + c.name);
   const double eps = c.norm_eps;
-  BlockProbesF64 p;
+  BlockTapsF64 p;
 
   // Video and audio self-attention and text cross-attention (steps 1–10).
   const SelfAndTextF64 vs = self_and_text_f64(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table,

@@ -41,16 +41,16 @@ F64Tensor to_f64(const Bf16Tensor& t);
 // for the model-level ones.
 F64Tensor linear_f64(const F64Tensor& x, const Bf16Tensor& w, const Bf16Tensor* bias);
 
-// The ten probes (spec §8) in float64, shaped as BlockProbes'.
-struct BlockProbesF64 {
+// The ten taps (spec §8's probes) in float64, shaped as BlockTaps'.
+struct BlockTapsF64 {
   F64Tensor attn1, attn2, audio_attn1, audio_attn2, audio_to_video_attn, video_to_audio_attn;
   F64Tensor ff, audio_ff, video_out, audio_out;
-  // (recording dataset name, tensor) in spec order, as BlockProbes::named.
+  // (recording dataset name, tensor) in spec order, as BlockTaps::named.
   std::vector<std::pair<std::string, const F64Tensor*>> named() const;
 };
 
-BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in);
-BlockProbesF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in);
+BlockTapsF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputsF64& in);
+BlockTapsF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in);
 
 // Each value correctly rounded to BF16 (bf16_of_f64).
 Bf16Tensor round_to_bf16(const F64Tensor& t);

@@ -46,7 +46,7 @@ ModelOutput model_forward(const model::ModelConfig& c, model::TensorSource& weig
       [&](int b, const model::BlockInputs& in) {
         return runner ? runner(b, in) : model::block_forward(c, model::load_block_weights(weights, c, b), in, variant);
       },
-      [&](int b, const model::BlockProbes& probes) {
+      [&](int b, const model::BlockTaps& probes) {
         if (hook) hook(b, probes);
       });
 }

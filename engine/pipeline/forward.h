@@ -40,10 +40,10 @@ template <class E>
 using BlockInputsOf = std::conditional_t<std::is_same_v<E, Bf16>, model::BlockInputs, model::BlockInputsF64>;
 
 // Called after each block with its index (progress, interrupts, probes of block 0).
-using BlockHook = std::function<void(int block, const model::BlockProbes& probes)>;
+using BlockHook = std::function<void(int block, const model::BlockTaps& probes)>;
 // Runs block `index` on prepared inputs; empty: model::block_forward on host tensors with the
 // block's weights from `weights`. The PSI executor plugs in here to run blocks on the runtime.
-using BlockRunner = std::function<model::BlockProbes(int index, const model::BlockInputs& in)>;
+using BlockRunner = std::function<model::BlockTaps(int index, const model::BlockInputs& in)>;
 
 // Spec §5.1: everything the first block takes (patchify projection, keyframe marker, timestep,
 // prompt and cross-modal AdaLN, RoPE tables), plus the embedded timesteps the output heads use.

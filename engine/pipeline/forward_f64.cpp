@@ -55,7 +55,7 @@ ModelOutputOf<double> model_forward_f64(const model::ModelConfig& c, model::Tens
       [&](int b, const model::BlockInputsF64& in) {
         return model::block_forward_f64(c, model::load_block_weights(weights, c, b), in);
       },
-      [&](int b, const model::BlockProbesF64&) {
+      [&](int b, const model::BlockTapsF64&) {
         if (after_block) after_block(b);
       });
 }

@@ -173,7 +173,7 @@ TrajectoryResult run_trajectory(const model::ModelConfig& c, model::TensorSource
   return trajectory<Bf16>(c, tc, hooks, variant.model_math,
                           [&](const ModalityInput& video, const ModalityInput& audio, const std::function<void(int)>& on_block) {
                             BlockHook hook;
-                            if (on_block) hook = [&](int b, const model::BlockProbes&) { on_block(b); };
+                            if (on_block) hook = [&](int b, const model::BlockTaps&) { on_block(b); };
                             return model_forward(c, weights, video, audio, variant, hook, hooks.block_runner);
                           });
 }

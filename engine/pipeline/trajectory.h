@@ -75,7 +75,7 @@ struct TrajectoryHooks {
   // state is the teacher's (required), and the result holds only the state it produces.
   int only_step = 0;
   // Runs the blocks (see model.h); empty: host block_forward. The float64 run takes none.
-  std::function<model::BlockProbes(int index, const model::BlockInputs& in)> block_runner;
+  std::function<model::BlockTaps(int index, const model::BlockInputs& in)> block_runner;
 };
 
 
