@@ -17,7 +17,6 @@
 #include "engine/error.h"
 #include "engine/input_file.h"
 #include "hdf5/h5_detail.h"
-#include "hdf5/schema.h"
 #include "outputs/isolated.h"
 #include "outputs/output_path.h"
 
@@ -54,6 +53,16 @@ std::string_view kind_name(ElemKind k) {
     case ElemKind::other: return "other";
   }
   return "other";
+}
+
+bool is_psi_h5(const std::filesystem::path& p) {
+  try {
+    const auto schema = hdf5::File::open_read(p).attr("/", "schema");
+    return schema && std::holds_alternative<std::string>(*schema) &&
+           std::get<std::string>(*schema).starts_with("psi-");
+  } catch (const Error&) {
+    return false;  // not HDF5, unreadable, or links elsewhere: not a file psi wrote
+  }
 }
 
 Handle& Handle::operator=(Handle&& o) noexcept {

@@ -162,6 +162,11 @@ class File {
   bool writable_ = false;
 };
 
+// An HDF5 file whose root `schema` attribute is psi's (psi-h5/1 for reports, states and probe
+// outputs, psi-synthinit/1 for psi synthinit's tensor files): every HDF5 file psi writes, as the
+// output rule recognizes it (outputs/output_path.h), and so the files File::create may replace.
+bool is_psi_h5(const std::filesystem::path& p);
+
 // Silences HDF5's own error stack printing for the process: psi reports errors itself.
 void quiet_errors();
 

@@ -67,16 +67,6 @@ TensorStats tensor_stats(const Bf16Tensor& t) { return stats_of(t); }
 TensorStats tensor_stats(const F32Tensor& t) { return stats_of(t); }
 TensorStats tensor_stats(const F64Tensor& t) { return stats_of(t); }
 
-bool is_psi_h5(const std::filesystem::path& p) {
-  try {
-    const auto schema = hdf5::File::open_read(p).attr("/", "schema");
-    return schema && std::holds_alternative<std::string>(*schema) &&
-           std::get<std::string>(*schema).starts_with("psi-");
-  } catch (const Error&) {
-    return false;  // not HDF5, unreadable, or links elsewhere: not a file psi wrote
-  }
-}
-
 Integrity read_integrity(const hdf5::File& f, const std::string& dataset) {
   const std::string where = f.path().string() + ":" + dataset;
   auto describe = [](const std::optional<hdf5::AttrValue>& v) -> std::string {

@@ -138,11 +138,6 @@ Shape stored_shape(const Shape& full, const StoredRegion& r);
 std::string shape_json(const Shape& s);
 Shape parse_shape_json(std::string_view json, const std::string& where);
 
-// An HDF5 file whose root `schema` attribute is psi's (psi-h5/1 for reports, states and probe
-// outputs, psi-synthinit/1 for psi synthinit's tensor files): every HDF5 file psi writes, as
-// the output rule recognizes it (outputs/output_path.h).
-bool is_psi_h5(const std::filesystem::path& p);
-
 // The current UTC time as ISO-8601 with seconds, e.g. "2026-11-29T22:40:19Z".
 std::string utc_now_iso8601();
 
