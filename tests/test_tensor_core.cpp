@@ -319,6 +319,40 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
   }
 }
 
+// A thread keeps the rows of A it decoded for the tasks that follow in the same product; the next
+// product decodes its own, even from the same buffer with the same shape.
+TEST(TensorCore, EachProductDecodesItsOwnRows) {
+  ThreadGuard guard;
+  std::mt19937 g(21);
+  const int M = 20, N = 300, K = 64;
+  std::vector<Bf16> A, W;
+  for (int n = 0; n < N; ++n) {
+    auto r = random_vec(g, std::size_t(K), 3);
+    W.insert(W.end(), r.begin(), r.end());
+  }
+  for (auto [threads, kernel] : {std::pair{1, tc::LaneKernel::portable}, {2, tc::LaneKernel::avx2},
+                                 {1, tc::LaneKernel::avx512_fp}, {1, tc::LaneKernel::avx2_double},
+                                 {2, tc::LaneKernel::avx2_double}}) {
+    if (!tc::lane_kernel_available(kernel)) continue;
+    psi::set_thread_count(threads);
+    tc::set_lane_kernel(kernel);
+    A.assign(std::size_t(M * K), Bf16{});
+    for (int round = 0; round < 2; ++round) {
+      // New values in the same buffer.
+      for (auto& a : A) a = random_vec(g, 1, 3)[0];
+      std::vector<float> C(std::size_t(M * N), 0.0f);
+      tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
+                          psi::F32Mat{C.data(), M, N, N});
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K);
+          const std::vector<Bf16> wr(W.begin() + n * K, W.begin() + (n + 1) * K);
+          expect_same(C[std::size_t(m * N + n)], reference_dot(xr, wr, 0.0f), "matrix element");
+        }
+    }
+  }
+}
+
 // Scans made once for many products (as the FLASH core's tiles use them): a scan of a matrix
 // holding the operand, from row0, gives the bits of the product's own scans. Here the holder's
 // wider bounds (a subnormal and a NaN row outside the tile) take the FP32-product kernel away and a

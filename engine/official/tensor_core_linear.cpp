@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ void check_product(CBf16Mat A, CBf16Mat W, F32Mat C) {
                 ", product is " + std::to_string(A.rows) + "x" + std::to_string(W.rows));
 }
 
+// Numbers each matrix product, so that a thread knows whether the rows of A it decoded last are
+// this product's.
+std::atomic<std::uint64_t> g_products{0};
+
 void check_scan(OperandScan s, std::int64_t rows) {
   if (s.row0 < 0 || std::int64_t(s.scan.finite.size()) - s.row0 < rows)
     throw Error("tensor-core gemm: an operand's scan covers " + std::to_string(s.scan.finite.size()) +
@@ -52,18 +57,27 @@ void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32
   const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
 
   const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
+  const std::uint64_t product = g_products.fetch_add(1, std::memory_order_relaxed) + 1;
   parallel_for(mtasks * ntasks, [&](std::int64_t task) {
     const std::int64_t m0 = (task / ntasks) * kTaskRows, n0 = (task % ntasks) * kTaskCols;
     const std::int64_t mb = std::min(kTaskRows, M - m0), nb = std::min(kTaskCols, N - n0);
     // A thread's layouts serve its next task too: their sizes repeat, so nothing is allocated
     // or cleared again.
     thread_local RowData rows;
+    thread_local std::uint64_t rows_product = 0;
+    thread_local std::int64_t rows_m0 = -1;
     thread_local PanelData panel;
     thread_local std::vector<float> acc;
     thread_local std::vector<char> entering_finite;
     acc.resize(std::size_t(kTaskRows * kLanes));
     entering_finite.resize(std::size_t(kTaskRows));
-    decode_task_rows(kernel, A, m0, mb, Kp, rows);
+    // Tasks are handed out in order along a row of tasks, so a thread's next task mostly has the
+    // same rows of A: they are decoded once for all of those.
+    if (rows_product != product || rows_m0 != m0) {
+      decode_task_rows(kernel, A, m0, mb, Kp, rows);
+      rows_product = product;
+      rows_m0 = m0;
+    }
     const bool rows_finite = all_finite(as.scan, as.row0 + m0, mb);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
