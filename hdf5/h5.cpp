@@ -65,20 +65,6 @@ bool is_psi_h5(const std::filesystem::path& p) {
   }
 }
 
-Handle& Handle::operator=(Handle&& o) noexcept {
-  if (this != &o) {
-    if (id_ >= 0 && close_) close_(id_);
-    id_ = o.id_;
-    close_ = o.close_;
-    o.id_ = H5I_INVALID_HID;
-  }
-  return *this;
-}
-
-Handle::~Handle() {
-  if (id_ >= 0 && close_) close_(id_);
-}
-
 namespace {
 
 // A file as it was when checked: the same inode, size and times, or it is another file.

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/error.h"
-#include "hdf5/h5.h"
+#include "hdf5/h5_handle.h"
 
 namespace psi::hdf5::detail {
 
