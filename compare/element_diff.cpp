@@ -91,7 +91,7 @@ std::string format_bits(hdf5::ElemKind k, std::uint64_t bits) {
   return "";
 }
 
-// What differs in two values whose elements differ (compare.h DiffKind).
+// What differs in two values whose elements differ (comparison.h DiffKind).
 DiffKind kind_of(double x, double y) {
   const bool nan_x = std::isnan(x), nan_y = std::isnan(y);
   if (nan_x && nan_y) return DiffKind::nan_payload;

@@ -3,7 +3,7 @@
 // element-by-element comparison of the box both sides store.
 #include <string>
 
-#include "compare/compare.h"
+#include "compare/comparison.h"
 #include "engine/tensor.h"
 #include "hdf5/h5.h"
 #include "hdf5/schema.h"

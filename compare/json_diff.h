@@ -3,7 +3,7 @@
 // options; hdf5::is_json_text) compared leaf by leaf, time fields and provenance counted apart.
 #include <string>
 
-#include "compare/compare.h"
+#include "compare/comparison.h"
 #include "hdf5/h5.h"
 
 namespace psi::compare {
