@@ -80,6 +80,23 @@ void expect_same(float got, float want, const char* what) {
   EXPECT_EQ(bits(got), bits(want)) << what << ": got " << got << ", want " << want;
 }
 
+// gemm_accumulate of A [M, K] and W [N, K] onto C0, each element against the defining chain; with
+// `with_dot`, tc::dot of each pair of rows too.
+void expect_product_is_the_chain(const std::vector<Bf16>& A, const std::vector<Bf16>& W, int M, int N, int K,
+                                 const std::vector<float>& C0, bool with_dot) {
+  std::vector<float> C = C0;
+  tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
+                      psi::F32Mat{C.data(), M, N, N});
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K);
+      const std::vector<Bf16> wr(W.begin() + n * K, W.begin() + (n + 1) * K);
+      const float want = reference_dot(xr, wr, C0[std::size_t(m * N + n)]);
+      expect_same(C[std::size_t(m * N + n)], want, "matrix element");
+      if (with_dot) expect_same(tc::dot(xr, wr, C0[std::size_t(m * N + n)]), want, "dot");
+    }
+}
+
 Bf16 b16(float f) { return psi::bf16_rne(f); }
 
 // Random BF16 values whose exponents spread over `spread` binades around 2^0.
@@ -304,17 +321,7 @@ TEST(TensorCore, MatrixFormIsTheChainPerElement) {
       if (kernel == tc::LaneKernel::avx512_fp) {
         ASSERT_EQ(tc::lane_kernel_for(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K}), kernel);
       }
-      std::vector<float> C = C0;
-      tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
-                          psi::F32Mat{C.data(), M, N, N});
-      for (int m = 0; m < M; ++m)
-        for (int n = 0; n < N; ++n) {
-          const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K);
-          const std::vector<Bf16> wr(W.begin() + n * K, W.begin() + (n + 1) * K);
-          const float want = reference_dot(xr, wr, C0[std::size_t(m * N + n)]);
-          expect_same(C[std::size_t(m * N + n)], want, "matrix element");
-          expect_same(tc::dot(xr, wr, C0[std::size_t(m * N + n)]), want, "dot");
-        }
+      expect_product_is_the_chain(A, W, M, N, K, C0, true);
     }
   }
 }
@@ -340,15 +347,7 @@ TEST(TensorCore, EachProductDecodesItsOwnRows) {
     for (int round = 0; round < 2; ++round) {
       // New values in the same buffer.
       for (auto& a : A) a = random_vec(g, 1, 3)[0];
-      std::vector<float> C(std::size_t(M * N), 0.0f);
-      tc::gemm_accumulate(psi::CBf16Mat{A.data(), M, K, K}, psi::CBf16Mat{W.data(), N, K, K},
-                          psi::F32Mat{C.data(), M, N, N});
-      for (int m = 0; m < M; ++m)
-        for (int n = 0; n < N; ++n) {
-          const std::vector<Bf16> xr(A.begin() + m * K, A.begin() + (m + 1) * K);
-          const std::vector<Bf16> wr(W.begin() + n * K, W.begin() + (n + 1) * K);
-          expect_same(C[std::size_t(m * N + n)], reference_dot(xr, wr, 0.0f), "matrix element");
-        }
+      expect_product_is_the_chain(A, W, M, N, K, std::vector<float>(std::size_t(M * N), 0.0f), false);
     }
   }
 }
