@@ -16,6 +16,7 @@
 #include "engine/error.h"
 #include "engine/whole_number.h"
 #include "outputs/output_path.h"
+#include "outputs/pending_output.h"
 #include "report/compare_table.h"
 
 namespace {

@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/json_read.h"
 #include "outputs/output_path.h"
+#include "outputs/pending_output.h"
 
 namespace {
 

@@ -25,6 +25,7 @@
 #include "experiments/trajectory_ops.h"
 #include "hdf5/schema.h"
 #include "outputs/output_path.h"
+#include "outputs/pending_output.h"
 #include "probes/probe_cases.h"
 
 namespace {

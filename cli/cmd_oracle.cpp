@@ -28,6 +28,7 @@
 #include "oracle/operands.h"
 #include "oracle/tc_trace.h"
 #include "outputs/output_path.h"
+#include "outputs/pending_output.h"
 #include "probes/probe_cases.h"
 
 namespace {

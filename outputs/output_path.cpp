@@ -17,7 +17,6 @@
 #include "engine/error.h"
 #include "engine/input_file.h"
 #include "outputs/link_allowance.h"
-#include "outputs/pending_output.h"
 
 namespace fs = std::filesystem;
 
@@ -280,16 +279,6 @@ void output_placed(const fs::path& out, dev_t dev, ino_t ino) {
   it->second.existed = true;
   it->second.dev = dev;
   it->second.ino = ino;
-}
-
-void write_file_atomically(const fs::path& path, const std::string& bytes) {
-  PendingOutput file(path);
-  {
-    std::ofstream out(file.write_path(), std::ios::binary | std::ios::trunc);
-    out << bytes;
-    if (!out.flush()) throw Error(path.string() + ": cannot be written" + file.failure_cause(errno), Exit::run_failed);
-  }
-  file.commit();
 }
 
 }  // namespace psi::outputs

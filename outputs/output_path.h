@@ -98,8 +98,4 @@ void output_placed(const std::filesystem::path& out, dev_t dev, ino_t ino);
 // holds an output's folder, and each output later checked in it is written through this hold.
 void hold_output_folder(const std::filesystem::path& dir, const std::string& what);
 
-// Writes `bytes` to `path` through a PendingOutput: never a half-written file, nothing left
-// behind on an error.
-void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);
-
 }  // namespace psi::outputs

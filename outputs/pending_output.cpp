@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "engine/error.h"
@@ -251,6 +252,16 @@ void PendingOutput::place(const fs::path& out) {
     throw Error(target + ": cannot be put in place: " + errno_text(errno), Exit::run_failed);
   temp_leaf_.clear();
   done();
+}
+
+void write_file_atomically(const fs::path& path, const std::string& bytes) {
+  PendingOutput file(path);
+  {
+    std::ofstream out(file.write_path(), std::ios::binary | std::ios::trunc);
+    out << bytes;
+    if (!out.flush()) throw Error(path.string() + ": cannot be written" + file.failure_cause(errno), Exit::run_failed);
+  }
+  file.commit();
 }
 
 }  // namespace psi::outputs

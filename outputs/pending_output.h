@@ -73,4 +73,8 @@ class PendingOutput {
 // cut (at a character boundary) so that the whole name fits the file system's NAME_MAX.
 std::string temporary_leaf(const std::string& leaf);
 
+// Writes `bytes` to `path` through a PendingOutput: never a half-written file, nothing left
+// behind on an error.
+void write_file_atomically(const std::filesystem::path& path, const std::string& bytes);
+
 }  // namespace psi::outputs
