@@ -9,10 +9,10 @@
 #include "experiments/report.h"
 
 #include <chrono>
-#include <fstream>
 
 #include "engine/exec/executor.h"
 #include "engine/interrupt.h"
+#include "engine/measure/resident_peak.h"
 #include "engine/model/variant.h"
 #include "engine/pipeline/trajectory.h"
 #include "engine/progress.h"
@@ -21,16 +21,6 @@
 #include "experiments/gpu_memory_cells.h"
 
 namespace psi::exp {
-
-namespace {
-std::uint64_t host_peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
-}  // namespace
 
 // One stage through every block.
 struct MemoryScopesCase {
@@ -110,7 +100,7 @@ void run_memory_scopes(const Options& o, Report& report) {
     rec.run = rt::to_json(r);
     rec.process_peak_kind = on_gpu ? "GPU, NVML" : "host VmHWM (CPU backend)";
     // None when NVML did not list the process: the reason is in run.gpu_memory.
-    if (!on_gpu) rec.process_peak_bytes = host_peak_rss_bytes();
+    if (!on_gpu) rec.process_peak_bytes = rt::resident_peak_bytes();
     else if (const auto& peak = rec.run.at("gpu_memory").at("process_peak_bytes"); !peak.is_null())
       rec.process_peak_bytes = peak.get<std::uint64_t>();
     report.add_case(stage - 1, rec);

@@ -13,11 +13,13 @@ ResidentPeak::ResidentPeak() {
   }
 }
 
-std::uint64_t ResidentPeak::bytes() const {
+std::uint64_t resident_peak_bytes() {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);)
     if (line.starts_with("VmHWM:")) return std::stoull(line.substr(6)) * 1024;
   return 0;
 }
+
+std::uint64_t ResidentPeak::bytes() const { return resident_peak_bytes(); }
 
 }  // namespace psi::rt

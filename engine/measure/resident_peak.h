@@ -6,6 +6,10 @@
 
 namespace psi::rt {
 
+// The process's peak resident set since it started (or since the last reset), in bytes; 0 when
+// /proc/self/status gives none.
+std::uint64_t resident_peak_bytes();
+
 class ResidentPeak {
  public:
   // Resets the peak; where the kernel refuses (no /proc, an older kernel) the peak stays the
