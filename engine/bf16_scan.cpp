@@ -62,6 +62,43 @@ __attribute__((target("avx512f,avx512bw"))) bool scan_row_avx512(const Bf16* row
   s.subnormal |= subnormal != 0;
   return nonfinite == 0;
 }
+
+// scan_row 16 values at a time; a row's last values read through a copy padded with zeros
+// (which are neither normal nor subnormal), so nothing past the row is read.
+__attribute__((target("avx2"))) bool scan_row_avx2(const Bf16* row, std::int64_t n, Bf16Scan& s) {
+  const __m256i ff = _mm256_set1_epi16(0xff);
+  __m256i lo = ff, hi = _mm256_setzero_si256(), nonfinite = hi, subnormal = hi;
+  for (std::int64_t k = 0; k < n; k += 16) {
+    __m256i b;
+    if (n - k >= 16) {
+      b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k));
+    } else {
+      alignas(32) std::uint16_t part[16] = {};
+      for (std::int64_t i = k; i < n; ++i) part[i - k] = row[i].bits;
+      b = _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
+    }
+    const __m256i field = _mm256_and_si256(_mm256_srli_epi16(b, 7), ff);
+    const __m256i top = _mm256_cmpeq_epi16(field, ff);
+    const __m256i bottom = _mm256_cmpeq_epi16(field, _mm256_setzero_si256());
+    nonfinite = _mm256_or_si256(nonfinite, top);
+    const __m256i no_mantissa = _mm256_cmpeq_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), _mm256_setzero_si256());
+    subnormal = _mm256_or_si256(subnormal, _mm256_andnot_si256(no_mantissa, bottom));
+    // A field of 0 or 0xff moves neither bound: 0xff for the minimum, 0 for the maximum.
+    lo = _mm256_min_epu16(lo, _mm256_or_si256(field, _mm256_and_si256(bottom, ff)));
+    hi = _mm256_max_epu16(hi, _mm256_andnot_si256(top, field));
+  }
+  alignas(32) std::uint16_t lo_lane[16], hi_lane[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lo_lane), lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(hi_lane), hi);
+  for (int l = 0; l < 16; ++l) {
+    if (lo_lane[l] <= hi_lane[l]) {
+      s.lo = std::min<int>(s.lo, lo_lane[l]);
+      s.hi = std::max<int>(s.hi, hi_lane[l]);
+    }
+  }
+  s.subnormal |= !_mm256_testz_si256(subnormal, subnormal);
+  return _mm256_testz_si256(nonfinite, nonfinite);
+}
 #endif
 
 }  // namespace
@@ -75,13 +112,17 @@ Bf16Scan scan_bf16(CBf16Mat M) {
   s.finite.resize(std::size_t(M.rows));
   constexpr std::int64_t kRowsPerTask = 64;
   std::vector<Bf16Scan> parts(std::size_t((M.rows + kRowsPerTask - 1) / kRowsPerTask));
-  [[maybe_unused]] const bool vector = have_avx512();
+  [[maybe_unused]] const Isa level = active_isa();
   parallel_for(std::int64_t(parts.size()), [&](std::int64_t t) {
     Bf16Scan& part = parts[std::size_t(t)];
     for (std::int64_t r = t * kRowsPerTask; r < std::min(M.rows, (t + 1) * kRowsPerTask); ++r) {
 #if defined(__x86_64__)
-      if (vector) {
+      if (level == Isa::avx512) {
         s.finite[std::size_t(r)] = scan_row_avx512(M.row(r), M.cols, part);
+        continue;
+      }
+      if (level == Isa::avx2) {
+        s.finite[std::size_t(r)] = scan_row_avx2(M.row(r), M.cols, part);
         continue;
       }
 #endif

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/bf16_scan.h"
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 #include "engine/ops/gemm.h"
 #include "engine/ops/reduce.h"
@@ -158,6 +159,44 @@ TEST(Gemm, FusedProductsAreExactExactlyWhereTheScanSaysSo) {
   const auto one = [](const Bf16& v) { return psi::scan_bf16(psi::CBf16Mat{&v, 1, 1, 1}); };
   EXPECT_TRUE(psi::products_exact_in_fp32(one(zero), one(big)));  // every product is 0
   EXPECT_FALSE(psi::products_exact_in_fp32(one(nan), one(zero)));
+}
+
+// The scan at every vector level this CPU has is the portable loop's: one special value (infinity,
+// NaN, a subnormal, the least and the greatest normal field, each of either sign) at the start,
+// a vector's boundary or the tail of a row, in rows of several widths over a background of 1.0
+// and zeros.
+TEST(Gemm, TheScanIsTheSameAtEveryVectorLevel) {
+  const auto same = [](const psi::Bf16Scan& a, const psi::Bf16Scan& b) {
+    return a.finite == b.finite && a.lo == b.lo && a.hi == b.hi && a.subnormal == b.subnormal;
+  };
+  const std::uint16_t specials[] = {0x7f80, 0xff80, 0x7fc1, 0x0001, 0x8040, 0x0080, 0x8080, 0x7f7f, 0xff7f, 0x8000};
+  int cases = 0;
+  for (const int K : {1, 15, 16, 17, 31, 32, 33, 70})
+    for (const int col : {0, 15, 16, 31, 32, K - 1}) {
+      if (col >= K) continue;
+      for (const std::uint16_t special : specials) {
+        const int M = 3;
+        std::vector<Bf16> m(std::size_t(M * K));
+        for (std::size_t i = 0; i < m.size(); ++i) m[i] = from_bits(i % 3 == 2 ? 0 : 0x3f80);
+        m[std::size_t(K + col)] = from_bits(special);
+        const psi::CBf16Mat mat{m.data(), M, K, K};
+        psi::Bf16Scan portable;
+        {
+          psi::ScopedIsa level(psi::Isa::portable);
+          portable = psi::scan_bf16(mat);
+        }
+        const bool finite = (special & 0x7f80) != 0x7f80;
+        ASSERT_EQ(portable.finite[1] != 0, finite) << special;
+        for (const psi::Isa isa : {psi::Isa::avx2, psi::Isa::avx512}) {
+          if (isa > psi::cpu_isa()) continue;
+          psi::ScopedIsa level(isa);
+          EXPECT_TRUE(same(psi::scan_bf16(mat), portable))
+              << psi::isa_name(isa) << ": K " << K << ", column " << col << ", value 0x" << std::hex << special;
+          ++cases;
+        }
+      }
+    }
+  if (cases == 0) GTEST_SKIP() << "this CPU has no vector level";
 }
 
 // psi's order with each product added by one FMA (what the fused kernel computes).
