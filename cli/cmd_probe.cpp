@@ -264,7 +264,7 @@ psi::cli::Registrar probe_reg("probe", "re-run a recorded official case through 
                  "FILE: separate recording holding the FLASH probes (block-full's default: block_full_flash.h5)")
       ->check(psi::cli::non_empty());
   sub.add_option("--variant", o->variants,
-                 "dense, official-h200, official-h200-flash, baseline, modified or all (repeatable); float64: the "
+                 psi::model::numerics_variant_list() + " or all (repeatable); float64: the "
                  "dense block in float64 (block cases, not part of all); math-to-flash-K (K = 1 to " +
                      std::to_string(psi::official::kMathToFlashSteps - 1) +
                      "): official-h200's MATH attention with the first K steps towards FLASH taken "

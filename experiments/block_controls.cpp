@@ -1,6 +1,6 @@
-// block-controls (Table VI): on identical frozen block inputs, psi's dense path, official-h200
-// (the H200's MATH arithmetic), official-h200-flash (its FLASH arithmetic), baseline PSI and
-// modified PSI against the recorded official MATH block (and the recorded FLASH block as the
+// block-controls (Table VI): on identical frozen block inputs, every numerics variant (today psi's
+// dense path, official-h200, the H200's MATH arithmetic, official-h200-flash, its FLASH arithmetic,
+// baseline PSI and modified PSI) against the recorded official MATH block (and the recorded FLASH block as the
 // official implementation's own control): as the paper's Table VI, the MATH, FLASH and psi rows
 // with their peak memory (the recording GPU's for the recorded blocks, the process peak of each
 // psi path's own probe run here) and video and audio relative L2 to MATH.
@@ -176,9 +176,9 @@ const probes::RecordedPaths* recorded_of(const std::vector<probes::RecordedPaths
 // up to the recorded differing count whatever psi reproduces.
 std::vector<BlockControlsCase::FlashCause> flash_causes(const probes::ProbeReport& r, const probes::ProbeReport& steps,
                                                         const std::vector<probes::RecordedPaths>& recorded) {
-  std::vector<const NamedOutputs*> chain{outputs_of(r, "official-h200")};
+  std::vector<const NamedOutputs*> chain{outputs_of(r, model::variant_claiming("math").name)};
   for (int k = 1; k < official::kMathToFlashSteps; ++k) chain.push_back(outputs_of(steps, model::math_to_flash_variant(k).name));
-  chain.push_back(outputs_of(r, "official-h200-flash"));
+  chain.push_back(outputs_of(r, model::variant_claiming("flash").name));
   if (std::find(chain.begin(), chain.end(), nullptr) != chain.end()) return {};
   std::vector<BlockControlsCase::FlashCause> causes;
   for (const probes::RecordedPaths& p : recorded) {
@@ -370,12 +370,11 @@ namespace {
 
 constexpr const char* kRecordedPeak = "recording GPU, torch max_memory_allocated";
 
-// Probes as rows, paths as columns: "rel L2 / differing", and the path(s) closest to the float64
-// block by relative L2.
+// Probes as rows, paths as columns (the two recordings, then every variant): "rel L2 /
+// differing", and the path(s) closest to the float64 block by relative L2.
 Table float64_table(const std::vector<BlockControlsCase>& cases) {
-  const std::vector<std::string> paths = {"official MATH (recorded)", "official FLASH (recorded)", "psi dense",
-                                          "psi official-h200", "psi official-h200-flash", "psi baseline",
-                                          "psi modified"};
+  std::vector<std::string> paths = {"official MATH (recorded)", "official FLASH (recorded)"};
+  for (const model::NumericsVariant& v : model::numerics_variants()) paths.push_back("psi " + v.name);
   Table t;
   t.title = "distance to the float64 block (same BF16 weights and inputs, no BF16 write inside): relative L2 to its "
             "unrounded values, ||path − float64|| / ||float64|| / elements differing from its BF16 rounding (psi "
@@ -551,6 +550,9 @@ void settle_block_controls(Options& o) {
 
 namespace {
 
+// The recorded FLASH block's cell among the variants' (no variant is named with a space).
+constexpr const char* kFlashCell = "recorded flash";
+
 // The device check's section: each path's relative L2 to the recorded MATH block, probe by probe,
 // beside the recorded FLASH block's.
 std::string block_controls_device_summary(const DeviceSummaryInput& in) {
@@ -566,14 +568,24 @@ std::string block_controls_device_summary(const DeviceSummaryInput& in) {
       cell[row.tensor][row.variant] = fmt_sci(d.rel_l2) + " (" + fmt_count((long long)d.differing) + " / " +
                                       fmt_count((long long)d.total) + ")";
     }
-    for (const BlockControlsCase::FlashVsMath& d : c.official_flash_vs_math) cell[d.tensor]["flash"] = fmt_sci(d.distance.rel_l2);
+    for (const BlockControlsCase::FlashVsMath& d : c.official_flash_vs_math) cell[d.tensor][kFlashCell] = fmt_sci(d.distance.rel_l2);
   }
+  // The variants that claim no recording: the claimants' distance to it is 0 by their claim,
+  // which psi probe --require-bitwise checks.
+  std::vector<std::string> paths;
+  for (const model::NumericsVariant& v : model::numerics_variants())
+    if (v.claims.empty()) paths.push_back(v.name);
   Table t;
-  t.columns = {"probe", "psi dense", "psi baseline", "psi modified", "official FLASH (recorded)"};
+  t.columns = {"probe"};
+  for (const std::string& p : paths) t.columns.push_back("psi " + p);
+  t.columns.push_back("official FLASH (recorded)");
   for (const auto& tensor : tensors) {
     auto& c = cell[tensor];
-    auto get = [&](const char* k) { return c.count(k) ? c[k] : std::string("-"); };
-    t.add_row({tensor, get("dense"), get("baseline"), get("modified"), get("flash")});
+    auto get = [&](const std::string& k) { return c.count(k) ? c[k] : std::string("-"); };
+    std::vector<std::string> row{tensor};
+    for (const std::string& p : paths) row.push_back(get(p));
+    row.push_back(get(kFlashCell));
+    t.add_row(std::move(row));
   }
   return md_table(t) + "\n- case " + case_name + "; relative L2 (differing / total BF16 elements) against the recorded " +
          "MATH tensors (video probes: the recorded rows); report backend attribute: " + in.backend +
@@ -585,8 +597,8 @@ std::string block_controls_device_summary(const DeviceSummaryInput& in) {
 const Registration block_controls_registration{6, {
     .name = "block-controls",
     .reproduces = "Table VI",
-    .summary = "dense, official-h200, official-h200-flash, baseline and modified PSI vs the recorded official MATH "
-               "and FLASH block on identical frozen inputs, and why FLASH and MATH differ, element by element",
+    .summary = model::numerics_variant_list() + " vs the recorded official MATH and FLASH block on identical frozen "
+               "inputs, and why FLASH and MATH differ, element by element",
     .run = run_block_controls,
     .tabulate = tabulate_block_controls,
     .figures = figures_block_controls,

@@ -1,6 +1,6 @@
 // full-prompt (Table II, Fig. 3): the nine-case cohort — three prompts (spokesperson, chef,
-// airliner) x three request seeds — with 1,024-row text contexts, through dense, official-h200, baseline and
-// modified PSI. Per path, as the paper's Table II: the wall summed over the eleven invocations
+// airliner) x three request seeds — with 1,024-row text contexts, through every numerics variant
+// (engine/model/variant.cpp). Per path, as the paper's Table II: the wall summed over the eleven invocations
 // (mean ± SD over the cases), the process peak and the endpoint relative L2 to official-h200 (psi's
 // bitwise reproduction of the official MATH arithmetic, the paper's reference); then how many
 // cases modified beats baseline in and the mean paired Δ = modified − baseline, and per case the
@@ -36,7 +36,16 @@ constexpr std::array<Prompt, 3> kPrompts{{{"spokesperson", 87}, {"chef", 76}, {"
 // Request seeds fixed before execution (run #1-#3); any unsigned 64-bit value is valid.
 constexpr std::array<std::uint64_t, 3> kRequestSeeds{185ull, 0x9E3779B97F4A7C15ull, 18446744073709551557ull};
 constexpr std::int64_t kContextLen = 1024;
-constexpr const char* kReference = "official-h200";  // the paper's official MATH, bit for bit
+
+// The paths the table's arithmetic is taken over, by their roles in the registry: the paper's
+// reference (the variant that claims the official MATH path, bit for bit), psi's dense path, and
+// the paper's baseline and modified PSI, whose Δ is the table's.
+struct Roles {
+  const std::string& reference = model::variant_claiming("math").name;
+  const std::string& dense = model::variant_with_role(model::VariantRole::psi_reference).name;
+  const std::string& baseline = model::variant_with_role(model::VariantRole::paper_baseline).name;
+  const std::string& modified = model::variant_with_role(model::VariantRole::paper_modified).name;
+};
 
 }  // namespace
 
@@ -116,6 +125,7 @@ void run_full_prompt(const Options& o, Report& report) {
         if (!mc.elidable) throw Error("full-prompt: context mask " + mc.reason);
         rec.context_mask = mc.reason;
       }
+      const Roles roles;
       std::vector<pipeline::SavedState> dense;
       std::map<std::string, pipeline::SavedState> endpoints;
       for (const std::string& path : model::numerics_variant_names()) {
@@ -124,7 +134,7 @@ void run_full_prompt(const Options& o, Report& report) {
         PathRun run = run_path(o, c, *weights, tc, path, label);
         const auto& result = run.result;
         auto [mean, sd] = wall_mean_sd(result.invocations);
-        if (path == "dense") dense = result.states;
+        if (path == roles.dense) dense = result.states;  // the registry's first path
         const auto cmp = compare_states(result.states, dense);
         bool finite = true;
         for (auto& r : cmp) finite = finite && r.finite;
@@ -134,7 +144,7 @@ void run_full_prompt(const Options& o, Report& report) {
         save_states(report, "/states/case" + std::to_string(index + 1) + "/" + path, result.states, path);
       }
       // The paper's reference is official MATH: official-h200, which runs after dense.
-      const pipeline::SavedState& official = endpoints.at(kReference);
+      const pipeline::SavedState& official = endpoints.at(roles.reference);
       for (auto& [path, rec_path] : rec.paths) {
         const StateDistance d = compare_states({endpoints.at(path)}, {official}).front();
         rec_path.official_video_rel_l2 = d.video_rel_l2;
@@ -147,8 +157,6 @@ void run_full_prompt(const Options& o, Report& report) {
 namespace {
 
 constexpr const char* kPathWall = "wall (s, sum of the invocations; mean ± SD over the cases)";
-constexpr const char* kCaseWall = "wall baseline / modified (s, sum of the invocations)";
-constexpr const char* kDenseWall = "wall dense / official-h200 (s, sum of the invocations)";
 
 // A path's invocation walls added up, the paper's wall (per_invocation's wall_s); none recorded:
 // nullopt.
@@ -159,7 +167,7 @@ std::optional<double> wall_sum(const FullPromptPath& p) {
   return sum;
 }
 
-std::string sum_cell(const FullPromptCase& c, const char* path) {
+std::string sum_cell(const FullPromptCase& c, const std::string& path) {
   const auto it = c.paths.find(path);
   const std::optional<double> s = it == c.paths.end() ? std::nullopt : wall_sum(it->second);
   return s ? fmt_fixed(*s, 3) : "-";
@@ -192,6 +200,8 @@ struct Paired {
 
 std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, const nlohmann::json& options) {
   const auto cases = case_records.get<std::vector<FullPromptCase>>();
+  const Roles roles;
+  const std::string& kReference = roles.reference;
   std::vector<std::string> paths;  // the run's order
   for (const std::string& v : model::numerics_variant_names())
     for (const FullPromptCase& c : cases)
@@ -238,15 +248,19 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, cons
   }
 
   Table per_case;
-  per_case.title = "full-prompt cohort, per case: endpoint relative L2 to " + std::string(kReference);
-  per_case.columns = {"case", "prompt", "run", "baseline video", "modified video", "Δ video (mod − base)",
-                      "baseline audio", "modified audio", "Δ audio", "modified beats baseline (video / audio)",
-                      kCaseWall, kDenseWall, "dense video / audio", "to dense: baseline video / modified video"};
-  per_case.time_columns = {kCaseWall, kDenseWall};
+  per_case.title = "full-prompt cohort, per case: endpoint relative L2 to " + kReference;
+  const std::string &b = roles.baseline, &m = roles.modified, &dense_name = roles.dense;
+  const std::string case_wall = "wall " + b + " / " + m + " (s, sum of the invocations)";
+  const std::string dense_wall = "wall " + dense_name + " / " + kReference + " (s, sum of the invocations)";
+  per_case.columns = {"case", "prompt", "run", b + " video", m + " video", "Δ video (mod − base)",
+                      b + " audio", m + " audio", "Δ audio", m + " beats " + b + " (video / audio)",
+                      case_wall, dense_wall, dense_name + " video / audio",
+                      "to " + dense_name + ": " + b + " video / " + m + " video"};
+  per_case.time_columns = {case_wall, dense_wall};
   Paired video, audio;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const FullPromptCase& c = cases[i];
-    const FullPromptPath &base = c.path("baseline"), &mod = c.path("modified");
+    const FullPromptPath &base = c.path(b), &mod = c.path(m);
     video.add(base.official_video_rel_l2, mod.official_video_rel_l2);
     audio.add(base.official_audio_rel_l2, mod.official_audio_rel_l2);
     const auto difference = [](const std::optional<double>& b, const std::optional<double>& m) {
@@ -255,15 +269,15 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, cons
     const auto beats = [](const std::optional<double>& b, const std::optional<double>& m) {
       return b && m ? std::string(*m < *b ? "yes" : "no") : std::string("-");
     };
-    const auto dense = c.paths.find("dense");
+    const auto dense = c.paths.find(dense_name);
     per_case.add_row({std::to_string(case_index(case_records[i]) + 1), c.prompt, std::to_string(c.run),
                       opt_sci(base.official_video_rel_l2), opt_sci(mod.official_video_rel_l2),
                       difference(base.official_video_rel_l2, mod.official_video_rel_l2), opt_sci(base.official_audio_rel_l2),
                       opt_sci(mod.official_audio_rel_l2), difference(base.official_audio_rel_l2, mod.official_audio_rel_l2),
                       beats(base.official_video_rel_l2, mod.official_video_rel_l2) + " / " +
                           beats(base.official_audio_rel_l2, mod.official_audio_rel_l2),
-                      sum_cell(c, "baseline") + " / " + sum_cell(c, "modified"),
-                      sum_cell(c, "dense") + " / " + sum_cell(c, kReference),
+                      sum_cell(c, b) + " / " + sum_cell(c, m),
+                      sum_cell(c, dense_name) + " / " + sum_cell(c, kReference),
                       dense == c.paths.end() ? "-"
                                              : opt_sci(dense->second.official_video_rel_l2) + " / " +
                                                    opt_sci(dense->second.official_audio_rel_l2),
@@ -271,18 +285,18 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, cons
   }
   // The summary lines: the paper's counts and mean paired Δ, over the cases this report holds.
   if (video.cases > 0)
-    t.notes.push_back("modified beats baseline (a lower endpoint relative L2 to " + std::string(kReference) +
-                      "): " + video.line("video") + ", " + audio.line("audio") + " cases; mean paired Δ = modified − " +
-                      "baseline: " + video.delta("video") + ", " + audio.delta("audio") + ".");
+    t.notes.push_back(m + " beats " + b + " (a lower endpoint relative L2 to " + kReference + "): " +
+                      video.line("video") + ", " + audio.line("audio") + " cases; mean paired Δ = " + m + " − " + b +
+                      ": " + video.delta("video") + ", " + audio.delta("audio") + ".");
   else
-    t.notes.push_back("modified beats baseline: not recorded (a report before the endpoints were compared with " +
-                      std::string(kReference) + ").");
+    t.notes.push_back(m + " beats " + b + ": not recorded (a report before the endpoints were compared with " +
+                      kReference + ").");
   t.notes.push_back(paper_note("Table II and its text, LTX-2 22B: modified beats baseline in 5/9 video and 3/9 audio "
                                "cases, mean paired Δ +0.0378 video, +0.0395 audio (Δ as the paper's text defines it); "
                                "the walls and process peaks per path are in the paper's Table II",
                                options));
-  t.notes.push_back(std::string("reference: ") + kReference + ", psi's bitwise reproduction of the official MATH "
-                    "arithmetic, the paper's reference; dense (psi's whole-tensor path) is an extra column. wall: the "
+  t.notes.push_back("reference: " + kReference + ", psi's bitwise reproduction of the official MATH arithmetic, the "
+                    "paper's reference; " + dense_name + " (psi's whole-tensor path) is an extra column. wall: the "
                     "invocation walls of a case added up, the paper's wall. " + peak.name +
                     ": the largest of the path's cases, each over the path's own run.");
   if (!cases.empty() && cases[0].context_mask) t.notes.push_back("--zero-mask: " + *cases[0].context_mask);
@@ -294,12 +308,13 @@ std::vector<Table> tabulate_full_prompt(const nlohmann::json& case_records, cons
 
 std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   const auto cases = case_records.get<std::vector<FullPromptCase>>();
+  const Roles roles;
   // Against official-h200, the paper's reference, as the table; reports before the endpoints were
   // compared with it draw against dense, and say so.
   bool official = !cases.empty();
   for (const FullPromptCase& c : cases)
-    official = official && c.path("baseline").official_video_rel_l2 && c.path("modified").official_video_rel_l2;
-  const std::string reference = official ? kReference : "dense";
+    official = official && c.path(roles.baseline).official_video_rel_l2 && c.path(roles.modified).official_video_rel_l2;
+  const std::string reference = official ? roles.reference : roles.dense;
   const auto error = [&](const FullPromptPath& p) { return official ? *p.official_video_rel_l2 : p.endpoint_video_rel_l2; };
   DotPlot fig;
   fig.title = "Endpoint error to " + reference + ", per case (Fig. 3 style)";
@@ -311,10 +326,11 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
   for (const FullPromptCase& c : cases) {
     const std::string label = c.prompt.substr(0, 5) + "#" + std::to_string(c.run);
     // Every path but the reference itself (0, off a log axis); reports before official-h200 have none.
-    for (const char* path : {"dense", "official-h200", "baseline", "modified"})
+    for (const std::string& path : model::numerics_variant_names())
       if (path != reference && c.paths.count(path) && (!official || c.path(path).official_video_rel_l2))
         fig.points.push_back({label, path, error(c.path(path))});
-    delta.bars.push_back({label, "modified − baseline", error(c.path("modified")) - error(c.path("baseline"))});
+    delta.bars.push_back({label, roles.modified + " − " + roles.baseline,
+                          error(c.path(roles.modified)) - error(c.path(roles.baseline))});
   }
   return {{"endpoint_error", render_svg(fig)}, {"endpoint_delta", render_svg(delta)}};
 }
@@ -322,8 +338,8 @@ std::vector<Figure> figures_full_prompt(const nlohmann::json& case_records) {
 const Registration full_prompt_registration{2, {
     .name = "full-prompt",
     .reproduces = "Table II, Fig. 3",
-    .summary = "nine-case cohort (3 prompts x 3 request seeds, 1,024-row contexts): dense, official-h200, baseline and "
-               "modified PSI; invocation wall and endpoint relative L2 with Δ = modified − baseline",
+    .summary = "nine-case cohort (3 prompts x 3 request seeds, 1,024-row contexts): " + model::numerics_variant_list() +
+               "; invocation wall and endpoint relative L2 with Δ = modified − baseline",
     .run = run_full_prompt,
     .tabulate = tabulate_full_prompt,
     .shardable = true,

@@ -1,5 +1,5 @@
-// one-token (Table III): the one-token 8+3 replay through every numerics variant's path (dense,
-// official-h200, baseline, modified); per path the wall summed over its eleven invocations (the
+// one-token (Table III): the one-token 8+3 replay through every numerics variant's path but the
+// one that claims the FLASH recordings (replays()); per path the wall summed over its eleven invocations (the
 // paper's), the process peak, and the relative L2 of every saved state to the recorded official
 // trajectory (free-running and teacher-forced from each recorded state) where the
 // config and seed match a recording, else to the dense path. Beside it, every path's distance
@@ -111,6 +111,18 @@ struct OneTokenCase {
 
 namespace {
 
+// The recorded trajectories are SDPA MATH runs: the variant that claims the FLASH path has
+// nothing to claim here, and one-token replays every other.
+bool replays(const model::NumericsVariant& v) { return v.claims != "flash"; }
+
+// "dense, official-h200, …": the variants one-token replays, for psi list.
+std::string replayed_list() {
+  std::string list;
+  for (const model::NumericsVariant& v : model::numerics_variants())
+    if (replays(v)) list += (list.empty() ? "" : ", ") + v.name;
+  return list;
+}
+
 // The replay's two text contexts, each with the recording it is compared with
 // (probes::trajectory_recordings): the one-token context of the paper's Table III, and 1,024-row
 // contexts, where the text cross-attention's key tiling really works.
@@ -173,7 +185,7 @@ void run_one_token(const Options& o, Report& report) {
     // This context's trajectories: float64 and every path but FLASH's, free-running, and teacher
     // forced as well where there is a recording to force them with.
     long paths = 1;
-    for (const std::string& path : model::numerics_variant_names()) paths += model::numerics_variant(path).claims != "flash";
+    for (const model::NumericsVariant& v : model::numerics_variants()) paths += replays(v);
     Progress::expect_parts(recording ? 2 * paths : paths);
     const pipeline::TrajectoryResultF64 f64_free = run_f64_with_progress(c, *weights, tc, f64_label + "free-running");
     save_states(report, std::string("/states/") + cc.label + "/float64/free_running", f64_free.states, "float64");
@@ -195,8 +207,7 @@ void run_one_token(const Options& o, Report& report) {
     }
     std::vector<pipeline::SavedState> dense_states;
     for (const std::string& path : model::numerics_variant_names()) {
-      // The recorded trajectories are SDPA MATH runs: the FLASH variant has nothing to claim here.
-      if (model::numerics_variant(path).claims == "flash") continue;
+      if (!replays(model::numerics_variant(path))) continue;
       for (bool forced : {false, true}) {
         const std::int64_t i = index++;
         if (forced && !recording) continue;  // teacher forcing needs recorded states
@@ -205,7 +216,7 @@ void run_one_token(const Options& o, Report& report) {
         const std::string mode = forced ? "teacher-forced" : "free-running";
         PathRun pr = run_path(o, c, *weights, tc, path, std::string("one-token ") + cc.label + " " + path + " " + mode, hooks);
         const auto& result = pr.result;
-        if (path == "dense" && !forced) dense_states = result.states;
+        if (model::numerics_variant(path).role == model::VariantRole::psi_reference && !forced) dense_states = result.states;
         const auto& ref = recording ? recording->states : dense_states;
         auto [mean, sd] = wall_mean_sd(result.invocations);
         OneTokenCase rec = replay_row(cc, path, mode, seed);
@@ -394,8 +405,8 @@ void settle_one_token(Options& o) {
 const Registration one_token_registration{3, {
     .name = "one-token",
     .reproduces = "Table III",
-    .summary = "one-token 8+3 replay: invocation wall and per-state relative L2 of dense, official-h200, baseline and "
-               "modified PSI to the recorded official trajectory, and every path's distance to the float64 trajectory",
+    .summary = "one-token 8+3 replay: invocation wall and per-state relative L2 of " + replayed_list() +
+               " to the recorded official trajectory, and every path's distance to the float64 trajectory",
     .run = run_one_token,
     .tabulate = tabulate_one_token,
     .settle = settle_one_token,

@@ -2,6 +2,7 @@
 // audio self-attention, the video Q projection — through each numerics variant against the
 // recorded official MATH (and FLASH) tensors.
 #include "engine/interrupt.h"
+#include "engine/model/variant.h"
 #include "experiments/device_summary.h"
 #include "experiments/experiment.h"
 #include "experiments/probe_results.h"
@@ -69,9 +70,11 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
                  count(r.distance->sign_flips), count(r.distance->max_ulp_same_sign)});
       by_key[r.tensor + "|" + r.backend + "|" + r.variant] = &r;
     }
+    const std::string& baseline = model::variant_with_role(model::VariantRole::paper_baseline).name;
+    const std::string& modified = model::variant_with_role(model::VariantRole::paper_modified).name;
     for (const auto& [key, r] : by_key) {
-      if (r->variant != "baseline" || r->backend == "flash") continue;
-      const auto m = by_key.find(key.substr(0, key.rfind('|')) + "|modified");
+      if (r->variant != baseline || r->backend == "flash") continue;
+      const auto m = by_key.find(key.substr(0, key.rfind('|')) + "|" + modified);
       if (m == by_key.end()) continue;
       const std::int64_t rb = r->distance->differing, rm = m->second->distance->differing;
       d.add_row({c.case_name, r->tensor, fmt_count(rb), fmt_count(rm), fmt_count(rb - rm), fmt_sci(r->distance->rel_l2),

@@ -3,28 +3,8 @@
 // reference from the PSI forms, in one struct. Everything not listed here is the official
 // operator order and BF16 write boundaries of the spec (§3, §9) in every variant.
 //
-// | variant       | attention                     | P before P·V        | FFN                        | FFN up-projection bias  | projections (every Linear) |
-// |---------------|-------------------------------|---------------------|----------------------------|-------------------------|----------------------------|
-// | dense         | MATH (whole score matrix), psi's reduce.h sums and std::exp | float32, normalized | whole tensors | bf(acc + b)  (official) | psi's float32 order |
-// | official-h200 | MATH, the H200 core (attention_math.h): FMA-chain GEMMs, warp/block softmax, libdevice expf | float32, normalized | whole tensors | bf(acc + b)  (official) | H200 tensor core (tensor_core.h); RMS norms and LayerNorm: the H200 kernels (norm.h) |
-// | official-h200-flash | FLASH, the H200 core (attention_flash.h): FlashAttention-2's forward, split-KV and combine | BF16, unnormalized | whole tensors | bf(acc + b)  (official) | as official-h200 |
-// | baseline      | online softmax, 128-key tiles | BF16 (all heads)    | 1,024-channel tiles, reuse | bf(bf(acc) + b)         | psi's float32 order        |
-// | modified      | online softmax, 128-key tiles | float32 for 64-dim heads, BF16 for wider heads | 1,024-channel tiles, reuse | bf(acc + b) | psi's float32 order |
-//
-// dense is psi's stand-in for the official MATH path; official-h200 is dense with every
-// projection computed as the H200's tensor cores computed the recorded official projections
-// and the attention core and the RMS norms as the H200 computed them (bitwise those recordings
-// and every probe of the recorded small blocks; softmax rows of more than 2,048 keys take the
-// modelled cunn_SoftMaxForwardReg, attention_math.h; the output head's LayerNorm is the
-// modelled Welford kernel, norm.h; the token positions, RoPE tables and timestep sinusoid take
-// libdevice's cosf/sinf/expf and PyTorch's division by a scalar, nv_trig.h; the elementwise
-// operators are dense's, which are the kernels' formulas, docs/official-kernels.md); baseline
-// is the paper's baseline PSI (the biased up-projection written BF16 before its bias is added,
-// then GELU written BF16; FlashAttention-style BF16 numerator weights); modified is the paper's
-// modified PSI (the audio FFN bias added in float32 before the single BF16 write; float32 online
-// accumulation for the 64-dimensional audio and A/V heads). The FFN tiles are bitwise neutral (ffn.h), so dense and
-// modified FFNs agree bit for bit. official-h200-flash is official-h200 with every attention
-// through the SDPA FLASH core as the H200 computed it (the official path production runs use).
+// The variants themselves, their knobs in a table and what each stands for: the registry,
+// make_variants() in variant.cpp, one entry each.
 //
 // A variant's claim names the recorded official path it reproduces bit for bit: official-h200
 // the MATH recording, official-h200-flash the FLASH one; the others claim nothing (their
@@ -42,9 +22,19 @@
 
 namespace psi::model {
 
+// What a variant stands for in the study's tables. A table looks a variant up by its role (or by
+// the recorded path it claims), never by its name, so that a new variant is one registry entry.
+enum class VariantRole {
+  measured,        // a path the tables show and measure, with no part in their arithmetic
+  psi_reference,   // dense: the path the trajectories' "to dense" distances are taken against
+  paper_baseline,  // the paper's baseline PSI: Δ = modified − baseline
+  paper_modified,  // the paper's modified PSI
+};
+
 struct NumericsVariant {
   std::string name;
   std::string summary;
+  VariantRole role = VariantRole::measured;
   ops::SoftmaxForm attention = ops::SoftmaxForm::math;
   ops::AttentionCore core = ops::AttentionCore::psi_f32;  // whole-tensor attention's arithmetic
   std::int64_t key_tile = 128;          // online attention only
@@ -79,11 +69,22 @@ struct NumericsVariant {
   ops::FfnOptions ffn(std::int64_t hidden) const;
 };
 
-// "dense", "official-h200", "official-h200-flash", "baseline", "modified", or one of the
-// math-to-flash steps below; an unknown name is a psi::Error.
+// A registered variant (numerics_variants()) or one of the math-to-flash steps below; an unknown
+// name is a psi::Error naming the known ones.
 const NumericsVariant& numerics_variant(std::string_view name);
-// The five numerics variants above (what --variant all means), not the steps.
+// The registry: every numerics variant in its row order (what --variant all means), not the
+// steps. Every table, help text and test that lists variants enumerates this.
+const std::vector<NumericsVariant>& numerics_variants();
+// Their names, in that order.
 std::vector<std::string> numerics_variant_names();
+// The one variant of a role (psi_reference, paper_baseline, paper_modified); a psi::Error for
+// measured, which many hold.
+const NumericsVariant& variant_with_role(VariantRole role);
+// The variant that claims the recorded official path `path` ("math", "flash"); a psi::Error
+// when none does.
+const NumericsVariant& variant_claiming(std::string_view path);
+// "dense, official-h200, …": the registry's names for help texts and causes.
+std::string numerics_variant_list();
 
 // "math-to-flash-K", K = 1 … 6: official-h200 with every attention through the MATH core with
 // FLASH's first K steps (official::sdpa_math_to_flash); official-h200 is step 0, official-h200-flash
