@@ -17,10 +17,11 @@
 //
 // Only the FMAs round, and only toward −∞; the MXCSR is set so for the kernel's call and put
 // back after it (run_panel_double), and every other floating-point operation in the kernel is exact,
-// so the mode changes nothing else. T = S − S0 is exact, and truncating it to 24 significant bits
-// is clearing the low 29 bits of the double's significand, after which the conversion to FP32
-// is exact for −126 ≤ E − 25 ≤ 96; T's exact zero, which the rounding mode makes −0, is made +0.
-// A row's block with a lane that allows neither (decided at the block's start, from E and the
+// so the mode changes nothing else. T u = S − S0 is exact, and truncating it to 24 significant
+// bits is clearing the low 29 bits of the double's significand: for −126 ≤ E − 25 ≤ 96 that is
+// the model's FP32 accumulator, held as a double into the next block (converted to FP32 only
+// when stored; T's exact zero, which the rounding mode makes −0, is made +0 there). A row's
+// block with a lane that allows neither (decided at the block's start, from E and the
 // accumulator) is finished lane by lane as dot() finishes it.
 #include <algorithm>
 #include <cmath>
@@ -97,39 +98,104 @@ void decode_rows_double(CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64
                d.xsign.data() + i * blocks);
 }
 
-// W's rows decoded in row layout, then turned k-major: the doubles four rows by four k at a time.
+namespace {
+
+// In the 16-bit lanes the kernel works in (E, N, W's exponents and sign words), column 4q + i,
+// the i-th double of the accumulator's quarter q, sits at lane 4i + 3 − q: where gathering the
+// quarters' top 16 bits with word blends puts it (top_words), and from where one shift and one
+// mask take it back to its 64-bit lane (start_quarter).
+constexpr int slot_of_column(int c) { return 4 * (c % 4) + 3 - c / 4; }
+
+// 16 int16 in column order put in slots: the even and odd pairs of columns to the two 128-bit
+// halves, then each half's words to slots.
+__attribute__((target("avx2"))) inline __m256i to_slots(__m256i v) {
+  const __m256i pairs = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+  const __m256i words = _mm256_setr_epi8(12, 13, 8, 9, 4, 5, 0, 1, 14, 15, 10, 11, 6, 7, 2, 3, 12, 13, 8, 9, 4, 5, 0,
+                                         1, 14, 15, 10, 11, 6, 7, 2, 3);
+  return _mm256_shuffle_epi8(pairs, words);
+}
+
+// The 16 × 16 16-bit values r[j][k] turned k-major: out[k][j]. Three rounds of unpacks pair
+// rows within each 128-bit half (k and k + 8 travel together), the last joins the halves.
+__attribute__((target("avx2"))) inline void transpose16x16(const __m256i* r, __m256i* out) {
+  __m256i a[16], b[16], c[16];
+  for (int p = 0; p < 8; ++p) {
+    a[2 * p] = _mm256_unpacklo_epi16(r[2 * p], r[2 * p + 1]);
+    a[2 * p + 1] = _mm256_unpackhi_epi16(r[2 * p], r[2 * p + 1]);
+  }
+  // a[2p + s]: rows 2p, 2p + 1 at k = 4s + {0..3} (and + 8 in the high half).
+  for (int q = 0; q < 4; ++q)
+    for (int s = 0; s < 2; ++s) {
+      b[4 * q + 2 * s] = _mm256_unpacklo_epi32(a[4 * q + s], a[4 * q + 2 + s]);
+      b[4 * q + 2 * s + 1] = _mm256_unpackhi_epi32(a[4 * q + s], a[4 * q + 2 + s]);
+    }
+  // b[4q + 2s + t]: rows 4q..4q + 3 at k = 4s + 2t + {0, 1}.
+  for (int m = 0; m < 2; ++m)
+    for (int st = 0; st < 4; ++st) {
+      c[8 * m + 2 * st] = _mm256_unpacklo_epi64(b[8 * m + st], b[8 * m + 4 + st]);
+      c[8 * m + 2 * st + 1] = _mm256_unpackhi_epi64(b[8 * m + st], b[8 * m + 4 + st]);
+    }
+  // c[8m + k]: rows 8m..8m + 7 at k (low half) and k + 8 (high half), k < 8.
+  for (int k = 0; k < 8; ++k) {
+    out[k] = _mm256_permute2x128_si256(c[k], c[8 + k], 0x20);
+    out[k + 8] = _mm256_permute2x128_si256(c[k], c[8 + k], 0x31);
+  }
+}
+
+}  // namespace
+
+// W's 16 rows a block of 16 k at a time: loaded, turned k-major in the vector unit, and decoded
+// there as decode16 decodes a row: the values as doubles in column order, the exponents and the
+// sign words in the kernel's slots.
 __attribute__((target("avx2"))) void decode_panel_double(CBf16Mat W, std::int64_t n0, std::int64_t nn,
                                                          std::int64_t Kp, PanelData& d) {
-  const std::int64_t blocks = Kp / kBlock;
-  thread_local std::vector<double> val;
-  thread_local std::vector<std::int16_t> exp;
-  thread_local std::vector<std::uint16_t> signs;
-  val.resize(std::size_t(kLanes * Kp));
-  exp.resize(std::size_t(kLanes * Kp));
-  signs.resize(std::size_t(kLanes * blocks));
-  for (std::int64_t j = 0; j < kLanes; ++j)
-    decode_row(W.row(n0 + std::min(j, nn - 1)), j < nn ? W.cols : 0, Kp, 1.0, val.data() + j * Kp,
-               exp.data() + j * Kp, signs.data() + j * blocks);
+  const std::int64_t blocks = Kp / kBlock, K = W.cols;
   d.wd.resize(std::size_t(Kp * kLanes));
   d.we16.resize(std::size_t(Kp * kLanes));
   d.wsign.resize(std::size_t(blocks * kLanes));
-  for (std::int64_t j0 = 0; j0 < kLanes; j0 += 4)
-    for (std::int64_t k = 0; k < Kp; k += 4) {
-      const double* v = val.data() + j0 * Kp + k;
-      const __m256d r0 = _mm256_loadu_pd(v), r1 = _mm256_loadu_pd(v + Kp), r2 = _mm256_loadu_pd(v + 2 * Kp),
-                    r3 = _mm256_loadu_pd(v + 3 * Kp);
-      const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
-      const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
-      double* out = d.wd.data() + k * kLanes + j0;
-      _mm256_storeu_pd(out, _mm256_permute2f128_pd(t0, t2, 0x20));
-      _mm256_storeu_pd(out + kLanes, _mm256_permute2f128_pd(t1, t3, 0x20));
-      _mm256_storeu_pd(out + 2 * kLanes, _mm256_permute2f128_pd(t0, t2, 0x31));
-      _mm256_storeu_pd(out + 3 * kLanes, _mm256_permute2f128_pd(t1, t3, 0x31));
+  const Bf16* row[kLanes];
+  // Lanes past the panel's columns repeat its last column with no values: zeros.
+  for (int j = 0; j < kLanes; ++j) row[j] = W.row(n0 + std::min<std::int64_t>(j, nn - 1));
+  for (std::int64_t blk = 0; blk < blocks; ++blk) {
+    const std::int64_t k0 = blk * kBlock, n = std::max<std::int64_t>(0, std::min<std::int64_t>(kBlock, K - k0));
+    __m256i r[kLanes], t[kLanes];
+    for (int j = 0; j < kLanes; ++j) {
+      if (j < nn && n == kBlock) {
+        r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[j] + k0));
+        continue;
+      }
+      alignas(32) std::uint16_t part[kBlock] = {};
+      for (std::int64_t i = 0; j < nn && i < n; ++i) part[i] = row[j][k0 + i].bits;
+      r[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
     }
-  for (std::int64_t k = 0; k < Kp; ++k)
-    for (std::int64_t j = 0; j < kLanes; ++j) d.we16[std::size_t(k * kLanes + j)] = exp[std::size_t(j * Kp + k)];
-  for (std::int64_t b = 0; b < blocks; ++b)
-    for (std::int64_t j = 0; j < kLanes; ++j) d.wsign[std::size_t(b * kLanes + j)] = signs[std::size_t(j * blocks + b)];
+    transpose16x16(r, t);
+    __m256i signs = _mm256_setzero_si256();
+    for (int k = 0; k < kBlock; ++k) {
+      const __m256i b = t[k];
+      const __m256i field = _mm256_and_si256(_mm256_srli_epi16(b, 7), _mm256_set1_epi16(0xff));
+      const __m256i zero = _mm256_or_si256(
+          _mm256_cmpeq_epi16(field, _mm256_set1_epi16(0xff)),
+          _mm256_cmpeq_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7fff)), _mm256_setzero_si256()));
+      const __m256i e = _mm256_sub_epi16(_mm256_max_epi16(field, _mm256_set1_epi16(1)), _mm256_set1_epi16(127));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.we16.data() + (k0 + k) * kLanes),
+                          to_slots(_mm256_blendv_epi8(e, _mm256_set1_epi16(kZeroExp), zero)));
+      const __m256i negative = _mm256_or_si256(_mm256_srai_epi16(b, 15), zero);
+      signs = _mm256_or_si256(signs, _mm256_and_si256(negative, _mm256_set1_epi16(std::int16_t(1u << k))));
+      double* out = d.wd.data() + (k0 + k) * kLanes;
+      for (int h = 0; h < 2; ++h) {
+        const __m128i bits = h ? _mm256_extracti128_si256(b, 1) : _mm256_castsi256_si128(b);
+        const __m128i z = h ? _mm256_extracti128_si256(zero, 1) : _mm256_castsi256_si128(zero);
+        const __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+        for (int q = 0; q < 2; ++q) {
+          const __m256d v = _mm256_cvtps_pd(q ? _mm256_extractf128_ps(f, 1) : _mm256_castps256_ps128(f));
+          const __m256i zq = _mm256_cvtepi16_epi64(q ? _mm_srli_si128(z, 8) : z);
+          _mm256_storeu_pd(out + 8 * h + 4 * q,
+                           _mm256_blendv_pd(v, _mm256_set1_pd(kZeroValue), _mm256_castsi256_pd(zq)));
+        }
+      }
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.wsign.data() + blk * kLanes), to_slots(signs));
+  }
 }
 
 namespace {
@@ -144,108 +210,104 @@ __attribute__((target("avx2"))) inline __m256i popcount16(__m256i v) {
   return _mm256_add_epi16(_mm256_and_si256(c8, _mm256_set1_epi16(0xff)), _mm256_srli_epi16(c8, 8));
 }
 
-// Two vectors of 8 int32 as one of 16 int16, in lane order (packs interleaves the 128-bit halves).
-__attribute__((target("avx2"))) inline __m256i pack16(__m256i lo, __m256i hi) {
-  return _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8);
-}
-
-// Lanes 4q..4q+3 of 16 uint16, zero-extended to 64 bits.
-template <int q>
-__attribute__((target("avx2"))) inline __m256i quarter64(__m256i v) {
-  const __m128i half = q < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
-  return _mm256_cvtepu16_epi64(q % 2 ? _mm_srli_si128(half, 8) : half);
-}
-
-// Lanes 4q..4q+3 of 16 floats held as two vectors, as doubles.
-template <int q>
-__attribute__((target("avx2"))) inline __m256d quarter_pd(const __m256* a) {
-  return _mm256_cvtps_pd(q % 2 ? _mm256_extractf128_ps(a[q / 2], 1) : _mm256_castps256_ps128(a[q / 2]));
+// The top 16 bits (sign, exponent field, 4 fraction bits) of the 16 doubles D[0..3], in slots.
+__attribute__((target("avx2"))) inline __m256i top_words(const __m256d* D) {
+  const __m256i d0 = _mm256_castpd_si256(D[0]);
+  const __m256i d1 = _mm256_srli_epi64(_mm256_castpd_si256(D[1]), 16);
+  const __m256i d2 = _mm256_srli_epi64(_mm256_castpd_si256(D[2]), 32);
+  const __m256i d3 = _mm256_srli_epi64(_mm256_castpd_si256(D[3]), 48);
+  return _mm256_blend_epi16(_mm256_blend_epi16(d3, d2, 0x22), _mm256_blend_epi16(d1, d0, 0x88), 0xcc);
 }
 
 // The products' part of E starts below every real exponent sum (−254 and up) and above every sum
 // with a zero (kZeroExp + 127 and below), so that it is still this after a block of zero products.
 constexpr std::int16_t kNoProduct = -10000;
 
-// One row's block: E and N as 16 int16 (N ≥ 0), and whether the vector end may take every lane.
+// One row's block: E and N as 16 int16 in slots (N ≥ 0), and whether the vector end may take
+// every lane.
 struct BlockStart {
   __m256i E16, N16;
   bool vector_end;
 };
 
-// The entering accumulator's part of E (its exponent where it is non-zero, field 0 counting as
-// 1; else kMinAlignExp, below every such exponent) joined with the products' part, and N, the
-// negative terms with the accumulator's. All in 16-bit lanes, from each float's top half (sign,
-// exponent field) and its comparison with zero. The vector end takes a lane that enters finite
-// and whose E is in −101..121, where a non-zero T u is a normal FP32 value once truncated; or
-// whose T is sure to be 0, a zero accumulator and no non-zero product (its E is kMinAlignExp).
-// Every other block of the row ends lane by lane, as dot() ends it.
-__attribute__((target("avx2"))) inline BlockStart block_start(const __m256* A, __m256i product_e, __m256i negative) {
-  const __m256i top = pack16(_mm256_srai_epi32(_mm256_castps_si256(A[0]), 16),
-                             _mm256_srai_epi32(_mm256_castps_si256(A[1]), 16));
-  const __m256i zero = pack16(_mm256_castps_si256(_mm256_cmp_ps(A[0], _mm256_setzero_ps(), _CMP_EQ_OQ)),
-                              _mm256_castps_si256(_mm256_cmp_ps(A[1], _mm256_setzero_ps(), _CMP_EQ_OQ)));
-  const __m256i field = _mm256_and_si256(_mm256_srli_epi16(top, 7), _mm256_set1_epi16(0xff));
-  const __m256i exp = _mm256_sub_epi16(_mm256_max_epi16(field, _mm256_set1_epi16(1)), _mm256_set1_epi16(127));
+// The entering accumulator's part of E (its exponent as an FP32 value where it is non-zero, a
+// subnormal's counting as −126; else kMinAlignExp, below every such exponent) joined with the
+// products' part, and N, the negative terms with the accumulator's. The accumulator is held as
+// doubles, each exactly its FP32 value, so its sign, exponent and zeroness are in its top 16 bits
+// (a non-zero FP32 value's double has an exponent field of 874 or more). The vector end takes a
+// lane that enters finite and whose E is in −101..121, where a non-zero T u is a normal FP32 value
+// once truncated; or whose T is sure to be 0, a zero accumulator and no non-zero product (its E
+// is kMinAlignExp). Every other block of the row ends lane by lane, as dot() ends it.
+__attribute__((target("avx2"))) inline BlockStart block_start(const __m256d* D, __m256i product_e, __m256i negative) {
+  const __m256i top = top_words(D);
+  const __m256i zero = _mm256_cmpeq_epi16(_mm256_and_si256(top, _mm256_set1_epi16(0x7fff)), _mm256_setzero_si256());
+  const __m256i field = _mm256_and_si256(_mm256_srli_epi16(top, 4), _mm256_set1_epi16(0x7ff));
+  const __m256i exp = _mm256_sub_epi16(_mm256_max_epi16(field, _mm256_set1_epi16(1023 - 126)), _mm256_set1_epi16(1023));
   const __m256i E = _mm256_max_epi16(_mm256_blendv_epi8(exp, _mm256_set1_epi16(kMinAlignExp), zero), product_e);
   const __m256i N = _mm256_sub_epi16(negative, _mm256_andnot_si256(zero, _mm256_srai_epi16(top, 15)));
   const __m256i in_range =
       _mm256_and_si256(_mm256_cmpgt_epi16(E, _mm256_set1_epi16(-102)), _mm256_cmpgt_epi16(_mm256_set1_epi16(122), E));
   const __m256i sure_zero = _mm256_and_si256(zero, _mm256_cmpeq_epi16(product_e, _mm256_set1_epi16(kNoProduct)));
-  const __m256i ok = _mm256_andnot_si256(_mm256_cmpeq_epi16(field, _mm256_set1_epi16(0xff)),
+  const __m256i ok = _mm256_andnot_si256(_mm256_cmpeq_epi16(field, _mm256_set1_epi16(0x7ff)),
                                          _mm256_or_si256(in_range, sure_zero));
   return {E, N, _mm256_movemask_epi8(ok) == -1};
 }
 
 // S0 = 1.5 · 2^(E+27) as bits: its top 16 bits are the biased exponent E + 1050 shifted by 4 and
-// the significand's first bit, (E << 4) + (1050 << 4 | 8), so that each quarter is one widening
-// and one shift. The start S0 + N u is S0's bits or N (N < 2^48 and S0's low bits are 0).
+// the significand's first bit, (E << 4) + (1050 << 4 | 8), given in slots; quarter q's are word
+// 3 − q of each 64-bit lane, shifted to the top. The start S0 + N u is S0's bits or N (N < 2^16
+// and S0's low bits are 0).
 template <int q>
-__attribute__((target("avx2,fma"))) inline void start_quarter(__m256i top16, __m256i N16, const __m256* A,
-                                                               __m256i* S0, __m256d* S) {
-  S0[q] = _mm256_slli_epi64(quarter64<q>(top16), 48);
-  const __m256d start = _mm256_castsi256_pd(_mm256_or_si256(S0[q], quarter64<q>(N16)));
-  S[q] = _mm256_fmadd_pd(quarter_pd<q>(A), _mm256_set1_pd(kRowFactor), start);
+__attribute__((target("avx2,fma"))) inline void start_quarter(__m256i top16, __m256i N16, __m256i* S0, __m256d* S) {
+  const __m256i top_word = _mm256_set1_epi64x(std::int64_t(0xffff000000000000ull));
+  const __m256i low_word = _mm256_set1_epi64x(0xffff);
+  const __m256i s0 = q == 3 ? _mm256_slli_epi64(top16, 48) : _mm256_and_si256(_mm256_slli_epi64(top16, 16 * q), top_word);
+  const __m256i n = q == 0 ? _mm256_srli_epi64(N16, 48) : _mm256_and_si256(_mm256_srli_epi64(N16, 48 - 16 * q), low_word);
+  S0[q] = s0;
+  S[q] = _mm256_fmadd_pd(S[q], _mm256_set1_pd(kRowFactor), _mm256_castsi256_pd(_mm256_or_si256(s0, n)));
 }
 
 // The block's end lane by lane, as dot() ends it, for the rows the vector end cannot take: out of
-// line, so that the hot path's values stay in registers (its arrays would put them in memory).
-// Lanes that enter non-finite are left as they are (gemm_accumulate gives them dot()'s value).
-__attribute__((target("avx2"), noinline, cold)) void end_block_lanes(__m256d T0, __m256d T1, __m256d T2, __m256d T3,
-                                                                     __m256i E16, __m256* A) {
+// line and by value, so that the hot path's values stay in registers (its arrays would put them
+// in memory). A lane that entered non-finite has a non-finite T u and keeps it (gemm_accumulate
+// gives a non-finite entering value dot()'s result; an overflow to infinity stays).
+struct Quarters {
+  __m256d q[4];
+};
+__attribute__((target("avx2"), noinline, cold)) Quarters end_block_lanes(__m256i E16, __m256d T0, __m256d T1,
+                                                                         __m256d T2, __m256d T3) {
   alignas(32) double t[16];
   alignas(32) std::int16_t e[16];
-  alignas(32) float a[16];
   _mm256_store_pd(t, T0);
   _mm256_store_pd(t + 4, T1);
   _mm256_store_pd(t + 8, T2);
   _mm256_store_pd(t + 12, T3);
   _mm256_store_si256(reinterpret_cast<__m256i*>(e), E16);
-  _mm256_store_ps(a, A[0]);
-  _mm256_store_ps(a + 8, A[1]);
-  for (int l = 0; l < kLanes; ++l)
-    if (std::isfinite(a[l])) a[l] = normalize(std::int64_t(std::ldexp(t[l], kUnitExp - e[l])), e[l], nullptr);
-  A[0] = _mm256_load_ps(a);
-  A[1] = _mm256_load_ps(a + 8);
+  for (int c = 0; c < kLanes; ++c) {
+    const int E = e[slot_of_column(c)];
+    if (std::isfinite(t[c])) t[c] = normalize(std::int64_t(std::ldexp(t[c], kUnitExp - E)), E, nullptr);
+  }
+  return {{_mm256_load_pd(t), _mm256_load_pd(t + 4), _mm256_load_pd(t + 8), _mm256_load_pd(t + 12)}};
 }
 
-// The block's end for one row: T u = S − S0 truncated to 24 bits and converted, where the block's
-// start allows it; else end_block_lanes.
-__attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, const __m256i* S0, const __m256d* S,
-                                                           __m256* A) {
+// The block's end for one row: T u = S − S0 truncated to 24 bits, the accumulator for the next
+// block, where the block's start allows it; else end_block_lanes. An exact zero is −0 here (the
+// rounding mode), which counts as zero wherever the accumulator is read; it is made +0 when the
+// accumulator is stored.
+__attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, const __m256i* S0, __m256d* S) {
   const __m256d keep24 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(~((std::uint64_t(1) << 29) - 1))));
-  __m256d T[4];
-  for (int q = 0; q < 4; ++q) T[q] = _mm256_sub_pd(S[q], _mm256_castsi256_pd(S0[q]));
-  if (!b.vector_end) return end_block_lanes(T[0], T[1], T[2], T[3], b.E16, A);
-  for (int h = 0; h < 2; ++h) {
-    const __m256 r = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_and_pd(T[2 * h + 1], keep24)),
-                                     _mm256_cvtpd_ps(_mm256_and_pd(T[2 * h], keep24)));
-    // An exact zero is +0 (the rounding mode made it −0).
-    A[h] = _mm256_and_ps(r, _mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+  for (int q = 0; q < 4; ++q) S[q] = _mm256_sub_pd(S[q], _mm256_castsi256_pd(S0[q]));
+  if (!b.vector_end) {
+    const Quarters lanes = end_block_lanes(b.E16, S[0], S[1], S[2], S[3]);
+    for (int q = 0; q < 4; ++q) S[q] = lanes.q[q];
+    return;
   }
+  for (int q = 0; q < 4; ++q) S[q] = _mm256_and_pd(S[q], keep24);
 }
 
 // R rows (1 or 2: 4R accumulators of 4 doubles, four loads and R broadcasts a k) against the
-// panel's blocks blk0..blk1 (K = Kp padded to whole blocks). Runs with the MXCSR rounding toward −∞.
+// panel's blocks blk0..blk1 (K = Kp padded to whole blocks). The accumulators stay doubles from
+// block to block, each exactly the model's FP32 value. Runs with the MXCSR rounding toward −∞.
 template <int R>
 __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowData& rows, std::int64_t i,
                                                                       const PanelData& p, std::int64_t Kp,
@@ -255,13 +317,16 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
   const double* xd[R];
   const std::int16_t* xe[R];
   const std::uint16_t* xs[R];
-  __m256 A[R][2];
+  __m256d S[R][4];
   for (int r = 0; r < R; ++r) {
     xd[r] = rows.xd.data() + (i + r) * Kp;
     xe[r] = rows.xe16.data() + (i + r) * Kp;
     xs[r] = rows.xsign.data() + (i + r) * blocks;
-    A[r][0] = _mm256_loadu_ps(acc + r * kLanes);
-    A[r][1] = _mm256_loadu_ps(acc + r * kLanes + 8);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 a = _mm256_loadu_ps(acc + r * kLanes + 8 * h);
+      S[r][2 * h] = _mm256_cvtps_pd(_mm256_castps256_ps128(a));
+      S[r][2 * h + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+    }
   }
   for (std::int64_t blk = blk0; blk < blk1; ++blk) {
     const std::int64_t k0 = blk * kBlock;
@@ -278,15 +343,14 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
     const __m256i ws = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsign.data() + blk * kLanes));
     BlockStart b[R];
     __m256i S0[R][4];
-    __m256d S[R][4];
     for (int r = 0; r < R; ++r) {
       const __m256i negative = popcount16(_mm256_xor_si256(ws, _mm256_set1_epi16(std::int16_t(xs[r][blk]))));
-      b[r] = block_start(A[r], _mm256_max_epi16(e[r][0], e[r][1]), negative);
+      b[r] = block_start(S[r], _mm256_max_epi16(e[r][0], e[r][1]), negative);
       const __m256i top16 = _mm256_add_epi16(_mm256_slli_epi16(b[r].E16, 4), _mm256_set1_epi16((1050 << 4) | 8));
-      start_quarter<0>(top16, b[r].N16, A[r], S0[r], S[r]);
-      start_quarter<1>(top16, b[r].N16, A[r], S0[r], S[r]);
-      start_quarter<2>(top16, b[r].N16, A[r], S0[r], S[r]);
-      start_quarter<3>(top16, b[r].N16, A[r], S0[r], S[r]);
+      start_quarter<0>(top16, b[r].N16, S0[r], S[r]);
+      start_quarter<1>(top16, b[r].N16, S0[r], S[r]);
+      start_quarter<2>(top16, b[r].N16, S0[r], S[r]);
+      start_quarter<3>(top16, b[r].N16, S0[r], S[r]);
     }
 #pragma GCC unroll 16
     for (int k = 0; k < kBlock; ++k) {
@@ -302,12 +366,15 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
       }
     }
 #pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) end_block(b[r], S0[r], S[r], A[r]);
+    for (int r = 0; r < R; ++r) end_block(b[r], S0[r], S[r]);
   }
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(acc + r * kLanes, A[r][0]);
-    _mm256_storeu_ps(acc + r * kLanes + 8, A[r][1]);
-  }
+  // Every value is an FP32 value (exact conversions); an exact zero is +0 (the rounding mode made
+  // it −0). A NaN, which only a non-finite entering value gives, is left as it is.
+  for (int r = 0; r < R; ++r)
+    for (int h = 0; h < 2; ++h) {
+      const __m256 a = _mm256_set_m128(_mm256_cvtpd_ps(S[r][2 * h + 1]), _mm256_cvtpd_ps(S[r][2 * h]));
+      _mm256_storeu_ps(acc + r * kLanes + 8 * h, _mm256_and_ps(a, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+    }
 }
 
 // The MXCSR rounding toward −∞ for one scope, then as it was.

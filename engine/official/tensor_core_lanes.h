@@ -49,8 +49,8 @@ struct PanelData {
   std::vector<float> val;                      // [Kp][kLanes]
   std::vector<std::int16_t> exp16;             // [Kp/2][kLanes][2], k's pairs interleaved lane by lane
   std::vector<double> wd;                      // [Kp][kLanes]
-  std::vector<std::int16_t> we16;              // [Kp][kLanes]
-  std::vector<std::uint16_t> wsign;            // [Kp/16][kLanes]
+  std::vector<std::int16_t> we16;              // [Kp][kLanes], lanes in the double-FMA kernel's order
+  std::vector<std::uint16_t> wsign;            // [Kp/16][kLanes], the same
 };
 
 // A task's operands take the layouts of the kernel that runs: one row at a time with the integer
