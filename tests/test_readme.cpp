@@ -34,6 +34,13 @@
 //                                             (how many rows the first table under that heading of
 //                                             the repository's file PATH has; PATH from the root)
 //
+// A table of columns (docs/tables.md) carries
+//
+//   <!-- readme-test: columns: psi ARGS -->  its rows' first cells, each one code span, are the
+//                                             header of the first table `psi ARGS` prints, in
+//                                             order; every experiment `psi list` gives a paper
+//                                             Table for has one
+//
 // and every paragraph with a number in it must (Readme.EveryProseNumberIsChecked), in every
 // checked document: a page that takes one directive is checked whole. A paragraph is
 // a run of non-blank lines outside the fenced blocks, headings and directive lines apart: a list,
@@ -611,6 +618,44 @@ TEST(Readme, ExperimentsTableIsPsiList) {
   }
   EXPECT_EQ(tables, 1) << "one checked document has the heading 'Experiments'";
   EXPECT_EQ(in_docs, listed);
+}
+
+// docs/tables.md describes each column of each paper table once: its lists are the headers psi
+// prints, in order, and no experiment that reproduces a Table of the paper is left out.
+TEST(Readme, TableColumnsAreWhatPsiPrints) {
+  Scratch s;
+  std::set<std::string> described;
+  for (const Paragraph& p : readme_paragraphs()) {
+    if (!p.directive.starts_with("columns: psi ")) continue;
+    const std::string args = p.directive.substr(13);
+    const auto tables = tables_of(lines_of(p.text));
+    ASSERT_EQ(tables.size(), 1u) << p.where() << ": a columns: directive stands before one table";
+    std::vector<std::string> listed;
+    for (const auto& row : tables[0].rows) {
+      const std::string& first = row.at(0);
+      ASSERT_TRUE(first.size() > 2 && first.front() == '`' && first.back() == '`' &&
+                  first.find('`', 1) == first.size() - 1)
+          << p.where() << ": the first cell '" << first << "' is not one code span";
+      listed.push_back(first.substr(1, first.size() - 2));
+    }
+    const auto& r = s.psi(as_run_here(args));
+    ASSERT_EQ(r.status, 0) << p.where() << ": psi " << args << "\n" << r.err;
+    const auto printed = tables_of(lines_of(r.out));
+    ASSERT_FALSE(printed.empty()) << p.where() << ": psi " << args << " prints no table:\n" << r.out;
+    EXPECT_EQ(listed, printed[0].header) << p.where() << ": the columns of psi " << args << "'s first table";
+    if (args.starts_with("run ")) described.insert(args.substr(4, args.find(' ', 4) - 4));
+  }
+  const auto& list = s.psi("list");
+  ASSERT_EQ(list.status, 0);
+  int tables = 0;
+  for (const auto& l : lines_of(list.out)) {
+    if (l.find(" Table ") == std::string::npos) continue;
+    ++tables;
+    const std::string name = l.substr(0, l.find(' '));
+    EXPECT_TRUE(described.count(name)) << "psi run " << name << " reproduces a paper table; docs/tables.md lists no "
+                                       << "columns for it:\n" << l;
+  }
+  EXPECT_GE(tables, 6) << list.out;
 }
 
 // docs/index.md is the map of the documentation: every page under docs/ is listed there (as a
