@@ -2,7 +2,7 @@
 
 #include "engine/error.h"
 #include "engine/model/attention_module.h"
-#include "engine/official/kernel_config.h"
+#include "engine/model/block_order.h"
 #include "engine/ops/adaln.h"
 #include "engine/ops/ffn.h"
 #include "engine/ops/norm.h"
@@ -14,61 +14,53 @@ namespace {
 
 using ops::ada_value;
 
-// A table row on its own, as a [1, D] modulation (prompt tables without a prompt timestep).
-Bf16Tensor table_row(const Bf16Tensor& table, int row) {
-  const std::int64_t D = table.dim(1);
-  Bf16Tensor out({1, D});
-  for (std::int64_t c = 0; c < D; ++c) out.data[c] = table.data[row * D + c];
-  return out;
-}
+// The BF16 arithmetic of the block order (block_order.h): the official operators with the
+// variant's products, norms and attention; teacher forcing when `forced` is set.
+struct Bf16Block {
+  using T = Bf16Tensor;
+  using Taps = BlockTaps;
+  const NumericsVariant& v;
+  float eps;
+  const BlockTaps* forced;
 
-Bf16Tensor ffn_forward(const FfnWeightsOwned& w, const Bf16Tensor& x, const NumericsVariant& v) {
-  ops::FfnWeights fw{&w.up.w, w.up.bias(), &w.down.w, w.down.bias()};
-  return ops::ffn(x, fw, v.ffn(w.up.w.dim(0)));
-}
-
-// Steps 1–10 of spec §3.3 for one stream: self-attention, then text cross-attention.
-struct SelfAndText {
-  Bf16Tensor o_attn1, o_attn2, x2;
+  const Bf16Tensor& load(const Bf16Tensor& t) const { return t; }
+  Bf16Tensor ada(const Bf16Tensor& table, const Bf16Tensor& ts, int row) const { return ada_value(table, ts, row); }
+  Bf16Tensor ada(const Bf16Tensor& table, int row, const Bf16Tensor& ts, int ts_row) const {
+    return ada_value(table, row, ts, ts_row);
+  }
+  Bf16Tensor table_row(const Bf16Tensor& table, int row) const {
+    const std::int64_t D = table.dim(1);
+    Bf16Tensor out({1, D});
+    for (std::int64_t c = 0; c < D; ++c) out.data[c] = table.data[row * D + c];
+    return out;
+  }
+  Bf16Tensor ada_zero(const Bf16Tensor& x, const Bf16Tensor& scale, const Bf16Tensor& shift) const {
+    return ops::ada_zero(x, scale, shift, eps, v.norm);
+  }
+  Bf16Tensor modulate(const Bf16Tensor& x, const Bf16Tensor& scale, const Bf16Tensor& shift) const {
+    return ops::modulate(x, scale, shift);
+  }
+  // Residual and norm fused, as the official kernel writes them.
+  ops::PostSa post_sa(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g) const {
+    return ops::post_sa(x, y, g, eps, v.norm);
+  }
+  Bf16Tensor gated_residual(const Bf16Tensor& x, const Bf16Tensor& y, const Bf16Tensor& g) const {
+    return ops::gated_residual(x, y, g);
+  }
+  Bf16Tensor residual(const Bf16Tensor& x, const Bf16Tensor& y) const { return ops::residual(x, y); }
+  Bf16Tensor attention(const AttentionWeights& w, const Bf16Tensor& x, const Bf16Tensor& context,
+                       const ops::RopeTables* q_rope, const ops::RopeTables* k_rope) const {
+    return attention_forward(w, x, context, q_rope, k_rope, v.sdpa(w.head_dim), eps, v.product, v.norm);
+  }
+  Bf16Tensor ffn(const FfnWeightsOwned& w, const Bf16Tensor& x) const {
+    ops::FfnWeights fw{&w.up.w, w.up.bias(), &w.down.w, w.down.bias()};
+    return ops::ffn(x, fw, v.ffn(w.up.w.dim(0)));
+  }
+  const Bf16Tensor& update(const Bf16Tensor& computed, Bf16Tensor BlockTaps::*tap) const {
+    return forced ? forced->*tap : computed;
+  }
+  Bf16Tensor tap(Bf16Tensor&& t) const { return std::move(t); }
 };
-
-// forced_attn1/forced_attn2 (teacher forcing, block_forward): the module outputs the residual
-// updates read instead of the computed ones; null: the computed ones.
-SelfAndText self_and_text(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
-                          const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputs& in,
-                          const NumericsVariant& v, const Bf16Tensor* forced_attn1, const Bf16Tensor* forced_attn2) {
-  const float eps = c.norm_eps;
-  SelfAndText r;
-  const Bf16Tensor shift_msa = ada_value(table, in.timesteps, ada_row::shift_msa);
-  const Bf16Tensor scale_msa = ada_value(table, in.timesteps, ada_row::scale_msa);
-  const Bf16Tensor gate_msa = ada_value(table, in.timesteps, ada_row::gate_msa);
-  const Bf16Tensor h = ops::ada_zero(in.x, scale_msa, shift_msa, eps, v.norm);
-  {
-    const official::ProductSite site("attn1");
-    r.o_attn1 = attention_forward(attn1, h, h, &in.pe, &in.pe, v.sdpa(attn1.head_dim), eps, v.product, v.norm);
-  }
-  const official::ProductSite site("attn2");
-  const ops::PostSa ps = ops::post_sa(in.x, forced_attn1 ? *forced_attn1 : r.o_attn1, gate_msa, eps, v.norm);
-  if (c.features.cross_attention_adaln) {
-    const Bf16Tensor shift_q = ada_value(table, in.timesteps, ada_row::shift_q);
-    const Bf16Tensor scale_q = ada_value(table, in.timesteps, ada_row::scale_q);
-    const Bf16Tensor gate_q = ada_value(table, in.timesteps, ada_row::gate_q);
-    const bool has_prompt = in.prompt_timestep.numel() > 0;
-    const auto prompt = [&](int row) {
-      return has_prompt ? ada_value(prompt_table, in.prompt_timestep, row) : table_row(prompt_table, row);
-    };
-    const Bf16Tensor shift_kv = prompt(prompt_row::shift_kv);
-    const Bf16Tensor scale_kv = prompt(prompt_row::scale_kv);
-    const Bf16Tensor q_in = ops::modulate(ps.normed, scale_q, shift_q);
-    const Bf16Tensor c_in = ops::modulate(in.context, scale_kv, shift_kv);
-    r.o_attn2 = attention_forward(attn2, q_in, c_in, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product, v.norm);
-    r.x2 = ops::gated_residual(ps.x, forced_attn2 ? *forced_attn2 : r.o_attn2, gate_q);
-  } else {
-    r.o_attn2 = attention_forward(attn2, ps.normed, in.context, nullptr, nullptr, v.sdpa(attn2.head_dim), eps, v.product, v.norm);
-    r.x2 = ops::residual(ps.x, forced_attn2 ? *forced_attn2 : r.o_attn2);
-  }
-  return r;
-}
 
 void check_inputs(const ModelConfig& c, const BlockInputs& in) {
   auto want = [](const Bf16Tensor& t, std::int64_t width, const char* what) {
@@ -128,81 +120,7 @@ std::vector<std::pair<std::string, const Bf16Tensor*>> BlockTaps::named() const 
 BlockTaps block_forward(const ModelConfig& c, const BlockWeights& w, const BlockInputs& in,
                         const NumericsVariant& v, const BlockTaps* forced) {
   check_inputs(c, in);
-  const float eps = c.norm_eps;
-  BlockTaps p;
-  // The module output a residual update reads: the forced one when teacher forcing.
-  auto upd = [&](const Bf16Tensor BlockTaps::*m) -> const Bf16Tensor& { return forced ? forced->*m : p.*m; };
-
-  // Video and audio self-attention and text cross-attention (steps 1–10).
-  SelfAndText vs, as;
-  {
-    const official::ProductSite site("video");
-    vs = self_and_text(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table, in.video, v,
-                       forced ? &forced->attn1 : nullptr, forced ? &forced->attn2 : nullptr);
-  }
-  {
-    const official::ProductSite site("audio");
-    as = self_and_text(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table, w.audio_prompt_scale_shift_table,
-                       in.audio, v, forced ? &forced->audio_attn1 : nullptr, forced ? &forced->audio_attn2 : nullptr);
-  }
-  p.attn1 = std::move(vs.o_attn1);
-  p.attn2 = std::move(vs.o_attn2);
-  p.audio_attn1 = std::move(as.o_attn1);
-  p.audio_attn2 = std::move(as.o_attn2);
-  const Bf16Tensor& vx_pre = vs.x2;  // both directions read the pre-A/V snapshots
-  const Bf16Tensor& ax_pre = as.x2;
-  const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
-  const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;
-  const Bf16Tensor& vss = in.video.cross_scale_shift_timestep;
-  const Bf16Tensor& ass = in.audio.cross_scale_shift_timestep;
-
-  // A2V (step 11): video queries, audio keys/values. A/V tables list scale before shift.
-  Bf16Tensor vx3;
-  {
-    const official::ProductSite site("a2v");
-    const Bf16Tensor q_in =
-        ops::ada_zero(vx_pre, ada_value(tv, vss, av_row::a2v_scale), ada_value(tv, vss, av_row::a2v_shift), eps, v.norm);
-    const Bf16Tensor kv_in =
-        ops::ada_zero(ax_pre, ada_value(ta, ass, av_row::a2v_scale), ada_value(ta, ass, av_row::a2v_shift), eps, v.norm);
-    p.audio_to_video_attn = attention_forward(w.audio_to_video_attn, q_in, kv_in, &in.video.cross_pe,
-                                              &in.audio.cross_pe, v.sdpa(w.audio_to_video_attn.head_dim), eps, v.product, v.norm);
-    vx3 = ops::gated_residual(vx_pre, upd(&BlockTaps::audio_to_video_attn),
-                              ada_value(tv, av_row::gate, in.video.cross_gate_timestep, 0));
-  }
-  // V2A (step 12): audio queries, video keys/values (the pre-A2V video state).
-  Bf16Tensor ax3;
-  {
-    const official::ProductSite site("v2a");
-    const Bf16Tensor q_in =
-        ops::ada_zero(ax_pre, ada_value(ta, ass, av_row::v2a_scale), ada_value(ta, ass, av_row::v2a_shift), eps, v.norm);
-    const Bf16Tensor kv_in =
-        ops::ada_zero(vx_pre, ada_value(tv, vss, av_row::v2a_scale), ada_value(tv, vss, av_row::v2a_shift), eps, v.norm);
-    p.video_to_audio_attn = attention_forward(w.video_to_audio_attn, q_in, kv_in, &in.audio.cross_pe,
-                                              &in.video.cross_pe, v.sdpa(w.video_to_audio_attn.head_dim), eps, v.product, v.norm);
-    ax3 = ops::gated_residual(ax_pre, upd(&BlockTaps::video_to_audio_attn),
-                              ada_value(ta, av_row::gate, in.audio.cross_gate_timestep, 0));
-  }
-
-  // Feed-forwards (steps 13–14).
-  {
-    const Bf16Tensor& t = w.scale_shift_table;
-    const official::ProductSite site("video.ff");
-    const Bf16Tensor h = ops::ada_zero(vx3, ada_value(t, in.video.timesteps, ada_row::scale_mlp),
-                                       ada_value(t, in.video.timesteps, ada_row::shift_mlp), eps, v.norm);
-    p.ff = ffn_forward(w.ff, h, v);
-    p.video_out =
-        ops::gated_residual(vx3, upd(&BlockTaps::ff), ada_value(t, in.video.timesteps, ada_row::gate_mlp));
-  }
-  {
-    const Bf16Tensor& t = w.audio_scale_shift_table;
-    const official::ProductSite site("audio.ff");
-    const Bf16Tensor h = ops::ada_zero(ax3, ada_value(t, in.audio.timesteps, ada_row::scale_mlp),
-                                       ada_value(t, in.audio.timesteps, ada_row::shift_mlp), eps, v.norm);
-    p.audio_ff = ffn_forward(w.audio_ff, h, v);
-    p.audio_out =
-        ops::gated_residual(ax3, upd(&BlockTaps::audio_ff), ada_value(t, in.audio.timesteps, ada_row::gate_mlp));
-  }
-  return p;
+  return block_in_order(Bf16Block{v, c.norm_eps, forced}, c, w, in);
 }
 
 }  // namespace psi::model

@@ -8,6 +8,7 @@
 
 #include "engine/bf16_f64.h"
 #include "engine/error.h"
+#include "engine/model/block_order.h"
 
 namespace psi::model {
 
@@ -149,40 +150,42 @@ F64Tensor to_tensor(const Mat& m) {
   return t;
 }
 
-// Steps 1–10 of spec §3.3 for one stream, as block.cpp's self_and_text.
-struct SelfAndTextF64 {
-  Mat o_attn1, o_attn2, x2;
-};
+// The float64 arithmetic of the block order (block_order.h): Eigen products, double elsewhere,
+// no BF16 write; the post-SA residual and its norm as two steps. No teacher forcing.
+struct F64Block {
+  using T = Mat;
+  using Taps = BlockTapsF64;
+  double eps;
 
-SelfAndTextF64 self_and_text_f64(const ModelConfig& c, const AttentionWeights& attn1, const AttentionWeights& attn2,
-                          const Bf16Tensor& table, const Bf16Tensor& prompt_table, const StreamInputsF64& in,
-                          double eps) {
-  SelfAndTextF64 r;
-  const Mat x = to_mat(in.x);
-  const Mat h = ada_zero(x, ada_value(table, in.timesteps, ada_row::scale_msa),
-                         ada_value(table, in.timesteps, ada_row::shift_msa), eps);
-  r.o_attn1 = attention(attn1, h, h, &in.pe, &in.pe, eps);
-  const Mat x1 = gated_residual(x, r.o_attn1, ada_value(table, in.timesteps, ada_row::gate_msa));
-  const Mat normed = rms_norm(x1, nullptr, eps);
-  const Mat context = to_mat(in.context);
-  if (c.features.cross_attention_adaln) {
-    const bool has_prompt = in.prompt_timestep.numel() > 0;
-    const Mat pt = to_mat(prompt_table);
-    const auto prompt = [&](int row) {
-      return has_prompt ? ada_value(prompt_table, in.prompt_timestep, row) : Mat(pt.row(row));
-    };
-    const Mat shift_kv = prompt(prompt_row::shift_kv);
-    const Mat scale_kv = prompt(prompt_row::scale_kv);
-    const Mat q_in = modulate(normed, ada_value(table, in.timesteps, ada_row::scale_q),
-                              ada_value(table, in.timesteps, ada_row::shift_q));
-    r.o_attn2 = attention(attn2, q_in, modulate(context, scale_kv, shift_kv), nullptr, nullptr, eps);
-    r.x2 = gated_residual(x1, r.o_attn2, ada_value(table, in.timesteps, ada_row::gate_q));
-  } else {
-    r.o_attn2 = attention(attn2, normed, context, nullptr, nullptr, eps);
-    r.x2 = x1 + r.o_attn2;
+  template <class E>
+  Mat load(const Tensor<E>& t) const {
+    return to_mat(t);
   }
-  return r;
-}
+  Mat ada(const Bf16Tensor& table, const F64Tensor& ts, int row) const { return ada_value(table, ts, row); }
+  Mat ada(const Bf16Tensor& table, int row, const F64Tensor& ts, int ts_row) const {
+    return ada_value(table, row, ts, ts_row);
+  }
+  Mat table_row(const Bf16Tensor& table, int row) const { return to_mat(table).row(row); }
+  Mat ada_zero(const Mat& x, const Mat& scale, const Mat& shift) const { return model::ada_zero(x, scale, shift, eps); }
+  Mat modulate(const Mat& x, const Mat& scale, const Mat& shift) const { return model::modulate(x, scale, shift); }
+  struct PostSa {
+    Mat x, normed;
+  };
+  PostSa post_sa(const Mat& x, const Mat& y, const Mat& g) const {
+    Mat x1 = model::gated_residual(x, y, g);
+    Mat normed = rms_norm(x1, nullptr, eps);
+    return {std::move(x1), std::move(normed)};
+  }
+  Mat gated_residual(const Mat& x, const Mat& y, const Mat& g) const { return model::gated_residual(x, y, g); }
+  Mat residual(const Mat& x, const Mat& y) const { return x + y; }
+  Mat attention(const AttentionWeights& w, const Mat& x, const Mat& context, const ops::RopeTablesF64* q_rope,
+                const ops::RopeTablesF64* k_rope) const {
+    return model::attention(w, x, context, q_rope, k_rope, eps);
+  }
+  Mat ffn(const FfnWeightsOwned& w, const Mat& x) const { return model::ffn(w, x); }
+  const Mat& update(const Mat& computed, F64Tensor BlockTapsF64::*) const { return computed; }
+  F64Tensor tap(const Mat& m) const { return to_tensor(m); }
+};
 
 }  // namespace
 
@@ -230,50 +233,7 @@ BlockTapsF64 block_forward_f64(const ModelConfig& c, const BlockWeights& w, cons
   if (in.video.x.shape.back() != c.video_dim() || in.audio.x.shape.back() != c.audio_dim())
     throw Error("block_f64: inputs " + shape_str(in.video.x.shape) + " / " + shape_str(in.audio.x.shape) +
                 " for config " + c.name);
-  const double eps = c.norm_eps;
-  BlockTapsF64 p;
-
-  // Video and audio self-attention and text cross-attention (steps 1–10).
-  const SelfAndTextF64 vs = self_and_text_f64(c, w.attn1, w.attn2, w.scale_shift_table, w.prompt_scale_shift_table,
-                                       in.video, eps);
-  const SelfAndTextF64 as = self_and_text_f64(c, w.audio_attn1, w.audio_attn2, w.audio_scale_shift_table,
-                                       w.audio_prompt_scale_shift_table, in.audio, eps);
-  const Bf16Tensor& tv = w.scale_shift_table_a2v_ca_video;
-  const Bf16Tensor& ta = w.scale_shift_table_a2v_ca_audio;
-  const F64Tensor& vss = in.video.cross_scale_shift_timestep;
-  const F64Tensor& ass = in.audio.cross_scale_shift_timestep;
-
-  // A2V (step 11) and V2A (step 12), both from the pre-A/V states; tables list scale first.
-  const Mat a2v = attention(
-      w.audio_to_video_attn, ada_zero(vs.x2, ada_value(tv, vss, av_row::a2v_scale), ada_value(tv, vss, av_row::a2v_shift), eps),
-      ada_zero(as.x2, ada_value(ta, ass, av_row::a2v_scale), ada_value(ta, ass, av_row::a2v_shift), eps),
-      &in.video.cross_pe, &in.audio.cross_pe, eps);
-  const Mat vx3 = gated_residual(vs.x2, a2v, ada_value(tv, av_row::gate, in.video.cross_gate_timestep, 0));
-  const Mat v2a = attention(
-      w.video_to_audio_attn, ada_zero(as.x2, ada_value(ta, ass, av_row::v2a_scale), ada_value(ta, ass, av_row::v2a_shift), eps),
-      ada_zero(vs.x2, ada_value(tv, vss, av_row::v2a_scale), ada_value(tv, vss, av_row::v2a_shift), eps),
-      &in.audio.cross_pe, &in.video.cross_pe, eps);
-  const Mat ax3 = gated_residual(as.x2, v2a, ada_value(ta, av_row::gate, in.audio.cross_gate_timestep, 0));
-
-  // Feed-forwards (steps 13–14).
-  const Bf16Tensor& t = w.scale_shift_table;
-  const Mat ff = ffn(w.ff, ada_zero(vx3, ada_value(t, in.video.timesteps, ada_row::scale_mlp),
-                                    ada_value(t, in.video.timesteps, ada_row::shift_mlp), eps));
-  const Bf16Tensor& ta2 = w.audio_scale_shift_table;
-  const Mat audio_ff = ffn(w.audio_ff, ada_zero(ax3, ada_value(ta2, in.audio.timesteps, ada_row::scale_mlp),
-                                                ada_value(ta2, in.audio.timesteps, ada_row::shift_mlp), eps));
-
-  p.attn1 = to_tensor(vs.o_attn1);
-  p.attn2 = to_tensor(vs.o_attn2);
-  p.audio_attn1 = to_tensor(as.o_attn1);
-  p.audio_attn2 = to_tensor(as.o_attn2);
-  p.audio_to_video_attn = to_tensor(a2v);
-  p.video_to_audio_attn = to_tensor(v2a);
-  p.ff = to_tensor(ff);
-  p.audio_ff = to_tensor(audio_ff);
-  p.video_out = to_tensor(gated_residual(vx3, ff, ada_value(t, in.video.timesteps, ada_row::gate_mlp)));
-  p.audio_out = to_tensor(gated_residual(ax3, audio_ff, ada_value(ta2, in.audio.timesteps, ada_row::gate_mlp)));
-  return p;
+  return block_in_order(F64Block{c.norm_eps}, c, w, in);
 }
 
 Bf16Tensor round_to_bf16(const F64Tensor& t) {

@@ -1,8 +1,9 @@
 #pragma once
 // The float64 reference block: the dense block (block.h) in float64 from the same BF16 weights
-// and inputs, converted to double once. Same operator order as block_forward (spec §3.3), with
-// every BF16 write boundary removed: products in float64 (Eigen), everything else in double
-// (std::exp, std::tanh, std::sqrt), the exact scale 1/√d, the tanh-GELU's constants in double.
+// and inputs, converted to double once. The operator order is block_forward's (spec §3.3,
+// written once in block_order.h), with every BF16 write boundary removed: products in float64
+// (Eigen), everything else in double (std::exp, std::tanh, std::sqrt), the exact scale 1/√d,
+// the tanh-GELU's constants in double.
 // It stands for the real-arithmetic result of the block on these BF16 operands, so that the
 // BF16 paths (official MATH and FLASH, dense, official-h200, baseline, modified) can be ranked
 // by their distance to it. Its inputs are either BF16 (a recording's, converted exactly) or the
