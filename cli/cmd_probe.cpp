@@ -110,17 +110,13 @@ void print_report(const psi::probes::ProbeReport& r) {
   // The float64 block is the reference of its rows: the recording is measured against it.
   const auto float64_row = [](const psi::probes::TensorResult& t) { return t.variant == psi::probes::kFloat64Variant; };
   if (!std::all_of(r.results.begin(), r.results.end(), float64_row))
-    std::printf("result: rel_l2 = ||psi - recording|| / ||recording|| in float64; sign_flips = differing elements "
-                "whose sign (-, 0, +) differs from the recording's; max_ulp_same_sign = the largest BF16 ULP distance "
-                "among the other differing elements\n");
+    std::fputs(psi::probes::metrics_legend().c_str(), stdout);
   if (std::any_of(r.results.begin(), r.results.end(), float64_row))
-    std::printf("result of the float64 rows: the recording against the float64 block (psi run block-controls' "
-                "float64 table): rel_l2_to_float64 = ||recording - float64|| / ||float64|| with the unrounded float64 "
-                "values; differing, sign_flips and max_ulp_same_sign against the float64 block rounded to BF16\n");
+    std::fputs(psi::probes::metrics_legend_to_float64().c_str(), stdout);
   std::printf("%-19s %-26s %-8s %-18s %s\n", "variant", "tensor", "vs", "rows", "result");
   for (const auto& t : r.results) {
     std::string res = t.distance
-                          ? psi::probes::format_distance(*t.distance, float64_row(t) ? "rel_l2_to_float64" : "rel_l2")
+                          ? psi::probes::format_distance(*t.distance, float64_row(t))
                           : std::string("(not stored)");
     if (t.full_sha_equal) res += *t.full_sha_equal ? "; full tensor sha256 equal" : "; full tensor sha256 differs";
     // Every result rests on the inputs too: any unchecked read marks them all.

@@ -1,8 +1,9 @@
 #pragma once
 // The distance of a tensor to a reference tensor, element by element: the one measurement behind
 // psi probe's rows, the experiments' distances to a recording or to the float64 block, and psi
-// compare's floating-point datasets. A new measurement is a field here, the table that shows it
-// and the documents (docs/contributing.md, "Add a metric").
+// compare's floating-point datasets. A new measurement is a field here, its computation in
+// distance.cpp and its entry in engine/metric.h, which every table and psi compare enumerate
+// (docs/contributing.md, "Add a metric").
 //
 // Counts. `differing`: elements whose bits differ (against a float64 reference: from the
 // reference correctly rounded to BF16, engine/bf16_f64.h). Among them `sign_flips`: a sign class

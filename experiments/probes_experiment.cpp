@@ -2,6 +2,7 @@
 // audio self-attention, the video Q projection — through each numerics variant against the
 // recorded official MATH (and FLASH) tensors.
 #include "engine/interrupt.h"
+#include "engine/metric.h"
 #include "engine/model/variant.h"
 #include "experiments/device_summary.h"
 #include "experiments/experiment.h"
@@ -50,10 +51,19 @@ void run_probes(const Options& o, Report& report) {
   }
 }
 
+namespace {
+
+// A metric's cell: a count with thousands separators, a ratio in three digits.
+std::string metric_cell(std::int64_t v) { return fmt_count(v); }
+std::string metric_cell(double v) { return fmt_sci(v); }
+
+}  // namespace
+
 std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlohmann::json&) {
   Table t;
   t.title = "operator probes against the recorded official implementation (§IV-B)";
-  t.columns = {"case", "tensor", "vs", "variant", "differing / total", "rel L2", "sign flips", "max ULP (same sign)"};
+  t.columns = {"case", "tensor", "vs", "variant", "differing / total"};
+  for_each_metric([&](const auto& m) { t.columns.push_back(m.label); });
   Table d;
   d.title = "effect of the modified write boundaries (baseline -> modified, vs MATH / official)";
   d.columns = {"case", "tensor", "differing baseline", "differing modified", "removed", "rel L2 baseline",
@@ -63,11 +73,14 @@ std::vector<Table> tabulate_probes(const nlohmann::json& case_records, const nlo
     std::map<std::string, const ProbeRow*> by_key;
     for (const ProbeRow& r : c.rows) {
       if (!r.distance) continue;
-      // Reports before sign flips were counted apart have neither number.
-      const auto count = [&](std::int64_t n) { return r.counts_sign_flips() ? fmt_count(n) : std::string("—"); };
-      t.add_row({c.case_name, r.tensor, r.backend, r.variant,
-                 fmt_count(r.distance->differing) + " / " + fmt_count(r.distance->total), fmt_sci(r.distance->rel_l2),
-                 count(r.distance->sign_flips), count(r.distance->max_ulp_same_sign)});
+      std::vector<std::string> cells{c.case_name, r.tensor, r.backend, r.variant,
+                                     fmt_count(r.distance->differing) + " / " + fmt_count(r.distance->total)};
+      for_each_metric([&](const auto& m) {
+        // Reports before sign flips were counted apart have none of the later metrics.
+        if (!m.in_every_report && !r.counts_sign_flips()) cells.emplace_back("—");
+        else cells.push_back(metric_cell((*r.distance).*m.member));
+      });
+      t.add_row(std::move(cells));
       by_key[r.tensor + "|" + r.backend + "|" + r.variant] = &r;
     }
     const std::string& baseline = model::variant_with_role(model::VariantRole::paper_baseline).name;

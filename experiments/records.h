@@ -15,6 +15,7 @@
 #include <string>
 
 #include "engine/distance.h"
+#include "engine/metric.h"
 #include "experiments/record_fields.h"
 
 namespace psi::exp {
@@ -39,16 +40,20 @@ struct StateDistance {
   }
 };
 
-// A distance (engine/distance.h) as a record writes it, flat in its record. sign_flips and
-// max_ulp_same_sign are absent in reports before sign flips were counted apart (read as 0 there;
-// ProbeRow says which rows those are).
+// A distance (engine/distance.h) as a record writes it, flat in its record: the counts, then every
+// metric (engine/metric.h) by its key. A metric not in every report (sign_flips and
+// max_ulp_same_sign, absent in reports before sign flips were counted apart) reads as 0 where it
+// is absent; ProbeRow says which rows those are.
 template <>
 struct FieldsOf<Distance> {
   static auto list() {
     using R = Distance;
-    return std::tuple{field("differing", &R::differing), field("total", &R::total), field("rel_l2", &R::rel_l2),
-                      field_if_present("sign_flips", &R::sign_flips),
-                      field_if_present("max_ulp_same_sign", &R::max_ulp_same_sign)};
+    return std::apply(
+        [](const auto&... m) {
+          return std::tuple{field("differing", &R::differing), field("total", &R::total),
+                            (m.in_every_report ? field(m.key, m.member) : field_if_present(m.key, m.member))...};
+        },
+        kDistanceMetrics);
   }
 };
 

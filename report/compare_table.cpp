@@ -4,11 +4,15 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/distance.h"
 #include "engine/error.h"
+#include "engine/metric.h"
 #include "report/table.h"
 
 namespace psi::report {
@@ -29,6 +33,51 @@ std::string index_str(const Shape& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+// One of the distance's metrics (engine/metric.h) as psi compare shows it: its column, and its
+// value as a cell and in --json.
+struct MetricColumn {
+  std::string key;
+  int width = 0, order = 0;
+  std::function<std::string(const Distance&)> cell;
+  std::function<nlohmann::json(const Distance&)> json;
+};
+
+// Every metric, in psi compare's column order.
+const std::vector<MetricColumn>& metric_columns() {
+  static const std::vector<MetricColumn> columns = [] {
+    std::vector<MetricColumn> c;
+    for_each_metric([&](const auto& m) {
+      const auto member = m.member;
+      MetricColumn col{m.compare_key, m.compare_width, m.compare_column, {}, {}};
+      if constexpr (std::is_floating_point_v<std::remove_cvref_t<decltype(Distance{}.*member)>>) {
+        col.cell = [member](const Distance& d) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, "%.3e", d.*member);
+          return d.*member == 0 ? std::string("0") : std::string(buf);
+        };
+        // JSON has no NaN or Inf: a non-finite value (a relative error to a reference of zeros,
+        // or sums beyond float64's range) is written as a string.
+        col.json = [member](const Distance& d) {
+          const double v = d.*member;
+          return std::isfinite(v) ? nlohmann::json(v) : std::isnan(v) ? nlohmann::json("nan") : nlohmann::json("inf");
+        };
+      } else {
+        col.cell = [member](const Distance& d) { return std::to_string(d.*member); };
+        col.json = [member](const Distance& d) { return nlohmann::json(d.*member); };
+      }
+      c.push_back(std::move(col));
+    });
+    std::sort(c.begin(), c.end(), [](const MetricColumn& a, const MetricColumn& b) { return a.order < b.order; });
+    return c;
+  }();
+  return columns;
+}
+
+// `text` right-aligned in `width` (a longer one as it is).
+std::string right(const std::string& text, int width) {
+  return std::string(std::size_t(std::max(0, width - int(text.size()))), ' ') + text;
 }
 
 std::string element_str(const compare::ElementDifference& e) {
@@ -85,30 +134,34 @@ std::string compare_table(const CompareReport& r) {
   std::size_t width = 7;
   for (const auto& d : r.datasets) width = std::max(width, one_line(dataset_label(d)).size());
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  %-*s  %s\n", "status", "differing/total", "sign_flips",
-                "max_ulp", "rel_l2", int(width), "dataset", "first difference / note");
-  out += buf;
+  std::string header = "status";
+  header.resize(14, ' ');
+  header += " " + right("differing/total", 21);
+  for (const MetricColumn& m : metric_columns()) header += " " + right(m.key, m.width);
+  std::string dataset = "dataset";
+  dataset.resize(width, ' ');
+  out += header + "  " + dataset + "  first difference / note\n";
   for (const auto& d : r.datasets) {
-    std::string counts = "-", flips = "-", ulp = "-", rel = "-";
+    std::string counts = "-";
+    std::vector<std::string> metrics(metric_columns().size(), "-");
     const std::optional<Distance>& dist = d.distance;
     if (d.status == CompareStatus::equal || d.status == CompareStatus::equal_as_json ||
         d.status == CompareStatus::differs) {
       counts = std::to_string(d.differing) + "/" + std::to_string(d.compared);
-      if (dist) {
-        flips = std::to_string(dist->sign_flips);
-        ulp = std::to_string(dist->max_ulp_same_sign);  // over finite pairs: never a NaN's
-        std::snprintf(buf, sizeof buf, "%.3e", dist->rel_l2);
-        rel = dist->rel_l2 == 0 ? "0" : buf;
-      }
+      // Over finite pairs: a max_ulp is never a NaN's.
+      if (dist)
+        for (std::size_t i = 0; i < metrics.size(); ++i) metrics[i] = metric_columns()[i].cell(*dist);
     }
     std::string detail;
     if (d.first) detail = element_str(*d.first);
     if (!d.note.empty()) detail += (detail.empty() ? "" : "; ") + d.note;
-    std::snprintf(buf, sizeof buf, "%-14s %21s %10s %8s %10s  ", std::string(status_name(d.status)).c_str(),
-                  counts.c_str(), flips.c_str(), ulp.c_str(), rel.c_str());
+    std::string line = std::string(status_name(d.status));
+    line.resize(std::max<std::size_t>(line.size(), 14), ' ');
+    line += " " + right(counts, 21);
+    for (std::size_t i = 0; i < metrics.size(); ++i) line += " " + right(metrics[i], metric_columns()[i].width);
     std::string label = one_line(dataset_label(d));
     label.resize(std::max(label.size(), width), ' ');
-    out += buf + label + "  " + one_line(detail);
+    out += line + "  " + label + "  " + one_line(detail);
     while (!out.empty() && out.back() == ' ') out.pop_back();
     out += "\n";
     if (d.kinds && d.differing > 0) out += kinds_line(*d.kinds);
@@ -171,14 +224,7 @@ std::string compare_json(const CompareReport& r) {
     e["compared"] = d.compared;
     e["differing"] = d.differing;
     const std::optional<Distance>& dist = d.distance;
-    e["sign_flips"] = dist ? json(dist->sign_flips) : json(nullptr);
-    e["max_ulp"] = dist ? json(dist->max_ulp_same_sign) : json(nullptr);
-    // JSON has no NaN or Inf: a non-finite relative error (a reference of zeros, or sums beyond
-    // float64's range) is written as a string.
-    e["rel_l2"] = !dist                          ? json(nullptr)
-                  : std::isfinite(dist->rel_l2)  ? json(dist->rel_l2)
-                  : std::isnan(dist->rel_l2)     ? json("nan")
-                                                : json("inf");
+    for (const MetricColumn& m : metric_columns()) e[m.key] = dist ? m.json(*dist) : json(nullptr);
     e["difference_kinds"] = !d.kinds ? json(nullptr)
                                      : json{{"value", d.kinds->value},
                                             {"sign_of_zero", d.kinds->sign_of_zero},
