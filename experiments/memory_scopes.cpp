@@ -19,6 +19,7 @@
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
 #include "experiments/gpu_memory_cells.h"
+#include "experiments/paper_line.h"
 
 namespace psi::exp {
 
@@ -137,6 +138,10 @@ std::vector<Table> tabulate_memory_scopes(const nlohmann::json& case_records, co
                            "cuBLAS included), sampled through the stage."
                          : "the CPU backend has no device, so the process peak is the host process's resident peak, "
                            "not a GPU number."));
+  t.notes.push_back(paper_note("Fig. 2 and §IV-A, LTX-2 22B on an H200: the managed arena's scopes and the process "
+                               "peak per stage; psi's rows correspond stage by stage, and the values are in the paper's "
+                               "Fig. 2",
+                               options));
   return {t};
 }
 

@@ -16,6 +16,7 @@
 #include "engine/progress.h"
 #include "engine/runtime/run_report.h"
 #include "experiments/block_support.h"
+#include "experiments/paper_line.h"
 #include "experiments/trajectory_support.h"
 #include "compare/compare.h"
 #include "probes/probe_cases.h"
@@ -185,6 +186,9 @@ std::vector<Table> tabulate_transport_control(const nlohmann::json& case_records
   }
   t.notes.push_back(std::string("variant ") + kRuntimeVariant + "; 13 states x 2 modalities per run, each run in its own "
                     "file beside the report (check any pair with psi compare).");
+  t.notes.push_back(paper_note("§IV-C, LTX-2 22B: transport correctness, the run's saved states bitwise equal whatever "
+                               "the schedule; psi's states column corresponds",
+                               options));
   return {t};
 }
 

@@ -38,8 +38,8 @@
 //
 //   <!-- readme-test: columns: psi ARGS -->  its rows' first cells, each one code span, are the
 //                                             header of the first table `psi ARGS` prints, in
-//                                             order; every experiment `psi list` gives a paper
-//                                             Table for has one
+//                                             order, and it prints a paper line; every
+//                                             experiment `psi list` gives a paper Table for has one
 //
 // and every paragraph with a number in it must (Readme.EveryProseNumberIsChecked), in every
 // checked document: a page that takes one directive is checked whole. A paragraph is
@@ -621,7 +621,8 @@ TEST(Readme, ExperimentsTableIsPsiList) {
 }
 
 // docs/tables.md describes each column of each paper table once: its lists are the headers psi
-// prints, in order, and no experiment that reproduces a Table of the paper is left out.
+// prints, in order, and no experiment that reproduces a Table of the paper is left out; each of
+// those tables has its paper line (experiments/paper_line.h).
 TEST(Readme, TableColumnsAreWhatPsiPrints) {
   Scratch s;
   std::set<std::string> described;
@@ -643,6 +644,8 @@ TEST(Readme, TableColumnsAreWhatPsiPrints) {
     const auto printed = tables_of(lines_of(r.out));
     ASSERT_FALSE(printed.empty()) << p.where() << ": psi " << args << " prints no table:\n" << r.out;
     EXPECT_EQ(listed, printed[0].header) << p.where() << ": the columns of psi " << args << "'s first table";
+    EXPECT_NE(("\n" + r.out).find("\npaper ("), std::string::npos)
+        << p.where() << ": psi " << args << " prints no paper line beside its table:\n" << r.out;
     if (args.starts_with("run ")) described.insert(args.substr(4, args.find(' ', 4) - 4));
   }
   const auto& list = s.psi("list");
