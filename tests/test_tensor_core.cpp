@@ -15,9 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine/bf16_scan.h"
 #include "engine/error.h"
 #include "engine/official/kernel_config.h"
 #include "engine/official/tensor_core.h"
+#include "engine/official/tensor_core_lanes.h"
 #include "engine/parallel.h"
 
 namespace official = psi::official;
@@ -432,6 +434,64 @@ TEST(TensorCore, LaneKernelsAgreeOnTheEdges) {
       for (std::size_t i = 0; i < C.size(); ++i) expect_same(C[i], want[i], "edge case");
     }
   }
+}
+
+// The double-FMA kernel's E pass in bytes (tensor_core_lanes.h, ExponentBytes), taken where each
+// operand's non-zero exponents span at most 63 binades and the int16 pass one binade wider, against
+// the reference: operands with values at both ends of their span (the largest exponent sums and
+// the smallest, each the only non-zero product of a block in some rows), zeros between them and
+// rows of zeros, a span that ends in subnormals (counted at −126: there negative results truncate
+// to −0), on an odd number of rows and a partial panel.
+TEST(TensorCore, DoubleKernelTakesExponentBytesExactlyWhereTheSpansAllowThem) {
+  if (!tc::lane_kernel_available(tc::LaneKernel::avx2_double)) GTEST_SKIP() << "AVX2 is not in force (this CPU, or PSI_ISA)";
+  ThreadGuard guard;
+  tc::set_lane_kernel(tc::LaneKernel::avx2_double);
+  std::mt19937 g(58);
+  constexpr int K = 64;
+  std::uniform_int_distribution<int> mantissa(0, 127), pick(0, 1);
+  // ±(1 + j/128)·2^e, exact in BF16; at e = −126 with `subnormal`, a subnormal (exponent −126 too).
+  const auto value = [&](int e, bool subnormal) {
+    const std::uint16_t sign = pick(g) ? 0x8000 : 0;
+    if (subnormal && e == -126) return Bf16::from_bits(std::uint16_t(sign | std::max(1, mantissa(g))));
+    return Bf16::from_bits(std::uint16_t(sign | (e + 127) << 7 | mantissa(g)));
+  };
+  const auto operand = [&](int rows, int lo, int hi, bool subnormal) {
+    std::uniform_int_distribution<int> e(lo, hi);
+    std::vector<Bf16> m(std::size_t(rows * K));
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < K; ++k) {
+        Bf16& v = m[std::size_t(r * K + k)];
+        switch (r % 6) {
+          case 0: v = value(hi, subnormal); break;
+          case 1: if (k % 16 == (k / 16 + r) % 16) v = value(lo, subnormal); break;
+          case 2: v = value(k % 2 ? lo : hi, subnormal); break;
+          case 3: if (k % 3) v = value(e(g), subnormal); break;
+          case 4: break;
+          default: if (k == 37) v = value(lo, subnormal);
+        }
+      }
+    return m;
+  };
+  struct Span {
+    int lo, hi;
+    bool subnormal;
+  };
+  for (const Span a : {Span{-53, 10, false}, Span{-54, 10, false}, Span{-126, -63, true}, Span{-126, -62, true},
+                       Span{30, 93, false}})
+    for (const Span w : {Span{-65, -2, false}, Span{-66, -2, false}, Span{-40, 23, false}}) {
+      const int M = 7, N = 19;
+      const std::vector<Bf16> A = operand(M, a.lo, a.hi, a.subnormal), W = operand(N, w.lo, w.hi, w.subnormal);
+      const psi::CBf16Mat am{A.data(), M, K, K}, wm{W.data(), N, K, K};
+      const tc::ExponentBytes bytes = tc::exponent_bytes(psi::scan_bf16(am), psi::scan_bf16(wm));
+      EXPECT_EQ(bytes.on, a.hi - a.lo <= 63 && w.hi - w.lo <= 63) << "A " << a.lo << ".." << a.hi << ", W " << w.lo << ".." << w.hi;
+      // Accumulators whose last bits a block with no non-zero product keeps only where its E is
+      // the accumulator's own: below the smallest exponent sum, and far below.
+      const int exps[] = {a.hi + w.hi, a.lo + w.lo - 6, -100, -140};
+      std::vector<float> C0(std::size_t(M * N));
+      for (std::size_t i = 0; i < C0.size(); ++i)
+        C0[i] = i % 5 == 0 ? 0.0f : float(std::ldexp(i % 2 ? 1.3333333 : -1.3333333, exps[i % 4]));
+      expect_product_is_the_chain(A, W, M, N, K, C0, false);
+    }
 }
 
 // The FP32-product kernel on the edges of the range where it runs (every x·w a normal FP32

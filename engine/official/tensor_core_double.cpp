@@ -17,12 +17,12 @@
 //
 // Only the FMAs round, and only toward −∞; the MXCSR is set so for the kernel's call and put
 // back after it (run_panel_double), and every other floating-point operation in the kernel is exact,
-// so the mode changes nothing else. T u = S − S0 is exact, and truncating it to 24 significant
+// so the mode changes nothing else. −T u = S0 − S is exact, and truncating it to 24 significant
 // bits is clearing the low 29 bits of the double's significand: for −126 ≤ E − 25 ≤ 96 that is
-// the model's FP32 accumulator, held as a double into the next block (converted to FP32 only
-// when stored; T's exact zero, which the rounding mode makes −0, is made +0 there). A row's
-// block with a lane that allows neither (decided at the block's start, from E and the
-// accumulator) is finished lane by lane as dot() finishes it.
+// the model's FP32 accumulator negated, held as a double into the next block and converted to
+// FP32 only when stored. Held negated, the −0 that the rounding mode gives T's exact zero is the
+// model's +0. A row's block with a lane that allows neither (decided at the block's start, from
+// E and the accumulator) is finished lane by lane as dot() finishes it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +36,21 @@
 #endif
 
 namespace psi::official::tc {
+
+ExponentBytes exponent_bytes(const Bf16Scan& a, const Bf16Scan& w) {
+  // Each operand's non-zero fields, a subnormal's 0 counted as 1 (bf16_scan.h); none: no byte used.
+  const auto span = [](const Bf16Scan& s, int& lo, int& hi) {
+    lo = s.subnormal ? 1 : s.lo;
+    hi = s.lo <= s.hi ? s.hi : 1;
+    if (s.lo > s.hi && !s.subnormal) lo = hi = 127;
+  };
+  int alo = 0, ahi = 0, wlo = 0, whi = 0;
+  span(a, alo, ahi);
+  span(w, wlo, whi);
+  if (ahi - alo > 63 || whi - wlo > 63) return {};
+  // The greatest exponent of each operand, hi − 127, becomes byte 63.
+  return {true, ahi - 127 - 63, whi - 127 - 63};
+}
 
 #if defined(__x86_64__)
 namespace {
@@ -88,14 +103,27 @@ __attribute__((target("avx2"))) void decode_row(const Bf16* src, std::int64_t K,
 
 }  // namespace
 
-void decode_rows_double(CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d) {
+__attribute__((target("avx2"))) void decode_rows_double(CBf16Mat A, std::int64_t r0, std::int64_t nr,
+                                                        std::int64_t Kp, const ExponentBytes& bytes, RowData& d) {
   const std::int64_t blocks = Kp / kBlock;
   d.xd.resize(std::size_t(nr * Kp));
   d.xe16.resize(std::size_t(nr * Kp));
   d.xsign.resize(std::size_t(nr * blocks));
-  for (std::int64_t i = 0; i < nr; ++i)
+  if (bytes.on) d.xe8.resize(std::size_t(nr * Kp / 2));
+  const __m128i offset = _mm_set1_epi16(std::int16_t(bytes.a_offset));
+  for (std::int64_t i = 0; i < nr; ++i) {
+    const std::int16_t* e = d.xe16.data() + i * Kp;
     decode_row(A.row(r0 + i), A.cols, Kp, kRowFactor, d.xd.data() + i * Kp, d.xe16.data() + i * Kp,
                d.xsign.data() + i * blocks);
+    if (!bytes.on) continue;
+    // The exponents less the offset, in order, saturated to bytes (a zero's to −128).
+    auto* out = reinterpret_cast<std::int8_t*>(d.xe8.data() + i * Kp / 2);
+    for (std::int64_t k = 0; k < Kp; k += 16) {
+      const __m128i lo = _mm_subs_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e + k)), offset);
+      const __m128i hi = _mm_subs_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e + k + 8)), offset);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), _mm_packs_epi16(lo, hi));
+    }
+  }
 }
 
 namespace {
@@ -148,11 +176,13 @@ __attribute__((target("avx2"))) inline void transpose16x16(const __m256i* r, __m
 // there as decode16 decodes a row: the values as doubles in column order, the exponents and the
 // sign words in the kernel's slots.
 __attribute__((target("avx2"))) void decode_panel_double(CBf16Mat W, std::int64_t n0, std::int64_t nn,
-                                                         std::int64_t Kp, PanelData& d) {
+                                                         std::int64_t Kp, const ExponentBytes& bytes, PanelData& d) {
   const std::int64_t blocks = Kp / kBlock, K = W.cols;
   d.wd.resize(std::size_t(Kp * kLanes));
   d.we16.resize(std::size_t(Kp * kLanes));
   d.wsign.resize(std::size_t(blocks * kLanes));
+  if (bytes.on) d.we8.resize(std::size_t(Kp * kLanes));
+  const __m256i offset = _mm256_set1_epi16(std::int16_t(bytes.w_offset));
   const Bf16* row[kLanes];
   // Lanes past the panel's columns repeat its last column with no values: zeros.
   for (int j = 0; j < kLanes; ++j) row[j] = W.row(n0 + std::min<std::int64_t>(j, nn - 1));
@@ -169,7 +199,7 @@ __attribute__((target("avx2"))) void decode_panel_double(CBf16Mat W, std::int64_
       r[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
     }
     transpose16x16(r, t);
-    __m256i signs = _mm256_setzero_si256();
+    __m256i signs = _mm256_setzero_si256(), even = signs;
     for (int k = 0; k < kBlock; ++k) {
       const __m256i b = t[k];
       const __m256i field = _mm256_and_si256(_mm256_srli_epi16(b, 7), _mm256_set1_epi16(0xff));
@@ -177,8 +207,19 @@ __attribute__((target("avx2"))) void decode_panel_double(CBf16Mat W, std::int64_
           _mm256_cmpeq_epi16(field, _mm256_set1_epi16(0xff)),
           _mm256_cmpeq_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7fff)), _mm256_setzero_si256()));
       const __m256i e = _mm256_sub_epi16(_mm256_max_epi16(field, _mm256_set1_epi16(1)), _mm256_set1_epi16(127));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.we16.data() + (k0 + k) * kLanes),
-                          to_slots(_mm256_blendv_epi8(e, _mm256_set1_epi16(kZeroExp), zero)));
+      const __m256i slots = to_slots(_mm256_blendv_epi8(e, _mm256_set1_epi16(kZeroExp), zero));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.we16.data() + (k0 + k) * kLanes), slots);
+      if (bytes.on) {
+        // The exponents less the offset, a zero's saturated to −128: k even in the low byte of
+        // each lane, the next k in the high byte.
+        const __m256i code = _mm256_max_epi16(_mm256_subs_epi16(slots, offset), _mm256_set1_epi16(-128));
+        if (k % 2 == 0) {
+          even = _mm256_and_si256(code, _mm256_set1_epi16(0xff));
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d.we8.data() + (k0 + k - 1) * kLanes),
+                              _mm256_or_si256(even, _mm256_slli_epi16(code, 8)));
+        }
+      }
       const __m256i negative = _mm256_or_si256(_mm256_srai_epi16(b, 15), zero);
       signs = _mm256_or_si256(signs, _mm256_and_si256(negative, _mm256_set1_epi16(std::int16_t(1u << k))));
       double* out = d.wd.data() + (k0 + k) * kLanes;
@@ -232,9 +273,10 @@ struct BlockStart {
 
 // The entering accumulator's part of E (its exponent as an FP32 value where it is non-zero, a
 // subnormal's counting as −126; else kMinAlignExp, below every such exponent) joined with the
-// products' part, and N, the negative terms with the accumulator's. The accumulator is held as
-// doubles, each exactly its FP32 value, so its sign, exponent and zeroness are in its top 16 bits
-// (a non-zero FP32 value's double has an exponent field of 874 or more). The vector end takes a
+// products' part, and N, the negative terms with the accumulator's. The accumulator is held
+// negated as doubles, each exactly its FP32 value, so its sign (the other way round), exponent and
+// zeroness are in its top 16 bits (a non-zero FP32 value's double has an exponent field of 874 or
+// more). The vector end takes a
 // lane that enters finite and whose E is in −101..121, where a non-zero T u is a normal FP32 value
 // once truncated; or whose T is sure to be 0, a zero accumulator and no non-zero product (its E
 // is kMinAlignExp). Every other block of the row ends lane by lane, as dot() ends it.
@@ -244,7 +286,7 @@ __attribute__((target("avx2"))) inline BlockStart block_start(const __m256d* D, 
   const __m256i field = _mm256_and_si256(_mm256_srli_epi16(top, 4), _mm256_set1_epi16(0x7ff));
   const __m256i exp = _mm256_sub_epi16(_mm256_max_epi16(field, _mm256_set1_epi16(1023 - 126)), _mm256_set1_epi16(1023));
   const __m256i E = _mm256_max_epi16(_mm256_blendv_epi8(exp, _mm256_set1_epi16(kMinAlignExp), zero), product_e);
-  const __m256i N = _mm256_sub_epi16(negative, _mm256_andnot_si256(zero, _mm256_srai_epi16(top, 15)));
+  const __m256i N = _mm256_sub_epi16(negative, _mm256_andnot_si256(zero, _mm256_cmpgt_epi16(top, _mm256_set1_epi16(-1))));
   const __m256i in_range =
       _mm256_and_si256(_mm256_cmpgt_epi16(E, _mm256_set1_epi16(-102)), _mm256_cmpgt_epi16(_mm256_set1_epi16(122), E));
   const __m256i sure_zero = _mm256_and_si256(zero, _mm256_cmpeq_epi16(product_e, _mm256_set1_epi16(kNoProduct)));
@@ -256,7 +298,7 @@ __attribute__((target("avx2"))) inline BlockStart block_start(const __m256d* D, 
 // S0 = 1.5 · 2^(E+27) as bits: its top 16 bits are the biased exponent E + 1050 shifted by 4 and
 // the significand's first bit, (E << 4) + (1050 << 4 | 8), given in slots; quarter q's are word
 // 3 − q of each 64-bit lane, shifted to the top. The start S0 + N u is S0's bits or N (N < 2^16
-// and S0's low bits are 0).
+// and S0's low bits are 0); the accumulator, held negated, is subtracted.
 template <int q>
 __attribute__((target("avx2,fma"))) inline void start_quarter(__m256i top16, __m256i N16, __m256i* S0, __m256d* S) {
   const __m256i top_word = _mm256_set1_epi64x(std::int64_t(0xffff000000000000ull));
@@ -264,13 +306,14 @@ __attribute__((target("avx2,fma"))) inline void start_quarter(__m256i top16, __m
   const __m256i s0 = q == 3 ? _mm256_slli_epi64(top16, 48) : _mm256_and_si256(_mm256_slli_epi64(top16, 16 * q), top_word);
   const __m256i n = q == 0 ? _mm256_srli_epi64(N16, 48) : _mm256_and_si256(_mm256_srli_epi64(N16, 48 - 16 * q), low_word);
   S0[q] = s0;
-  S[q] = _mm256_fmadd_pd(S[q], _mm256_set1_pd(kRowFactor), _mm256_castsi256_pd(_mm256_or_si256(s0, n)));
+  S[q] = _mm256_fnmadd_pd(S[q], _mm256_set1_pd(kRowFactor), _mm256_castsi256_pd(_mm256_or_si256(s0, n)));
 }
 
-// The block's end lane by lane, as dot() ends it, for the rows the vector end cannot take: out of
-// line and by value, so that the hot path's values stay in registers (its arrays would put them
-// in memory). A lane that entered non-finite has a non-finite T u and keeps it (gemm_accumulate
-// gives a non-finite entering value dot()'s result; an overflow to infinity stays).
+// The block's end lane by lane, as dot() ends it, for the rows the vector end cannot take, from
+// −T u and to the negated accumulator: out of line and by value, so that the hot path's values
+// stay in registers (its arrays would put them in memory). A lane that entered non-finite has a
+// non-finite T u and keeps it (gemm_accumulate gives a non-finite entering value dot()'s result;
+// an overflow to infinity stays).
 struct Quarters {
   __m256d q[4];
 };
@@ -285,18 +328,17 @@ __attribute__((target("avx2"), noinline, cold)) Quarters end_block_lanes(__m256i
   _mm256_store_si256(reinterpret_cast<__m256i*>(e), E16);
   for (int c = 0; c < kLanes; ++c) {
     const int E = e[slot_of_column(c)];
-    if (std::isfinite(t[c])) t[c] = normalize(std::int64_t(std::ldexp(t[c], kUnitExp - E)), E, nullptr);
+    if (std::isfinite(t[c])) t[c] = -double(normalize(std::int64_t(std::ldexp(-t[c], kUnitExp - E)), E, nullptr));
   }
   return {{_mm256_load_pd(t), _mm256_load_pd(t + 4), _mm256_load_pd(t + 8), _mm256_load_pd(t + 12)}};
 }
 
-// The block's end for one row: T u = S − S0 truncated to 24 bits, the accumulator for the next
-// block, where the block's start allows it; else end_block_lanes. An exact zero is −0 here (the
-// rounding mode), which counts as zero wherever the accumulator is read; it is made +0 when the
-// accumulator is stored.
+// The block's end for one row: −T u = S0 − S truncated to 24 bits, the negated accumulator for
+// the next block, where the block's start allows it; else end_block_lanes. T's exact zero is −0
+// here (the rounding mode), the negation of the model's +0.
 __attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, const __m256i* S0, __m256d* S) {
   const __m256d keep24 = _mm256_castsi256_pd(_mm256_set1_epi64x(std::int64_t(~((std::uint64_t(1) << 29) - 1))));
-  for (int q = 0; q < 4; ++q) S[q] = _mm256_sub_pd(S[q], _mm256_castsi256_pd(S0[q]));
+  for (int q = 0; q < 4; ++q) S[q] = _mm256_sub_pd(_mm256_castsi256_pd(S0[q]), S[q]);
   if (!b.vector_end) {
     const Quarters lanes = end_block_lanes(b.E16, S[0], S[1], S[2], S[3]);
     for (int q = 0; q < 4; ++q) S[q] = lanes.q[q];
@@ -305,47 +347,81 @@ __attribute__((target("avx2,fma"))) inline void end_block(const BlockStart& b, c
   for (int q = 0; q < 4; ++q) S[q] = _mm256_and_pd(S[q], keep24);
 }
 
-// R rows (1 or 2: 4R accumulators of 4 doubles, four loads and R broadcasts a k) against the
-// panel's blocks blk0..blk1 (K = Kp padded to whole blocks). The accumulators stay doubles from
-// block to block, each exactly the model's FP32 value. Runs with the MXCSR rounding toward −∞.
-template <int R>
-__attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowData& rows, std::int64_t i,
-                                                                      const PanelData& p, std::int64_t Kp,
-                                                                      std::int64_t blk0, std::int64_t blk1,
-                                                                      float* acc) {
-  const std::int64_t blocks = Kp / kBlock;
-  const double* xd[R];
-  const std::int16_t* xe[R];
-  const std::uint16_t* xs[R];
-  __m256d S[R][4];
-  for (int r = 0; r < R; ++r) {
-    xd[r] = rows.xd.data() + (i + r) * Kp;
-    xe[r] = rows.xe16.data() + (i + r) * Kp;
-    xs[r] = rows.xsign.data() + (i + r) * blocks;
-    for (int h = 0; h < 2; ++h) {
-      const __m256 a = _mm256_loadu_ps(acc + r * kLanes + 8 * h);
-      S[r][2 * h] = _mm256_cvtps_pd(_mm256_castps256_ps128(a));
-      S[r][2 * h + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+// The products' part of E for each of R rows' block at k0: the largest exponent sum of a non-zero
+// product, kNoProduct where there is none. With exponent bytes (ExponentBytes), two k a vector:
+// each 16-bit lane's low byte takes the even k's sums, the high byte the odd k's, both started
+// at −1, below every real sum and above every sum with a zero; the two maxima are joined and
+// the offsets added back after. Else two k at a time in int16, in two max chains.
+template <int R, bool kBytes>
+__attribute__((target("avx2"))) inline void products_e(const PanelData& p, const std::int16_t* const* xe,
+                                                       const std::uint16_t* const* xe8, std::int64_t k0,
+                                                       std::int16_t offset, __m256i* e) {
+  if constexpr (kBytes) {
+    for (int r = 0; r < R; ++r) e[r] = _mm256_set1_epi8(-1);
+#pragma GCC unroll 8
+    for (int k = 0; k < kBlock; k += 2) {
+      const __m256i we = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.we8.data() + (k0 + k) * kLanes));
+      for (int r = 0; r < R; ++r)
+        e[r] = _mm256_max_epi8(e[r], _mm256_adds_epi8(we, _mm256_set1_epi16(std::int16_t(xe8[r][(k0 + k) / 2]))));
     }
-  }
-  for (std::int64_t blk = blk0; blk < blk1; ++blk) {
-    const std::int64_t k0 = blk * kBlock;
-    // The products' part of E does not depend on the accumulator: two max chains a row, joined
-    // with the accumulator's part after, so that the pass can run while the last block ends.
-    __m256i e[R][2];
-    for (int r = 0; r < R; ++r) e[r][0] = e[r][1] = _mm256_set1_epi16(kNoProduct);
+    for (int r = 0; r < R; ++r) {
+      const __m256i m = _mm256_max_epi16(_mm256_srai_epi16(e[r], 8), _mm256_srai_epi16(_mm256_slli_epi16(e[r], 8), 8));
+      e[r] = _mm256_blendv_epi8(_mm256_add_epi16(m, _mm256_set1_epi16(offset)), _mm256_set1_epi16(kNoProduct),
+                                _mm256_cmpeq_epi16(m, _mm256_set1_epi16(-1)));
+    }
+  } else {
+    __m256i f[R][2];
+    for (int r = 0; r < R; ++r) f[r][0] = f[r][1] = _mm256_set1_epi16(kNoProduct);
 #pragma GCC unroll 16
     for (int k = 0; k < kBlock; ++k) {
       const __m256i we = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.we16.data() + (k0 + k) * kLanes));
       for (int r = 0; r < R; ++r)
-        e[r][k % 2] = _mm256_max_epi16(e[r][k % 2], _mm256_adds_epi16(we, _mm256_set1_epi16(xe[r][k0 + k])));
+        f[r][k % 2] = _mm256_max_epi16(f[r][k % 2], _mm256_adds_epi16(we, _mm256_set1_epi16(xe[r][k0 + k])));
     }
+    for (int r = 0; r < R; ++r) e[r] = _mm256_max_epi16(f[r][0], f[r][1]);
+  }
+}
+
+// R rows (1 or 2: 4R accumulators of 4 doubles, four loads and R broadcasts a k) against the
+// panel's blocks blk0..blk1 (K = Kp padded to whole blocks). The accumulators stay doubles from
+// block to block, each exactly the model's FP32 value negated: T's exact zero, which the rounding
+// mode makes −0, is then the model's +0, and a −0 of the model's (a negative T u truncated to
+// zero, lane by lane) stays −0. Runs with the MXCSR rounding toward −∞.
+template <int R, bool kBytes>
+__attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowData& rows, std::int64_t i,
+                                                                      const PanelData& p, std::int64_t Kp,
+                                                                      std::int64_t blk0, std::int64_t blk1,
+                                                                      std::int16_t offset, float* acc) {
+  const std::int64_t blocks = Kp / kBlock;
+  const double* xd[R];
+  const std::int16_t* xe[R];
+  const std::uint16_t* xe8[R];
+  const std::uint16_t* xs[R];
+  __m256d S[R][4];
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  for (int r = 0; r < R; ++r) {
+    xd[r] = rows.xd.data() + (i + r) * Kp;
+    xe[r] = rows.xe16.data() + (i + r) * Kp;
+    xe8[r] = kBytes ? rows.xe8.data() + (i + r) * Kp / 2 : nullptr;
+    xs[r] = rows.xsign.data() + (i + r) * blocks;
+    for (int h = 0; h < 2; ++h) {
+      const __m256 a = _mm256_loadu_ps(acc + r * kLanes + 8 * h);
+      S[r][2 * h] = _mm256_xor_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)), sign);
+      S[r][2 * h + 1] = _mm256_xor_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)), sign);
+    }
+  }
+  for (std::int64_t blk = blk0; blk < blk1; ++blk) {
+    const std::int64_t k0 = blk * kBlock;
+    // The products' part of E does not depend on the accumulator: it is joined with the
+    // accumulator's part after, so that the pass can run while the last block ends.
+    __m256i e[R];
+    products_e<R, kBytes>(p, xe, xe8, k0, offset, e);
     const __m256i ws = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsign.data() + blk * kLanes));
     BlockStart b[R];
     __m256i S0[R][4];
     for (int r = 0; r < R; ++r) {
       const __m256i negative = popcount16(_mm256_xor_si256(ws, _mm256_set1_epi16(std::int16_t(xs[r][blk]))));
-      b[r] = block_start(S[r], _mm256_max_epi16(e[r][0], e[r][1]), negative);
+      b[r] = block_start(S[r], e[r], negative);
       const __m256i top16 = _mm256_add_epi16(_mm256_slli_epi16(b[r].E16, 4), _mm256_set1_epi16((1050 << 4) | 8));
       start_quarter<0>(top16, b[r].N16, S0[r], S[r]);
       start_quarter<1>(top16, b[r].N16, S0[r], S[r]);
@@ -368,12 +444,11 @@ __attribute__((target("avx2,fma"), noinline)) void chain_rows_double(const RowDa
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) end_block(b[r], S0[r], S[r]);
   }
-  // Every value is an FP32 value (exact conversions); an exact zero is +0 (the rounding mode made
-  // it −0). A NaN, which only a non-finite entering value gives, is left as it is.
+  // Every value is an FP32 value (exact conversions).
   for (int r = 0; r < R; ++r)
     for (int h = 0; h < 2; ++h) {
       const __m256 a = _mm256_set_m128(_mm256_cvtpd_ps(S[r][2 * h + 1]), _mm256_cvtpd_ps(S[r][2 * h]));
-      _mm256_storeu_ps(acc + r * kLanes + 8 * h, _mm256_and_ps(a, _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_NEQ_UQ)));
+      _mm256_storeu_ps(acc + r * kLanes + 8 * h, _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)));
     }
 }
 
@@ -391,7 +466,8 @@ class RoundingDown {
 
 }  // namespace
 
-void run_panel_double(const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t Kp, float* acc) {
+void run_panel_double(const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t Kp,
+                      const ExponentBytes& bytes, float* acc) {
   const RoundingDown mode;
   // All the rows go through 32 blocks at a time (80 KiB of the panel), so that those stay in the
   // L2 cache while every row passes: a whole panel of K = 4,096 is 640 KiB, more than a 512 KiB L2.
@@ -399,8 +475,14 @@ void run_panel_double(const RowData& r, std::int64_t rows, const PanelData& p, s
   for (std::int64_t b0 = 0; b0 < Kp / kBlock; b0 += kChunkBlocks) {
     const std::int64_t b1 = std::min(Kp / kBlock, b0 + kChunkBlocks);
     std::int64_t i = 0;
-    for (; i + 2 <= rows; i += 2) chain_rows_double<2>(r, i, p, Kp, b0, b1, acc + i * kLanes);
-    if (i < rows) chain_rows_double<1>(r, i, p, Kp, b0, b1, acc + i * kLanes);
+    const auto offset = std::int16_t(bytes.a_offset + bytes.w_offset);
+    if (bytes.on) {
+      for (; i + 2 <= rows; i += 2) chain_rows_double<2, true>(r, i, p, Kp, b0, b1, offset, acc + i * kLanes);
+      if (i < rows) chain_rows_double<1, true>(r, i, p, Kp, b0, b1, offset, acc + i * kLanes);
+      continue;
+    }
+    for (; i + 2 <= rows; i += 2) chain_rows_double<2, false>(r, i, p, Kp, b0, b1, offset, acc + i * kLanes);
+    if (i < rows) chain_rows_double<1, false>(r, i, p, Kp, b0, b1, offset, acc + i * kLanes);
   }
 }
 #endif

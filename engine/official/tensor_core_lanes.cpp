@@ -557,26 +557,28 @@ std::int64_t run_task_rows(LaneKernel k, const RowData& r, std::int64_t i, std::
 
 }  // namespace
 
-void decode_task_rows(LaneKernel k, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d) {
+void decode_task_rows(LaneKernel k, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp,
+                      [[maybe_unused]] const ExponentBytes& bytes, RowData& d) {
 #if defined(__x86_64__)
   if (k == LaneKernel::avx512_fp) return decode_rows_fp(A, r0, nr, Kp, d);
-  if (k == LaneKernel::avx2_double) return decode_rows_double(A, r0, nr, Kp, d);
+  if (k == LaneKernel::avx2_double) return decode_rows_double(A, r0, nr, Kp, bytes, d);
 #endif
   decode_rows(A, r0, nr, d);
 }
 
-void decode_task_panel(LaneKernel k, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, PanelData& d) {
+void decode_task_panel(LaneKernel k, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp,
+                       [[maybe_unused]] const ExponentBytes& bytes, PanelData& d) {
 #if defined(__x86_64__)
   if (k == LaneKernel::avx512_fp) return decode_panel_fp(W, n0, nn, Kp, d);
-  if (k == LaneKernel::avx2_double) return decode_panel_double(W, n0, nn, Kp, d);
+  if (k == LaneKernel::avx2_double) return decode_panel_double(W, n0, nn, Kp, bytes, d);
 #endif
   decode_panel(W, n0, nn, d);
 }
 
 void run_task_panel(LaneKernel k, const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t K,
-                    std::int64_t Kp, float* acc) {
+                    std::int64_t Kp, [[maybe_unused]] const ExponentBytes& bytes, float* acc) {
 #if defined(__x86_64__)
-  if (k == LaneKernel::avx2_double) return run_panel_double(r, rows, p, Kp, acc);
+  if (k == LaneKernel::avx2_double) return run_panel_double(r, rows, p, Kp, bytes, acc);
 #endif
   for (std::int64_t i = 0; i < rows;) i += run_task_rows(k, r, i, rows - i, p, K, Kp, acc + i * kLanes);
 }

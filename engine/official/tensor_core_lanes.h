@@ -1,5 +1,5 @@
 #pragma once
-// Internal to engine/official/tensor_core*.cpp: the matrix form's lane kernels, which
+// Internal to engine/official/tensor_core*.cpp (and their tests): the matrix form's lane kernels, which
 // gemm_accumulate (tensor_core_linear.cpp) runs task by task. Every kernel gives dot()'s bits
 // (tensor_core.h); which one runs is the machine's and set_lane_kernel's choice.
 //
@@ -41,6 +41,7 @@ struct RowData {
   std::vector<double> xd;               // [rows][Kp]
   std::vector<std::int16_t> xe16;       // [rows][Kp]
   std::vector<std::uint16_t> xsign;     // [rows][Kp/16], bit k%16 for k
+  std::vector<std::uint16_t> xe8;       // [rows][Kp/2], k 2p's exponent byte (ExponentBytes) low, 2p+1's high
 };
 
 struct PanelData {
@@ -51,25 +52,43 @@ struct PanelData {
   std::vector<double> wd;                      // [Kp][kLanes]
   std::vector<std::int16_t> we16;              // [Kp][kLanes], lanes in the double-FMA kernel's order
   std::vector<std::uint16_t> wsign;            // [Kp/16][kLanes], the same
+  std::vector<std::int8_t> we8;                // [Kp/2][kLanes][2], k 2p's and 2p+1's exponent bytes, the same
 };
+
+// The double-FMA kernel's E pass with the exponents in bytes, two k a vector, where each
+// operand's non-zero exponents span at most 63 binades (every real activation and weight): an
+// exponent less its operand's offset is then 0..63, a zero's byte is −128 (their sums, −65 and
+// below, never exceed a real one's, 0 and up), and a sum is exact in a saturating byte. Off
+// where a span is wider: the E pass in int16.
+struct ExponentBytes {
+  bool on = false;
+  int a_offset = 0, w_offset = 0;
+};
+ExponentBytes exponent_bytes(const Bf16Scan& a, const Bf16Scan& w);
 
 // A task's operands take the layouts of the kernel that runs: one row at a time with the integer
 // kernels', or (x86 only) K padded to Kp and several rows at a time with the FP32-product
 // kernel's (decoded in the vector unit) or the double-FMA kernel's.
-void decode_task_rows(LaneKernel k, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d);
+// `bytes` is the double-FMA kernel's (exponent_bytes of the product's scans), the same for every task.
+void decode_task_rows(LaneKernel k, CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp,
+                      const ExponentBytes& bytes, RowData& d);
 
-void decode_task_panel(LaneKernel k, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, PanelData& d);
+void decode_task_panel(LaneKernel k, CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp,
+                       const ExponentBytes& bytes, PanelData& d);
 
 #if defined(__x86_64__)
 // The double-FMA kernel's part (tensor_core_double.cpp).
-void decode_rows_double(CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, RowData& d);
-void decode_panel_double(CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, PanelData& d);
-void run_panel_double(const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t Kp, float* acc);
+void decode_rows_double(CBf16Mat A, std::int64_t r0, std::int64_t nr, std::int64_t Kp, const ExponentBytes& bytes,
+                        RowData& d);
+void decode_panel_double(CBf16Mat W, std::int64_t n0, std::int64_t nn, std::int64_t Kp, const ExponentBytes& bytes,
+                         PanelData& d);
+void run_panel_double(const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t Kp,
+                      const ExponentBytes& bytes, float* acc);
 #endif
 
 // Runs the task's `rows` rows against the panel, continuing from acc [rows][kLanes].
 void run_task_panel(LaneKernel k, const RowData& r, std::int64_t rows, const PanelData& p, std::int64_t K,
-                    std::int64_t Kp, float* acc);
+                    std::int64_t Kp, const ExponentBytes& bytes, float* acc);
 
 // The kernel a product gets: the chosen one, with the FP32-product kernel only where its products
 // are exact and its panel gather can index W's rows (15·ld fits an int32).

@@ -54,6 +54,7 @@ void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32
   check_scan(as, M);
   check_scan(ws, N);
   const LaneKernel kernel = kernel_for(W, as.scan, ws.scan);
+  const ExponentBytes bytes = kernel == LaneKernel::avx2_double ? exponent_bytes(as.scan, ws.scan) : ExponentBytes{};
   const std::int64_t Kp = (K + kBlock - 1) / kBlock * kBlock;
 
   const std::int64_t mtasks = (M + kTaskRows - 1) / kTaskRows, ntasks = (N + kTaskCols - 1) / kTaskCols;
@@ -74,14 +75,14 @@ void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32
     // Tasks are handed out in order along a row of tasks, so a thread's next task mostly has the
     // same rows of A: they are decoded once for all of those.
     if (rows_product != product || rows_m0 != m0) {
-      decode_task_rows(kernel, A, m0, mb, Kp, rows);
+      decode_task_rows(kernel, A, m0, mb, Kp, bytes, rows);
       rows_product = product;
       rows_m0 = m0;
     }
     const bool rows_finite = all_finite(as.scan, as.row0 + m0, mb);
     for (std::int64_t p0 = n0; p0 < n0 + nb; p0 += kLanes) {
       const std::int64_t nn = std::min<std::int64_t>(kLanes, n0 + nb - p0);
-      decode_task_panel(kernel, W, p0, nn, Kp, panel);
+      decode_task_panel(kernel, W, p0, nn, Kp, bytes, panel);
       const bool finite = rows_finite && all_finite(ws.scan, ws.row0 + p0, nn);
       for (std::int64_t i = 0; i < mb; ++i) {
         const float* c = &C.at(m0 + i, p0);
@@ -90,7 +91,7 @@ void gemm_accumulate(CBf16Mat A, OperandScan as, CBf16Mat W, OperandScan ws, F32
         std::fill(a + nn, a + kLanes, 0.0f);
         entering_finite[std::size_t(i)] = std::all_of(c, c + nn, [](float v) { return std::isfinite(v); });
       }
-      run_task_panel(kernel, rows, mb, panel, K, Kp, acc.data());
+      run_task_panel(kernel, rows, mb, panel, K, Kp, bytes, acc.data());
       for (std::int64_t i = 0; i < mb; ++i) {
         const std::int64_t m = m0 + i;
         float* c = &C.at(m, p0);
