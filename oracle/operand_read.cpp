@@ -11,7 +11,6 @@
 #include "engine/error.h"
 #include "engine/sha256.h"
 #include "hdf5/schema.h"
-#include "oracle/operands.h"
 
 namespace psi::oracle {
 
@@ -80,6 +79,8 @@ Bf16Tensor exact_values(const hdf5::File& f, const std::string& path, std::strin
 }
 
 }  // namespace
+
+std::string dataset_path(const std::string& name) { return name.starts_with("/") ? name : "/" + name; }
 
 TensorRef parse_tensor_ref(const std::string& text) {
   std::error_code ec;

@@ -21,6 +21,8 @@ struct TensorRef {
 };
 TensorRef parse_tensor_ref(const std::string& text);
 
+std::string dataset_path(const std::string& name);  // "x" -> "/x"
+
 struct ReadOperand {
   Bf16Tensor t;
   std::string dataset;  // the dataset path it was read from

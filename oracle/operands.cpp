@@ -78,12 +78,6 @@ Bf16Tensor regenerate(const hdf5::File& f, const std::string& json_path, const n
   return t;
 }
 
-}  // namespace
-
-std::string dataset_path(const std::string& name) { return name.starts_with("/") ? name : "/" + name; }
-
-namespace {
-
 OperandRecord record(const std::string& role, const hdf5::File& f, const ReadOperand& r) {
   return {role, f.path().string(), r.dataset, r.stored, r.sha256, r.hash_checked};
 }

@@ -108,6 +108,4 @@ struct Row0Match {
 Bf16Tensor projection_row0(const LinearProblem& p);
 Row0Match match_row0(const LinearProblem& p, const Bf16Tensor& y, const Bf16Tensor& exact_row0);
 
-std::string dataset_path(const std::string& name);  // "x" -> "/x"
-
 }  // namespace psi::oracle
