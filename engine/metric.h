@@ -2,7 +2,8 @@
 // The distance metrics (engine/distance.h) as psi shows them, one entry each, which every
 // surface enumerates: psi probe's rows and their legend (probes/metrics.h, cli/cmd_probe.cpp),
 // psi compare's table and --json (report/compare_table.cpp), the experiments' records
-// (experiments/records.h) and the tables that show the standard set (psi run probes). A new
+// (experiments/records.h) and the tables that show the standard set (psi run probes), and, of
+// those the entries mark, the tables that keep the paper's columns (block-controls). A new
 // metric is its field in Distance, its computation in distance.cpp and its entry here
 // (docs/contributing.md, "Add a metric"). The counts every surface shows first, the elements
 // compared and the differing ones, are Distance's total and differing, not metrics.
@@ -31,16 +32,21 @@ struct Metric {
   // In every report's records; false: absent in the reports written before it (read as 0 there),
   // whose rows show "—" for it.
   bool in_every_report;
+  // Shown by the tables that keep the paper's columns (block-controls' tables and its device-check
+  // section), which show these metrics of each output and its differing elements, not every one.
+  bool in_paper_tables;
 };
 
 // In the order psi probe and the tables show them.
 inline constexpr std::tuple kDistanceMetrics{
     Metric<double>{"rel_l2", "rel_l2", "rel L2", &Distance::rel_l2, "||psi - recording|| / ||recording|| in float64",
-                   "||recording - float64|| / ||float64||", 10, 2, true},
+                   "||recording - float64|| / ||float64||", 10, 2, true, true},
     Metric<std::int64_t>{"sign_flips", "sign_flips", "sign flips", &Distance::sign_flips,
-                         "differing elements whose sign (-, 0, +) differs from the recording's", nullptr, 10, 0, false},
+                         "differing elements whose sign (-, 0, +) differs from the recording's", nullptr, 10, 0, false,
+                         false},
     Metric<std::int64_t>{"max_ulp_same_sign", "max_ulp", "max ULP (same sign)", &Distance::max_ulp_same_sign,
-                         "the largest BF16 ULP distance among the other differing elements", nullptr, 8, 1, false},
+                         "the largest BF16 ULP distance among the other differing elements", nullptr, 8, 1, false,
+                         false},
 };
 
 inline constexpr std::size_t kDistanceMetricCount = std::tuple_size_v<decltype(kDistanceMetrics)>;

@@ -21,6 +21,7 @@
 
 #include "engine/distance.h"
 #include "engine/json_read.h"
+#include "engine/metric.h"
 #include "engine/model/block_f64.h"
 #include "engine/model/variant.h"
 #include "engine/official/math_to_flash.h"
@@ -370,6 +371,21 @@ namespace {
 
 constexpr const char* kRecordedPeak = "recording GPU, torch max_memory_allocated";
 
+// A metric's cell in the tables that keep the paper's columns: a ratio in `digits` digits, a
+// count with thousands separators.
+std::string paper_cell(double v, int digits = 3) { return fmt_sci(v, digits); }
+std::string paper_cell(std::int64_t v, int = 3) { return fmt_count(v); }
+
+// The cells of the metrics those tables show (engine/metric.h's in_paper_tables), each followed
+// by `sep`.
+std::string paper_cells(const Distance& d, const std::string& sep, int digits = 3) {
+  std::string out;
+  for_each_metric([&](const auto& m) {
+    if (m.in_paper_tables) out += paper_cell(d.*m.member, digits) + sep;
+  });
+  return out;
+}
+
 // Probes as rows, paths as columns (the two recordings, then every variant): "rel L2 /
 // differing", and the path(s) closest to the float64 block by relative L2.
 Table float64_table(const std::vector<BlockControlsCase>& cases) {
@@ -404,8 +420,9 @@ Table float64_table(const std::vector<BlockControlsCase>& cases) {
           cells.push_back("—");
           continue;
         }
-        const double l2 = it->second->distance.rel_l2;
-        cells.push_back(fmt_sci(l2, 4) + " / " + fmt_count(it->second->distance.differing));  // paths differ in the 3rd digit
+        const double l2 = it->second->distance.rel_l2;  // the ranking's
+        // Paths differ in the 3rd digit: 4 of them.
+        cells.push_back(paper_cells(it->second->distance, " / ", 4) + fmt_count(it->second->distance.differing));
         if (l2 < best) {
           best = l2;
           closest = p;
@@ -468,13 +485,30 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
   Table t;
   t.title = "block controls on identical frozen inputs (Table VI): relative L2 to the official MATH block, "
             "||path − MATH|| / ||MATH|| (psi probe's rel_l2 against math)";
-  // The paper's columns (peak, video and audio error), then psi's differing counts.
-  t.columns = {"path", "peak memory", "video_out rel L2", "audio_out rel L2", "video differing", "audio differing"};
+  // The paper's columns (peak, video and audio error: the metrics marked in_paper_tables), then
+  // psi's differing counts.
+  t.columns = {"path", "peak memory"};
+  for_each_metric([&](const auto& m) {
+    if (m.in_paper_tables)
+      for (const char* output : {"video_out ", "audio_out "}) t.columns.push_back(output + std::string(m.label));
+  });
+  t.columns.insert(t.columns.end(), {"video differing", "audio differing"});
   t.time_columns = {"peak memory"};  // psi's process peaks differ from run to run
-  const auto cells = [](const std::string& path, const std::string& peak, std::int64_t vd, std::int64_t vt, double vl2,
-                        std::int64_t ad, std::int64_t at, double al2) {
-    return std::vector<std::string>{path, peak, fmt_sci(vl2), fmt_sci(al2), fmt_count(vd) + " / " + fmt_count(vt),
-                                    fmt_count(ad) + " / " + fmt_count(at)};
+  const auto cells = [](const std::string& path, const std::string& peak, const Distance& video, const Distance& audio) {
+    std::vector<std::string> c{path, peak};
+    for_each_metric([&](const auto& m) {
+      if (m.in_paper_tables)
+        for (const Distance* d : {&video, &audio}) c.push_back(paper_cell((*d).*m.member));
+    });
+    c.push_back(fmt_count(video.differing) + " / " + fmt_count(video.total));
+    c.push_back(fmt_count(audio.differing) + " / " + fmt_count(audio.total));
+    return c;
+  };
+  // MATH against itself: 0 by definition, on the elements the others count.
+  const auto none_of = [](const Distance& d) {
+    Distance zero;
+    zero.total = d.total;
+    return zero;
   };
   const auto recorded_peak_cell = [](const std::optional<std::uint64_t>& bytes) {
     return bytes ? fmt_mib(double(*bytes)) + " (" + kRecordedPeak + ")" : std::string("not recorded");
@@ -489,11 +523,9 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
     for (const auto& r : c.official_flash_vs_math) (r.tensor == "video_out" ? fv : fa) = &r.distance;
     // MATH is the reference: its own row is 0 by definition, on the elements the others count.
     if (fv && fa)
-      t.add_row(cells("official MATH (recorded)", recorded_peak_cell(c.official_math_peak_bytes), 0, fv->total, 0.0, 0,
-                      fa->total, 0.0));
-    if (fv && fa)
-      t.add_row(cells("official FLASH (recorded)", recorded_peak_cell(c.official_flash_peak_bytes), fv->differing,
-                      fv->total, fv->rel_l2, fa->differing, fa->total, fa->rel_l2));
+      t.add_row(cells("official MATH (recorded)", recorded_peak_cell(c.official_math_peak_bytes), none_of(*fv),
+                      none_of(*fa)));
+    if (fv && fa) t.add_row(cells("official FLASH (recorded)", recorded_peak_cell(c.official_flash_peak_bytes), *fv, *fa));
     for (const std::string& v : model::numerics_variant_names()) {
       if (!by.count(v)) continue;
       const auto* vo = by[v]["video_out"];
@@ -501,8 +533,7 @@ std::vector<Table> tabulate_block_controls(const nlohmann::json& case_records, c
       if (!vo || !ao) continue;
       const ProcessPeak* peak = nullptr;
       if (c.process_peaks && c.process_peaks->count(v)) peak = &c.process_peaks->at(v);
-      t.add_row(cells("psi " + v, psi_peak.cell(peak), vo->differing, vo->total, vo->rel_l2, ao->differing, ao->total,
-                      ao->rel_l2));
+      t.add_row(cells("psi " + v, psi_peak.cell(peak), *vo, *ao));
     }
     const auto& tm = c.official_timing_and_memory;
     if (!tm.is_null() && !tm.empty()) t.notes.push_back("official timing and memory on the recording GPU: " + tm.dump());
@@ -565,10 +596,14 @@ std::string block_controls_device_summary(const DeviceSummaryInput& in) {
       if (!row.distance || row.backend != "math") continue;
       if (std::find(tensors.begin(), tensors.end(), row.tensor) == tensors.end()) tensors.push_back(row.tensor);
       const Distance& d = *row.distance;
-      cell[row.tensor][row.variant] = fmt_sci(d.rel_l2) + " (" + fmt_count((long long)d.differing) + " / " +
+      cell[row.tensor][row.variant] = paper_cells(d, " ") + "(" + fmt_count((long long)d.differing) + " / " +
                                       fmt_count((long long)d.total) + ")";
     }
-    for (const BlockControlsCase::FlashVsMath& d : c.official_flash_vs_math) cell[d.tensor][kFlashCell] = fmt_sci(d.distance.rel_l2);
+    for (const BlockControlsCase::FlashVsMath& d : c.official_flash_vs_math) {
+      std::string flash = paper_cells(d.distance, " ");
+      if (!flash.empty()) flash.pop_back();
+      cell[d.tensor][kFlashCell] = flash;
+    }
   }
   // The variants that claim no recording: the claimants' distance to it is 0 by their claim,
   // which psi probe --require-bitwise checks.
