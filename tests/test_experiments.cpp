@@ -21,6 +21,7 @@
 #include "engine/error.h"
 #include "engine/exec/executor.h"
 #include "engine/measure/sizes.h"
+#include "engine/model/variant.h"
 #include "engine/sha256.h"
 #include "experiments/block_support.h"
 #include "experiments/experiment.h"
@@ -338,17 +339,21 @@ TEST_F(Experiments, OneToken) {
   expect_report_structure(f, "one-token");
   auto rf = hdf5::File::open_read(f);
   auto rec = hdf5::File::open_read(psi::test::reference_file("probe_attn_traj.h5"));
-  for (const char* path : {"dense", "official-h200", "baseline", "modified"}) {
-    const std::string g = std::string("/states/one-token/") + path;
+  // Every variant but the FLASH claimant: the recorded trajectories are MATH runs.
+  std::vector<std::string> replayed;
+  for (const auto& v : psi::model::numerics_variants())
+    if (v.claims != "flash") replayed.push_back(v.name);
+  for (const std::string& path : replayed) {
+    const std::string g = "/states/one-token/" + path;
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/00_stage1_initial/video_latent")),
               sha256_hex(rec.read_bf16("/trajectory_tiny/00_stage1_initial/video_latent")));
     EXPECT_EQ(sha256_hex(rf.read_bf16(g + "/free_running/01_stage1_step1/audio_latent")),
               sha256_hex(rf.read_bf16(g + "/teacher_forced/01_stage1_step1/audio_latent")));
   }
   const auto cases = read_json(f, "/report/cases");
-  // 2 contexts x (4 paths x (free-running, teacher-forced), the recorded official states, the
+  // 2 contexts x (the paths x (free-running, teacher-forced), the recorded official states, the
   // float64 states rounded to BF16)
-  EXPECT_EQ(cases.size(), 20u);
+  EXPECT_EQ(cases.size(), 2 * (2 * replayed.size() + 2));
   expect_records_round_trip("one-token", cases);
   int runs = 0;
   for (auto& c : cases) {
@@ -368,7 +373,7 @@ TEST_F(Experiments, OneToken) {
       EXPECT_GT(last["video_differing"].get<long long>(), 0) << c["path"] << " " << c["mode"];
     }
   }
-  EXPECT_EQ(runs, 16);
+  EXPECT_EQ(runs, int(2 * 2 * replayed.size()));
   expect_table_iii(cases, read_json(f, "/report/tables")[0]);
   // The float64 states are kept in float64.
   EXPECT_EQ(rf.read_f64("/states/one-token/float64/teacher_forced/12_stage2_step3/video_latent").shape,
