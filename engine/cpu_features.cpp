@@ -1,9 +1,9 @@
 #include "engine/cpu_features.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <string>
 
-#include "engine/environment.h"
 #include "engine/error.h"
 
 namespace psi {
@@ -39,6 +39,21 @@ const char* isa_name(Isa isa) {
 Isa cpu_isa() {
   static const Isa isa = detect();
   return isa;
+}
+
+std::optional<Isa> env_isa() {
+  const char* v = std::getenv("PSI_ISA");
+  if (!v) return std::nullopt;
+  const std::string t = v;
+  if (t.empty()) throw Error("environment variable PSI_ISA is set but empty (unset it for the default)");
+  for (const Isa isa : {Isa::avx512, Isa::avx2, Isa::portable}) {
+    if (t != isa_name(isa)) continue;
+    if (isa > cpu_isa())
+      throw Error("environment variable PSI_ISA='" + t + "' names a vector level this CPU lacks (it supports up to " +
+                  isa_name(cpu_isa()) + ")");
+    return isa;
+  }
+  throw Error("environment variable PSI_ISA='" + t + "' is not one of avx512, avx2, portable");
 }
 
 Isa active_isa() {

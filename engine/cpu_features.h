@@ -7,6 +7,7 @@
 // The level is the highest this CPU (and its OS) supports, or a lower one named by PSI_ISA
 // (avx512 | avx2 | portable), so that the lower paths run — and are checked bitwise against the
 // others — on a machine that has more.
+#include <optional>
 
 namespace psi {
 
@@ -18,6 +19,11 @@ const char* isa_name(Isa isa);
 
 // The highest level this CPU supports.
 Isa cpu_isa();
+
+// PSI_ISA: the level it names, at most this CPU's; nullopt when unset. A psi::Error naming the
+// variable when it is empty, not a level, or one this CPU lacks. Read here, with the level it
+// sets, rather than in engine/environment.h, which checks it with the other variables.
+std::optional<Isa> env_isa();
 
 // The level in force: PSI_ISA's if set (a psi::Error if it is not a level, or one this CPU
 // lacks), else cpu_isa(). Read once; set_active_isa changes it.

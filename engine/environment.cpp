@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 #include "engine/real_number.h"
 #include "engine/whole_number.h"
@@ -49,19 +50,6 @@ std::optional<double> env_progress_seconds() {
 }
 
 std::uint64_t env_h5_check_seconds() { return env_whole("PSI_H5_CHECK_SECONDS", 1, 3600).value_or(20); }
-
-std::optional<Isa> env_isa() {
-  const auto t = env_text("PSI_ISA");
-  if (!t) return std::nullopt;
-  for (const Isa isa : {Isa::avx512, Isa::avx2, Isa::portable}) {
-    if (*t != isa_name(isa)) continue;
-    if (isa > cpu_isa())
-      throw Error("environment variable PSI_ISA='" + *t + "' names a vector level this CPU lacks (it supports up to " +
-                  isa_name(cpu_isa()) + ")");
-    return isa;
-  }
-  throw Error("environment variable PSI_ISA='" + *t + "' is not one of avx512, avx2, portable");
-}
 
 std::optional<std::filesystem::path> env_shared() {
   const auto t = env_text("PSI_SHARED");

@@ -7,8 +7,6 @@
 #include <filesystem>
 #include <optional>
 
-#include "engine/cpu_features.h"
-
 namespace psi {
 
 // PSI_THREADS: threads of parallel_for, 1..1024; nullopt when unset.
@@ -18,9 +16,8 @@ std::optional<int> env_threads();
 std::optional<double> env_progress_seconds();
 // PSI_H5_CHECK_SECONDS: whole seconds a child may take to read an HDF5 file, 1..3600; default 20.
 std::uint64_t env_h5_check_seconds();
-// PSI_ISA: the vector level psi's kernels use (avx512, avx2, portable; engine/cpu_features.h),
-// at most this CPU's; nullopt when unset (the CPU's highest).
-std::optional<Isa> env_isa();
+// PSI_ISA, the vector level psi's kernels use, is read by engine/cpu_features.h's env_isa,
+// beside the level it sets; check_environment checks it with the others.
 // PSI_SHARED: the shared folder (recordings, facts); nullopt when unset.
 std::optional<std::filesystem::path> env_shared();
 
