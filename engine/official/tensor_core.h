@@ -46,7 +46,6 @@
 namespace psi::official::tc {
 
 inline constexpr int kBlock = 16;          // products per block FMA
-inline constexpr int kExtraBits = 2;       // alignment bits below the FP32 fraction
 inline constexpr int kMinAlignExp = -133;  // the model's min_exp_limit for the alignment exponent
 
 // One block FMA of a traced chain.

@@ -7,12 +7,12 @@
 #include <cstdint>
 
 #include "engine/bf16.h"
-#include "engine/official/tensor_core.h"
 
 namespace psi::official::tc {
 // A zero operand's exponent: far enough below every real one that a product holding it never
 // sets E, and its shift saturates (its significand is 0 anyway).
 constexpr int kZeroExp = -20000;
+constexpr int kExtraBits = 2;      // alignment bits below the FP32 fraction
 constexpr int kProductShift = 11;  // M_x M_w < 2^16 sits at 2^(e_x+e_w-14); 25 - 14 = 11
 constexpr int kUnitExp = 25;       // T counts units of 2^(E-25): 23 fraction bits + 2 extra
 
