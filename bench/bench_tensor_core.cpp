@@ -4,10 +4,14 @@
 // float32 product on the same shape, and the scalar chain one output at a time. Each product also
 // reports its FLOP/s (2·M·N·K a call) as a fraction of this CPU's FMA peak on the same threads
 // (fma_peak.h), the peak measured before every timed call of the same run: `of_peak` is the
-// median over the calls of the call's rate over the peak just before it. The context names the
+// median over the calls of the call's rate over the peak just before it. On one thread
+// `of_peak_cpu` is the same ratio with both timed by the thread's CPU time, which the time other
+// processes take from the core does not enter (a shared machine's wall times do). The context names the
 // CPU, its vector extensions and the level in force (cpu_context.h); a lane kernel the CPU lacks
 // is skipped.
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <chrono>
 #include <filesystem>
@@ -38,27 +42,43 @@ struct Operands {
   psi::Bf16Tensor x, w, b;
 };
 
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 // Times `product` by hand, one call an iteration, with the FMA peak on `threads` threads measured
-// before each call, outside the timing.
+// before each call, outside the timing. On one thread both run on this thread (parallel_for runs
+// inline), so its CPU time times them too.
 template <class Product>
 void run_against_peak(benchmark::State& st, const Shape& s, int threads, Product&& product) {
   const psi::bench::PeakLoop loop = psi::bench::widest_peak_loop();
   const double flop = 2.0 * double(s.M) * double(s.N) * double(s.K);
-  std::vector<double> rates, peaks, fractions;
+  std::vector<double> rates, peaks, fractions, cpu_fractions;
   for (auto _ : st) {
-    if (loop.run) peaks.push_back(psi::bench::fma_peak_flops(loop, threads));
+    double peak_cpu = 0;
+    if (loop.run) {
+      const double c0 = thread_cpu_seconds();
+      peaks.push_back(psi::bench::fma_peak_flops(loop, threads));
+      peak_cpu = loop.flop_per_iteration * double(psi::bench::kPeakIterations) / (thread_cpu_seconds() - c0);
+    }
+    const double c0 = thread_cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     product();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu_secs = thread_cpu_seconds() - c0;
     st.SetIterationTime(secs);
     rates.push_back(flop / secs);
     if (loop.run) fractions.push_back(rates.back() / peaks.back());
+    if (loop.run && threads == 1) cpu_fractions.push_back(flop / cpu_secs / peak_cpu);
   }
   st.SetItemsProcessed(st.iterations() * s.M * s.K * s.N);
   st.counters["GFLOPs"] = psi::bench::median(rates) * 1e-9;
   if (!loop.run) return;
   st.counters["peak_GFLOPs"] = psi::bench::median(peaks) * 1e-9;
   st.counters["of_peak"] = psi::bench::median(fractions);
+  if (!cpu_fractions.empty()) st.counters["of_peak_cpu"] = psi::bench::median(cpu_fractions);
 }
 
 const Operands& operands(int i) {
