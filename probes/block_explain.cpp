@@ -12,7 +12,7 @@
 
 #include "engine/error.h"
 #include "engine/model/block_catalogue.h"
-#include "probes/probe_internal.h"
+#include "probes/case_context.h"
 
 namespace psi::probes::detail {
 

@@ -6,7 +6,7 @@
 #include "engine/model/attention_module.h"
 #include "engine/ops/gemm.h"
 #include "engine/sha256.h"
-#include "probes/probe_internal.h"
+#include "probes/case_context.h"
 
 namespace psi::probes::detail {
 

@@ -17,7 +17,7 @@
 #include "engine/model/block_f64.h"
 #include "engine/pipeline/synthetic_block.h"
 #include "engine/sha256.h"
-#include "probes/probe_internal.h"
+#include "probes/case_context.h"
 
 namespace psi::probes::detail {
 

@@ -6,7 +6,7 @@
 #include "engine/ops/activation.h"
 #include "engine/ops/gemm.h"
 #include "engine/runtime/whole_linear.h"
-#include "probes/probe_internal.h"
+#include "probes/case_context.h"
 
 namespace psi::probes::detail {
 

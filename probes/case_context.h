@@ -1,15 +1,17 @@
 #pragma once
-// Shared pieces of the probe case implementations (not part of the public probe API).
+// What the probe case implementations share (not part of the public probe API): the context a
+// case runs in, and the comparison of a variant's outputs with the recording.
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/backend/backend_factory.h"
 #include "engine/model/block.h"
-#include "engine/progress.h"
 #include "engine/model/variant.h"
 #include "engine/model/weights.h"
-#include "probes/probe_cases.h"
+#include "engine/progress.h"
+#include "probes/probe_report.h"
 #include "probes/provenance.h"
 #include "probes/recording.h"
 
