@@ -3,7 +3,7 @@
 // (Bf16Arith: the official operators, Linears in the variant's product) and the float64
 // reference (F64Arith: Eigen products, double elsewhere, no BF16 write) share every fact of it:
 // weight names, which AdaLN feeds what at which timestep, the keyframe marker, the output head.
-// Internal to engine/pipeline (forward.cpp, forward_f64.cpp, timestep.cpp).
+// Internal to engine/pipeline (forward_bf16.cpp, forward_f64.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,7 +57,7 @@ inline model::LinearWeights load_linear(model::TensorSource& w, const std::strin
   return {w.load(name + ".weight", {out, in}), w.load(name + ".bias", {out})};
 }
 
-// AdaLayerNormSingle (timestep.h's adaln_single): the sinusoid stored as E, linear_1, SiLU,
+// AdaLayerNormSingle: the sinusoid stored as E, linear_1, SiLU,
 // linear_2 (= embedded), SiLU, linear. `tokens`: the rows the official model runs (one per token
 // for per-token timesteps, all equal; psi computes one), which the kernel choice sees.
 template <class A>

@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "engine/official/nv_expf.h"
-#include "engine/pipeline/forward_structure.h"
 
 namespace psi::pipeline {
 
@@ -35,10 +34,5 @@ std::vector<R> sinusoid(R tau, official::F32Math math) {
 
 std::vector<float> timestep_sinusoid(float tau, official::F32Math math) { return sinusoid(tau, math); }
 std::vector<double> timestep_sinusoid(double tau) { return sinusoid(tau, official::F32Math::host); }
-
-AdaLnOut adaln_single(model::TensorSource& weights, const std::string& prefix, std::int64_t dim,
-                      std::int64_t rows, float tau, ops::Product product, std::int64_t tokens) {
-  return adaln(Bf16Arith{product}, weights, prefix, dim, rows, tau, tokens);
-}
 
 }  // namespace psi::pipeline
