@@ -54,7 +54,7 @@ BitsOut sdpa(const Bits& q, const Bits& k, const Bits& v, std::int64_t heads, co
   const char* call = "psi.official.sdpa";
   if (backend != "math" && backend != "flash")
     throw Error(std::string(call) + ": backend '" + backend + "' is not one psi models (math, flash)");
-  const model::NumericsVariant& var = model::numerics_variant(backend == "math" ? "official-h200" : "official-h200-flash");
+  const model::NumericsVariant& var = model::variant_claiming(backend);  // bitwise that recording
   const Bf16Tensor qt = bf16_tensor(q), kt = bf16_tensor(k), vt = bf16_tensor(v);
   require_rank(call, "q", qt.shape, 3, 3);
   require_rank(call, "k", kt.shape, 3, 3);
