@@ -115,12 +115,16 @@ std::string kinds_line(const compare::DifferenceKinds& k) {
   return "    differences: " + out + "\n";
 }
 
-// The pairs the distance leaves out, when there are any.
+// The pairs the distance leaves out, when there are any: out of every metric's column.
 std::string non_finite_line(const DatasetComparison& d) {
   const bool by_value = !d.by_value_ulp_unit.empty();
+  std::string metrics;
+  const auto& columns = metric_columns();
+  for (std::size_t i = 0; i < columns.size(); ++i)
+    metrics += (i == 0 ? "" : i + 1 == columns.size() ? " and " : ", ") + columns[i].key;
   return "    non-finite: " + counted(d.non_finite.pairs, "pair holds", "pairs hold") + " a NaN or an infinity (" +
-         std::to_string(d.non_finite.matched) + (by_value ? " equal by value" : " bitwise equal") +
-         "), left out of max_ulp and rel_l2\n";
+         std::to_string(d.non_finite.matched) + (by_value ? " equal by value" : " bitwise equal") + "), left out of " +
+         metrics + "\n";
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ TEST(CompareKinds, TheViewsNameTheKinds) {
   const Outcome text = compare(kData / "kinds_a.safetensors", kData / "kinds_b.safetensors", " --differences 3");
   ASSERT_EQ(text.status, 1) << text.out << text.err;
   EXPECT_NE(text.out.find("\n    differences: 2 values, 1 sign of zero, 2 NaN payloads, 1 NaN against a number, 2 infinities\n"
-                          "    non-finite: 7 pairs hold a NaN or an infinity (2 bitwise equal), left out of max_ulp and rel_l2\n"
+                          "    non-finite: 7 pairs hold a NaN or an infinity (2 bitwise equal), left out of sign_flips, max_ulp and rel_l2\n"
                           "    @0 [0]: A=1 (0x3f800000) B=1.00000012 (0x3f800001), 1 ulp\n"
                           "    @1 [1]: A=0 (0x00000000) B=-0 (0x80000000), the sign of zero\n"
                           "    @2 [2]: A=nan (0x7fc00000) B=nan (0x7fc00001), NaN payloads or signs differ\n"),
