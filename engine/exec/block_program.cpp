@@ -6,13 +6,13 @@
 #include "engine/error.h"
 #include "engine/exec/operators.h"
 #include "engine/model/block_catalogue.h"
+#include "engine/model/block_order.h"
 
 namespace psi::exec {
 
 namespace {
 
 using rt::Branch;
-namespace ada_row = model::ada_row;
 namespace prompt_row = model::prompt_row;
 namespace av_row = model::av_row;
 
@@ -119,43 +119,174 @@ void put_stream(rt::HostJournal& j, int jb, Branch b, const model::ModelConfig& 
   j.put(key("cross_gate"), {1, D}, s.cross_gate_timestep.span());
 }
 
-// One modality's names and sizes.
+// One modality as the journal holds it.
 struct StreamDesc {
   Branch branch;
-  std::string name;  // "video" | "audio"
-  std::string attn1, attn2, ff, av_module, table, prompt_table, av_table;  // checkpoint names (full)
-  std::int64_t D = 0, Dc = 0, heads = 0, head_dim = 0, hidden = 0;
-  bool ff_bias = false;
+  std::int64_t D = 0, Dc = 0;
   StreamShapes sh;
   RowTiles tok, ctx;  // token and context row tiles
 };
 
+// The program's values (its arithmetic's T): a role of a stream's journal, read by row tile
+// (context row tiles for the context); `normed` names rms of it, made when it is read.
+struct Value {
+  const StreamDesc* s = nullptr;
+  std::string role;
+  bool context = false;
+  const char* normed = nullptr;
+};
+// A modulation input: role (role.<row> when indexed) with 1 row or one per token.
+struct Timestep {
+  const StreamDesc* s = nullptr;
+  std::string role;
+  std::int64_t rows = 0;  // 0: not given
+  bool indexed = true;
+  std::int64_t numel() const { return rows; }
+};
+struct Rope {
+  const StreamDesc* s = nullptr;
+  std::string role;
+  Shape whole;  // [1, H, T, half]
+};
+// model::StreamInputs's members as journal roles (put_stream's).
+struct Inputs {
+  const StreamDesc* desc;
+  Value x, context;
+  Timestep timesteps, prompt_timestep;
+  Rope pe, cross_pe;
+  Timestep cross_scale_shift_timestep, cross_gate_timestep;
+};
+struct BlockIn {
+  Inputs video, audio;
+};
+
+// model::BlockWeights's members as checkpoint names (modules end in '.', so that a layer's
+// tensor is module + weight_of(layer)) and sizes.
+struct AttnModule {
+  std::string prefix;
+  std::int64_t heads = 0, head_dim = 0;
+};
+struct FfnModule {
+  std::string prefix;
+  std::int64_t hidden = 0;
+  bool bias = false;
+};
+struct Weights {
+  AttnModule attn1, attn2, audio_to_video_attn, audio_attn1, audio_attn2, video_to_audio_attn;
+  FfnModule ff, audio_ff;
+  std::string scale_shift_table, prompt_scale_shift_table, scale_shift_table_a2v_ca_video;
+  std::string audio_scale_shift_table, audio_prompt_scale_shift_table, scale_shift_table_a2v_ca_audio;
+};
+
+Inputs stream_inputs(const StreamDesc& s) {
+  const StreamShapes& sh = s.sh;
+  return {&s,
+          {&s, "x"},
+          {&s, "context", true},
+          {&s, "timesteps", sh.timestep_rows},
+          {&s, "prompt_timestep", sh.prompt ? 1 : 0},
+          {&s, "pe", sh.pe},
+          {&s, "cross_pe", sh.cross_pe},
+          {&s, "cross_ss", sh.cross_timestep_rows},
+          {&s, "cross_gate", 1, false}};
+}
+
+// The block order's arithmetic that plans or runs the block on a Driver (model/block_order.h
+// gives the steps; this gives their schedule). Audio's self- and text attention run first. An
+// attention step is a key loop (each key row tile's input made and its k, v journaled) and a
+// query loop whose frame per row tile holds the attention, the tap's commit, the residual and
+// the state's commit; a feed-forward step is one such loop. Each row tile reloads what it needs
+// from the journal and commits what it produces, so no tensor of a whole stream is ever in the
+// arena (but the whole k and v of MATH attention).
 class Program {
  public:
+  using T = Value;
+  using Taps = model::BlockTaps;
+  struct PostSa {
+    Value x, normed;
+  };
+  // The backend's kernels key on no product site.
+  struct NoSite {};
+  // The schedule the plans and transport runs are measured on: audio's attentions first.
+  static constexpr bool audio_first = true;
+
   Program(Driver& d, const BlockTask& t) : d_(d), t_(t), c_(t.config), eps_(t.config.norm_eps) {
     const std::string p = model::block_prefix(t.index);
     const std::int64_t R = t.row_tile;
-    // Modules end in '.', so that a layer's tensor is module + weight_of(layer).
     const auto mod = [&](const char* module) { return p + module + "."; };
+    const auto attn = [&](const char* module, std::int64_t heads, std::int64_t head_dim) {
+      return AttnModule{mod(module), heads, head_dim};
+    };
     const model::StreamNames &v = model::kVideoNames, &a = model::kAudioNames;
-    video_ = {Branch::video, "video", mod(v.attn1), mod(v.attn2), mod(v.ff), mod(v.av_attn), p + v.table,
-              p + v.prompt_table, p + v.av_table, c_.video_dim(), c_.cross_attention_dim, c_.video_heads,
-              c_.video_head_dim, c_.video_hidden(), c_.features.ff_bias, t.shapes.video,
+    w_ = {attn(v.attn1, c_.video_heads, c_.video_head_dim),
+          attn(v.attn2, c_.video_heads, c_.video_head_dim),
+          attn(v.av_attn, c_.av_heads(), c_.av_head_dim()),
+          attn(a.attn1, c_.audio_heads, c_.audio_head_dim),
+          attn(a.attn2, c_.audio_heads, c_.audio_head_dim),
+          attn(a.av_attn, c_.av_heads(), c_.av_head_dim()),
+          {mod(v.ff), c_.video_hidden(), c_.features.ff_bias},
+          {mod(a.ff), c_.audio_hidden(), c_.features.audio_ff_bias},
+          p + v.table,
+          p + v.prompt_table,
+          p + v.av_table,
+          p + a.table,
+          p + a.prompt_table,
+          p + a.av_table};
+    video_ = {Branch::video, c_.video_dim(), c_.cross_attention_dim, t.shapes.video,
               {t.shapes.video.tokens, R}, {t.shapes.video.context_rows, R}};
-    audio_ = {Branch::audio, "audio", mod(a.attn1), mod(a.attn2), mod(a.ff), mod(a.av_attn), p + a.table,
-              p + a.prompt_table, p + a.av_table, c_.audio_dim(), c_.audio_cross_attention_dim, c_.audio_heads,
-              c_.audio_head_dim, c_.audio_hidden(), c_.features.audio_ff_bias, t.shapes.audio,
+    audio_ = {Branch::audio, c_.audio_dim(), c_.audio_cross_attention_dim, t.shapes.audio,
               {t.shapes.audio.tokens, R}, {t.shapes.audio.context_rows, R}};
+    in_ = {stream_inputs(video_), stream_inputs(audio_)};
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  void run() const { model::block_in_order(*this, c_, w_, in_); }
+
+  static NoSite site(const char*) { return {}; }
+  const Value& load(const Value& v) const { return v; }
+
+  template <class St, class P>
+  PostSa post_sa_step(const St& st, P&) const {
+    attention(st);
+    const auto& r = st.residual;
+    return {{st.q.in.desc, r.state}, {st.q.in.desc, r.state, false, r.normed}};
+  }
+  template <class St, class P>
+  Value attention_step(const St& st, P&) const {
+    attention(st);
+    return {st.q.in.desc, st.residual.state};
   }
 
-  void run() {
-    self_attention(audio_);
-    text_attention(audio_);
-    self_attention(video_);
-    text_attention(video_);
-    av_attention();
-    feed_forward(video_);
-    feed_forward(audio_);
+  template <class St, class P>
+  void ffn_step(const St& st, P&) const {
+    const StreamDesc& s = *st.s.in.desc;
+    const std::string op = std::string(st.s.name) + "." + st.name;
+    FfnSpec spec;
+    spec.op = op;
+    spec.up_weight = st.module.prefix + model::weight_of(model::layer::ff_up);
+    spec.down_weight = st.module.prefix + model::weight_of(model::layer::ff_down);
+    if (st.module.bias) {
+      spec.up_bias = st.module.prefix + model::bias_of(model::layer::ff_up);
+      spec.down_bias = st.module.prefix + model::bias_of(model::layer::ff_down);
+    }
+    spec.hidden = st.module.hidden;
+    spec.up_rule = t_.variant.ffn_up_bias;
+    spec.product = t_.variant.product;
+    spec.schedule = t_.schedule.ffn;
+    spec.geometry = ffn_geometry(c_, t_.variant, st.module.hidden, s.D, d_.page_bytes());
+    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
+      Frame f(d_);
+      const ArenaMat o = alloc_mat(f, Pool::scratch, s.tok.rows(t), s.D, op, "out", int(t));
+      {
+        Frame g(d_);
+        const ArenaMat h = make_input(st.input, op, t)(g);
+        spec.hidden_key = key(s, "ffn.h", t * spec.geometry.n_hidden);
+        ffn(d_, spec, h, o);
+      }
+      d_.commit(key(s, st.tap.role, t), o.region, o.shape());
+      add_residual(f, st.residual, s, op, t, o);
+    }
   }
 
  private:
@@ -163,38 +294,59 @@ class Program {
     return {t_.jblock, s.branch, role, int(tile)};
   }
 
-  // dst = the AdaLN value table[row] + role.row (a table and its timestep share row numbers) for
-  // row tile t ([rows, D] per token, [1, D] per batch), allocated in f.
-  ArenaMat ada(Frame& f, const StreamDesc& s, const std::string& op, const std::string& name, const std::string& table,
-               int row, const char* role, std::int64_t ts_rows, std::int64_t t) {
-    const bool per_token = ts_rows != 1;
-    const ArenaMat dst = alloc_mat(f, Pool::scratch, per_token ? s.tok.rows(t) : 1, s.D, op, name, int(t));
-    ada_value(d_, op + " " + name, table, row, key(s, indexed(role, row), per_token ? t : 0), dst);
+  // Row tile t of v, reloaded into f.
+  ArenaMat reload(Frame& f, const Value& v, std::int64_t t, const std::string& op) const {
+    const StreamDesc& s = *v.s;
+    return reload_mat(d_, f, key(s, v.role, t), v.context ? s.ctx.rows(t) : s.tok.rows(t), v.context ? s.Dc : s.D, op,
+                      v.role, int(t));
+  }
+
+  // A modulation value of s for row tile t ([rows, D] per token, [1, D] per batch or a table
+  // row alone), allocated in f.
+  template <class M>
+  ArenaMat mod(Frame& f, const StreamDesc& s, const std::string& op, const M& m, std::int64_t t) const {
+    const bool per_token = m.ts && m.ts->rows != 1;
+    const ArenaMat dst = alloc_mat(f, Pool::scratch, per_token ? s.tok.rows(t) : 1, s.D, op, m.name, int(t));
+    if (!m.ts) {
+      table_row(d_, op + " " + m.name, *m.table, m.row, dst);
+    } else {
+      const std::string role = m.ts->indexed ? indexed(m.ts->role.c_str(), m.ts_row) : m.ts->role;
+      ada_value(d_, op + " " + m.name, *m.table, m.row, key(s, role, per_token ? t : 0), dst);
+    }
     return dst;
   }
 
-  // x = ada_zero(x; table[scale_row] + S, table[shift_row] + S) in place for row tile t.
-  void ada_zero_tile(const std::string& op, const StreamDesc& s, const std::string& table, const char* role,
-                     std::int64_t ts_rows, int scale_row, int shift_row, std::int64_t t, const ArenaMat& x) {
-    Frame f(d_);
-    const ArenaMat shift = ada(f, s, op, "shift", table, shift_row, role, ts_rows, t);
-    const ArenaMat scale = ada(f, s, op, "scale", table, scale_row, role, ts_rows, t);
-    ada_zero(d_, op, x, scale, shift, eps_, x, t_.variant.norm);
+  // Row tile t of a step's input, made in the frame the operator gives it.
+  template <class I>
+  MakeInput make_input(const I& in, const std::string& op, std::int64_t t) const {
+    return [this, &in, op, t](Frame& f) {
+      using model::block_order::Prep;
+      const std::string at = in.side ? op + " " + in.side : op;
+      const StreamDesc& s = *in.x->s;
+      const ArenaMat x = reload(f, *in.x, t, at);
+      if (in.x->normed) rms_norm(d_, at + " " + in.x->normed, x, "", eps_, x, t_.variant.norm);
+      if (in.prep == Prep::ada_zero) {
+        Frame g(d_);
+        const std::string sub = at + " ada";
+        const ArenaMat shift = mod(g, s, sub, in.shift, t);
+        const ArenaMat scale = mod(g, s, sub, in.scale, t);
+        ada_zero(d_, sub, x, scale, shift, eps_, x, t_.variant.norm);
+      } else if (in.prep == Prep::modulate) {
+        Frame g(d_);
+        const ArenaMat shift = mod(g, s, at, in.shift, t);
+        const ArenaMat scale = mod(g, s, at, in.scale, t);
+        modulate(d_, at + " " + in.name, x, scale, shift, x);
+      }
+      return x;
+    };
   }
 
-  // State role of row tile t, reloaded into f.
-  ArenaMat reload(Frame& f, const StreamDesc& s, const char* role, std::int64_t t, const std::string& op) {
-    return reload_mat(d_, f, key(s, role, t), s.tok.rows(t), s.D, op, role, int(t));
+  RopeKeys rope_keys(const Rope& r, std::int64_t t) const {
+    return {key(*r.s, r.role + ".cos", t), key(*r.s, r.role + ".sin", t), {1, r.whole.at(1), r.s->tok.rows(t), r.whole.at(3)}};
   }
 
-  RopeKeys rope_keys(const StreamDesc& s, const char* role, const Shape& whole, std::int64_t t) const {
-    return {key(s, std::string(role) + ".cos", t), key(s, std::string(role) + ".sin", t),
-            {1, whole.at(1), s.tok.rows(t), whole.at(3)}};
-  }
-
-  AttentionSpec attention_spec(const std::string& op, const std::string& module, std::int64_t heads,
-                               std::int64_t head_dim) const {
-    return {op, module, heads, head_dim, c_.features.gated_attention, t_.variant.sdpa(head_dim), eps_,
+  AttentionSpec attention_spec(const std::string& op, const AttnModule& m) const {
+    return {op, m.prefix, m.heads, m.head_dim, c_.features.gated_attention, t_.variant.sdpa(m.head_dim), eps_,
             t_.variant.product, t_.variant.norm};
   }
 
@@ -207,168 +359,42 @@ class Program {
     return {key(owner, role + ".k"), key(owner, role + ".v"), keys, piece};
   }
 
-  // Steps 1–4 of spec §3.3 per row tile: h = ada_zero(x; rows 1, 0) is both the query and the
-  // key side; x1 = bf(x + bf(attn1 · gate_msa)).
-  void self_attention(const StreamDesc& s) {
-    const std::string op = s.name + ".attn1";
-    const AttentionSpec spec = attention_spec(op, s.attn1, s.heads, s.head_dim);
-    const KeyStore keys = key_store(s, "attn1", s.tok.n, spec);
-    const auto h_of = [&](std::int64_t t) -> MakeInput {
-      return [this, &s, op, t](Frame& f) {
-        const ArenaMat x = reload(f, s, "x", t, op);
-        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, ada_row::scale_msa,
-                      ada_row::shift_msa, t, x);
-        return x;
-      };
-    };
-    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
-      const RopeKeys pe = rope_keys(s, "pe", s.sh.pe, t);
-      project_keys(d_, spec, keys, s.tok.start(t), s.tok.rows(t), int(t), h_of(t), &pe);
+  // x = x + o · gate (or x + o) for row tile t, committed as the residual's state.
+  template <class R>
+  void add_residual(Frame& f, const R& r, const StreamDesc& s, const std::string& op, std::int64_t t,
+                    const ArenaMat& o) const {
+    const ArenaMat x = reload(f, *r.x, t, op);
+    if (r.gate) {
+      const ArenaMat gate = mod(f, s, op, *r.gate, t);
+      gated_residual(d_, op + (r.normed ? " post_sa residual" : " residual"), x, o, gate);
+    } else {
+      residual(d_, op + " residual", x, o);
     }
-    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
-      Frame f(d_);
-      const RopeKeys pe = rope_keys(s, "pe", s.sh.pe, t);
-      const ArenaMat o = attend(d_, f, spec, s.tok.rows(t), s.D, int(t), h_of(t), &pe, keys);
-      d_.commit(key(s, "attn1", t), o.region, o.shape());
-      const ArenaMat x = reload(f, s, "x", t, op);
-      const ArenaMat gate = ada(f, s, op, "gate_msa", s.table, ada_row::gate_msa, "timesteps", s.sh.timestep_rows, t);
-      gated_residual(d_, op + " post_sa residual", x, o, gate);
-      d_.commit(key(s, "x1", t), x.region, x.shape());
-    }
+    d_.commit(key(s, r.state, t), x.region, x.shape());
   }
 
-  // Steps 5–10 of spec §3.3. Queries: n1 = rms(x1) (post_sa's normed output), modulated by
-  // scale_q/shift_q under CA-AdaLN; keys: the context, modulated by the prompt rows.
-  void text_attention(const StreamDesc& s) {
-    const std::string op = s.name + ".attn2";
-    const bool ca_adaln = c_.features.cross_attention_adaln;
-    const AttentionSpec spec = attention_spec(op, s.attn2, s.heads, s.head_dim);
-    const KeyStore keys = key_store(s, "attn2", s.ctx.n, spec);
-    for (std::int64_t t = 0; t < s.ctx.count(); ++t) {
-      const MakeInput c_in = [this, &s, op, t, ca_adaln](Frame& f) {
-        const ArenaMat ctx = reload_mat(d_, f, key(s, "context", t), s.ctx.rows(t), s.Dc, op, "context", int(t));
-        if (ca_adaln) {
-          Frame g(d_);
-          const ArenaMat shift = alloc_mat(g, Pool::scratch, 1, s.D, op, "shift_kv", int(t));
-          const ArenaMat scale = alloc_mat(g, Pool::scratch, 1, s.D, op, "scale_kv", int(t));
-          const int shift_row = prompt_row::shift_kv, scale_row = prompt_row::scale_kv;
-          if (s.sh.prompt) {
-            ada_value(d_, op + " shift_kv", s.prompt_table, shift_row, key(s, indexed("prompt_timestep", shift_row)),
-                      shift);
-            ada_value(d_, op + " scale_kv", s.prompt_table, scale_row, key(s, indexed("prompt_timestep", scale_row)),
-                      scale);
-          } else {
-            table_row(d_, op + " shift_kv", s.prompt_table, shift_row, shift);
-            table_row(d_, op + " scale_kv", s.prompt_table, scale_row, scale);
-          }
-          modulate(d_, op + " c_in", ctx, scale, shift, ctx);
-        }
-        return ctx;
-      };
-      project_keys(d_, spec, keys, s.ctx.start(t), s.ctx.rows(t), int(t), c_in, nullptr);
-    }
-    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
-      const MakeInput q_in = [this, &s, op, t, ca_adaln](Frame& f) {
-        const ArenaMat n1 = reload(f, s, "x1", t, op);
-        rms_norm(d_, op + " n1", n1, "", eps_, n1, t_.variant.norm);
-        if (ca_adaln) {
-          Frame g(d_);
-          const ArenaMat shift = ada(g, s, op, "shift_q", s.table, ada_row::shift_q, "timesteps", s.sh.timestep_rows, t);
-          const ArenaMat scale = ada(g, s, op, "scale_q", s.table, ada_row::scale_q, "timesteps", s.sh.timestep_rows, t);
-          modulate(d_, op + " q_in", n1, scale, shift, n1);
-        }
-        return n1;
-      };
-      Frame f(d_);
-      const ArenaMat o = attend(d_, f, spec, s.tok.rows(t), s.D, int(t), q_in, nullptr, keys);
-      d_.commit(key(s, "attn2", t), o.region, o.shape());
-      const ArenaMat x = reload(f, s, "x1", t, op);
-      if (ca_adaln) {
-        const ArenaMat gate = ada(f, s, op, "gate_q", s.table, ada_row::gate_q, "timesteps", s.sh.timestep_rows, t);
-        gated_residual(d_, op + " residual", x, o, gate);
-      } else {
-        residual(d_, op + " residual", x, o);
-      }
-      d_.commit(key(s, "x2", t), x.region, x.shape());
-    }
-  }
-
-  // ada_zero(x2 of row tile t; A/V table rows scale_row, shift_row + cross_ss).
-  MakeInput av_input(const StreamDesc& s, const std::string& op, int scale_row, int shift_row, std::int64_t t) {
-    return [this, &s, op, scale_row, shift_row, t](Frame& f) {
-      const ArenaMat x = reload(f, s, "x2", t, op);
-      ada_zero_tile(op + " ada", s, s.av_table, "cross_ss", s.sh.cross_timestep_rows, scale_row, shift_row, t, x);
-      return x;
-    };
-  }
-
-  // Steps 11–12 of spec §3.3: both directions read the pre-A/V snapshots x2.
-  void av_attention() {
-    // A2V: video queries from the a2v rows of the video A/V table, audio keys/values from those
-    // of the audio table.
-    one_direction("video.a2v", video_, audio_, av_row::a2v_scale, av_row::a2v_shift, video_.av_module);
-    // V2A: audio queries from the v2a rows of the audio table, video keys/values (the pre-A2V
-    // x2) from those of the video table.
-    one_direction("audio.v2a", audio_, video_, av_row::v2a_scale, av_row::v2a_shift, audio_.av_module);
-  }
-
-  void one_direction(const std::string& op, const StreamDesc& q, const StreamDesc& kv, int scale_row, int shift_row,
-                     const std::string& module) {
-    const AttentionSpec spec = attention_spec(op, module, c_.av_heads(), c_.av_head_dim());
-    const KeyStore keys = key_store(q, "av", kv.tok.n, spec);
-    for (std::int64_t t = 0; t < kv.tok.count(); ++t) {
-      const RopeKeys pe = rope_keys(kv, "cross_pe", kv.sh.cross_pe, t);
-      project_keys(d_, spec, keys, kv.tok.start(t), kv.tok.rows(t), int(t),
-                   av_input(kv, op + " kv", scale_row, shift_row, t), &pe);
+  // The key loop over the key input's row tiles, then the query loop: per query row tile the
+  // attention, its tap, the residual and its state.
+  template <class St>
+  void attention(const St& st) const {
+    const StreamDesc& q = *st.q.in.desc;
+    const std::string op = std::string(st.q.name) + "." + st.name;
+    const AttentionSpec spec = attention_spec(op, st.module);
+    const auto& k_in = st.keys ? *st.keys : st.query;
+    const RowTiles& k_tiles = k_in.x->context ? k_in.x->s->ctx : k_in.x->s->tok;
+    const KeyStore keys = key_store(q, st.tap.role, k_tiles.n, spec);
+    for (std::int64_t t = 0; t < k_tiles.count(); ++t) {
+      const RopeKeys pe = st.k_rope ? rope_keys(*st.k_rope, t) : RopeKeys{};
+      project_keys(d_, spec, keys, k_tiles.start(t), k_tiles.rows(t), int(t), make_input(k_in, op, t),
+                   st.k_rope ? &pe : nullptr);
     }
     for (std::int64_t t = 0; t < q.tok.count(); ++t) {
       Frame f(d_);
-      const RopeKeys pe = rope_keys(q, "cross_pe", q.sh.cross_pe, t);
-      const ArenaMat o =
-          attend(d_, f, spec, q.tok.rows(t), q.D, int(t), av_input(q, op + " q", scale_row, shift_row, t), &pe, keys);
-      d_.commit(key(q, "av", t), o.region, o.shape());
-      // x3 = bf(x2 + bf(o · g)), g = the gate row of the stream's A/V table + its cross gate
-      // timestep.
-      const ArenaMat x = reload(f, q, "x2", t, op);
-      const ArenaMat gate = alloc_mat(f, Pool::scratch, 1, q.D, op, "gate", int(t));
-      ada_value(d_, op + " gate", q.av_table, av_row::gate, key(q, "cross_gate"), gate);
-      gated_residual(d_, op + " residual", x, o, gate);
-      d_.commit(key(q, "x3", t), x.region, x.shape());
-    }
-  }
-
-  // Steps 13–14 of spec §3.3 per row tile.
-  void feed_forward(const StreamDesc& s) {
-    const std::string op = s.name + ".ff";
-    FfnSpec spec;
-    spec.op = op;
-    spec.up_weight = s.ff + model::weight_of(model::layer::ff_up);
-    spec.down_weight = s.ff + model::weight_of(model::layer::ff_down);
-    if (s.ff_bias) {
-      spec.up_bias = s.ff + model::bias_of(model::layer::ff_up);
-      spec.down_bias = s.ff + model::bias_of(model::layer::ff_down);
-    }
-    spec.hidden = s.hidden;
-    spec.up_rule = t_.variant.ffn_up_bias;
-    spec.product = t_.variant.product;
-    spec.schedule = t_.schedule.ffn;
-    spec.geometry = ffn_geometry(c_, t_.variant, s.hidden, s.D, d_.page_bytes());
-    for (std::int64_t t = 0; t < s.tok.count(); ++t) {
-      Frame f(d_);
-      const ArenaMat o = alloc_mat(f, Pool::scratch, s.tok.rows(t), s.D, op, "out", int(t));
-      {
-        Frame g(d_);
-        const ArenaMat h = reload(g, s, "x3", t, op);
-        ada_zero_tile(op + " ada", s, s.table, "timesteps", s.sh.timestep_rows, ada_row::scale_mlp,
-                      ada_row::shift_mlp, t, h);
-        spec.hidden_key = key(s, "ffn.h", t * spec.geometry.n_hidden);
-        ffn(d_, spec, h, o);
-      }
-      d_.commit(key(s, "ff", t), o.region, o.shape());
-      const ArenaMat x = reload(f, s, "x3", t, op);
-      const ArenaMat gate = ada(f, s, op, "gate_mlp", s.table, ada_row::gate_mlp, "timesteps", s.sh.timestep_rows, t);
-      gated_residual(d_, op + " residual", x, o, gate);
-      d_.commit(key(s, "out", t), x.region, x.shape());
+      const RopeKeys pe = st.q_rope ? rope_keys(*st.q_rope, t) : RopeKeys{};
+      const ArenaMat o = attend(d_, f, spec, q.tok.rows(t), q.D, int(t), make_input(st.query, op, t),
+                                st.q_rope ? &pe : nullptr, keys);
+      d_.commit(key(q, st.tap.role, t), o.region, o.shape());
+      add_residual(f, st.residual, q, op, t, o);
     }
   }
 
@@ -376,7 +402,9 @@ class Program {
   const BlockTask& t_;
   const model::ModelConfig& c_;
   float eps_;
+  Weights w_;
   StreamDesc video_, audio_;
+  BlockIn in_;
 };
 
 // A probe [1, N, D] from its row tiles.
@@ -442,18 +470,14 @@ void put_inputs(rt::HostJournal& j, int jblock, const model::ModelConfig& c, con
 void block_program(Driver& d, const BlockTask& task) { Program(d, task).run(); }
 
 model::BlockTaps collect_probes(const rt::HostJournal& j, int jb, const BlockShapes& shapes, std::int64_t row_tile) {
-  const RowTiles v{shapes.video.tokens, row_tile}, a{shapes.audio.tokens, row_tile};
+  namespace bo = model::block_order;
   model::BlockTaps p;
-  p.attn1 = probe(j, jb, Branch::video, "attn1", v);
-  p.attn2 = probe(j, jb, Branch::video, "attn2", v);
-  p.audio_attn1 = probe(j, jb, Branch::audio, "attn1", a);
-  p.audio_attn2 = probe(j, jb, Branch::audio, "attn2", a);
-  p.audio_to_video_attn = probe(j, jb, Branch::video, "av", v);
-  p.video_to_audio_attn = probe(j, jb, Branch::audio, "av", a);
-  p.ff = probe(j, jb, Branch::video, "ff", v);
-  p.audio_ff = probe(j, jb, Branch::audio, "ff", a);
-  p.video_out = probe(j, jb, Branch::video, "out", v);
-  p.audio_out = probe(j, jb, Branch::audio, "out", a);
+  const auto stream = [&](Branch b, const bo::StreamTaps<model::BlockTaps>& taps, std::int64_t tokens) {
+    for (const auto& tap : {taps.attn1, taps.attn2, taps.av, taps.ff, taps.out})
+      p.*tap.member = probe(j, jb, b, tap.role, RowTiles{tokens, row_tile});
+  };
+  stream(Branch::video, bo::video_taps<model::BlockTaps>(), shapes.video.tokens);
+  stream(Branch::audio, bo::audio_taps<model::BlockTaps>(), shapes.audio.tokens);
   return p;
 }
 

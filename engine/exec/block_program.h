@@ -1,17 +1,13 @@
 #pragma once
 // One LTX-2.x AV block (spec §3.3, both streams) as a sequence of PSI operators on a Driver,
-// every one of them on token row tiles of R rows (tiling.h).
-//
-// Operators, in order:
-//   audio.attn1   keys (k, v of every row tile), then per query row tile: x -> attn1 probe,
-//                 x1 = post_sa residual
-//   audio.attn2   context keys, then per row tile: x1, n1 = rms(x1) -> attn2 probe, x2
-//   video.attn1, video.attn2   the same for video
-//   av            A2V keys (audio x2), per video row tile -> A2V probe, video x3; then V2A keys
-//                 (video x2, the pre-A2V state), per audio row tile -> V2A probe, audio x3
-//   video.ff      per row tile: x3 -> ff probe, out;   audio.ff   the same for audio
-// Each row tile reloads what it needs from the journal and commits what it produces, so no
-// tensor of a whole stream is ever in the arena (but the whole k and v of MATH attention).
+// every one of them on token row tiles of R rows (tiling.h). The operators are the module steps
+// of the block order (engine/model/block_order.h), audio's self- and text attention before
+// video's; each is named by its query stream and step (audio.attn1, video.attn2, video.a2v,
+// audio.v2a, video.ff). An attention step projects the keys of every key row tile, then per
+// query row tile attends, commits its tap, adds the residual and commits the new state; a
+// feed-forward step does the same per row tile without the keys. Each row tile reloads what it
+// needs from the journal and commits what it produces, so no tensor of a whole stream is ever in
+// the arena (but the whole k and v of MATH attention).
 //
 // Journal keys are (block, branch, role, tile) with block = the run's block sequence number and
 // tile = the row tile unless said otherwise. Inputs: x, timesteps.<row> (the AdaLN row; tile 0

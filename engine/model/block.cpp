@@ -16,15 +16,17 @@ using ops::ada_value;
 
 // The BF16 arithmetic of the block order (block_order.h): the official operators with the
 // variant's products, norms and attention; teacher forcing when `forced` is set.
-struct Bf16Block {
+struct Bf16Block : block_order::DenseSteps<Bf16Block> {
   using T = Bf16Tensor;
   using Taps = BlockTaps;
   const NumericsVariant& v;
   float eps;
   const BlockTaps* forced;
 
+  Bf16Block(const NumericsVariant& variant, float norm_eps, const BlockTaps* forced_taps)
+      : v(variant), eps(norm_eps), forced(forced_taps) {}
+
   const Bf16Tensor& load(const Bf16Tensor& t) const { return t; }
-  Bf16Tensor ada(const Bf16Tensor& table, const Bf16Tensor& ts, int row) const { return ada_value(table, ts, row); }
   Bf16Tensor ada(const Bf16Tensor& table, int row, const Bf16Tensor& ts, int ts_row) const {
     return ada_value(table, row, ts, ts_row);
   }

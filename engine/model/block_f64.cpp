@@ -43,9 +43,6 @@ Mat ada_value(const Bf16Tensor& table, int row, const F64Tensor& timestep, int t
   out.rowwise() += t.row(row);
   return out;
 }
-Mat ada_value(const Bf16Tensor& table, const F64Tensor& timestep, int row) {
-  return ada_value(table, row, timestep, row);
-}
 
 // x · rstd (· w), rstd = 1/√(Σx²/N + eps) per row.
 Mat rms_norm(const Mat& x, const Bf16Tensor* weight, double eps) {
@@ -152,16 +149,17 @@ F64Tensor to_tensor(const Mat& m) {
 
 // The float64 arithmetic of the block order (block_order.h): Eigen products, double elsewhere,
 // no BF16 write; the post-SA residual and its norm as two steps. No teacher forcing.
-struct F64Block {
+struct F64Block : block_order::DenseSteps<F64Block> {
   using T = Mat;
   using Taps = BlockTapsF64;
   double eps;
+
+  explicit F64Block(double norm_eps) : eps(norm_eps) {}
 
   template <class E>
   Mat load(const Tensor<E>& t) const {
     return to_mat(t);
   }
-  Mat ada(const Bf16Tensor& table, const F64Tensor& ts, int row) const { return ada_value(table, ts, row); }
   Mat ada(const Bf16Tensor& table, int row, const F64Tensor& ts, int ts_row) const {
     return ada_value(table, row, ts, ts_row);
   }
