@@ -1,7 +1,7 @@
 #pragma once
 // The LTX-2.x audio-video transformer block on the CPU (spec §3.3), batch 1, for one numerics
 // variant. Produces the ten probes of spec §8. The operator order is block_order.h's, which the
-// float64 block (block_f64.h) shares.
+// float64 block (block_f64.h) and the PSI block program (engine/exec/block_program.h) share.
 #include <algorithm>
 #include <string>
 #include <type_traits>
